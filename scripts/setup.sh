@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every system and Python package rnntrain needs on Debian 12 (or Ubuntu 24.04).
+# Safe to run twice: apt-get and pip skip what is already there. Needs root or sudo.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+DEB_PACKAGES=(
+  build-essential cmake pkg-config ninja-build
+  libyaml-cpp-dev libcli11-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libopenblas-dev libgtest-dev libzip-dev
+  python3 python3-pip
+)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: Debian packages already installed" >&2
+fi
+
+# Python: numpy and h5py for the data scripts and the tests that write fixtures.
+PY=${PYTHON:-python3}
+PIP_PACKAGES=(numpy==1.26.4 h5py==3.11.0)
+if ! "$PY" -c "import numpy, h5py" 2>/dev/null; then
+  echo "setup: installing Python packages: ${PIP_PACKAGES[*]}" >&2
+  "$PY" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
+    || "$PY" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"
+else
+  echo "setup: Python packages already installed" >&2
+fi

@@ -1,0 +1,51 @@
+// The CPU backend's model: forward and backward of every layer of the config language in float32
+// over BLAS, in Keras' exact equations. This is the specification the CUDA backend is checked
+// against. It reads and accumulates into a Params it does not own.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/batch.h"
+#include "model/params.h"
+#include "spec/shapes.h"
+
+namespace rnntrain {
+
+// What forward() keeps for backward(): per-layer activations, masks and dropout masks.
+struct ForwardContext {
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+  ForwardContext();
+  ~ForwardContext();
+  ForwardContext(ForwardContext&&) noexcept;
+  ForwardContext& operator=(ForwardContext&&) noexcept;
+};
+
+class CpuModel {
+ public:
+  CpuModel(const ModelSpec& spec, Params& params);
+  ~CpuModel();
+
+  // x: [B, T, F] or token ids [B, T]; lengths: optional (size B), combined with any Masking or
+  // Embedding(mask_zero) mask. training enables dropout, drawing from rng.
+  // Returns the model output ([B, K] or [B, T, K]). When the output has a time axis and a mask
+  // reaches it, *out_mask (if given) receives it as [B, T] of 0/1; otherwise it is left empty.
+  // ctx (if given) receives what backward() needs.
+  Tensor forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
+                 ForwardContext* ctx = nullptr, Tensor* out_mask = nullptr);
+
+  // dy: gradient of the loss w.r.t. the output of forward(). Accumulates (+=) every parameter's
+  // gradient. Returns the gradient w.r.t. x for feature inputs (empty for token ids).
+  Tensor backward(ForwardContext& ctx, const Tensor& dy);
+
+  const std::vector<LayerShape>& shapes() const { return shapes_; }
+
+ private:
+  struct Layer;
+  const ModelSpec& spec_;
+  Params& params_;
+  std::vector<LayerShape> shapes_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+}  // namespace rnntrain

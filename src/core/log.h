@@ -1,0 +1,23 @@
+// Logging to stderr: the only place that knows spdlog. One grep-able line per event, e.g.
+// log_info("epoch={} loss={:.4f}", 3, 0.41). Machine-readable output goes to stdout, never here.
+#pragma once
+#include <fmt/format.h>
+
+#include <string>
+
+namespace rnntrain {
+
+enum class LogLevel { Debug, Info, Warn, Error, Off };
+void set_log_level(LogLevel level);
+void log_line(LogLevel level, const std::string& msg);
+
+template <typename... A>
+void log_debug(fmt::format_string<A...> f, A&&... a) { log_line(LogLevel::Debug, fmt::format(f, std::forward<A>(a)...)); }
+template <typename... A>
+void log_info(fmt::format_string<A...> f, A&&... a) { log_line(LogLevel::Info, fmt::format(f, std::forward<A>(a)...)); }
+template <typename... A>
+void log_warn(fmt::format_string<A...> f, A&&... a) { log_line(LogLevel::Warn, fmt::format(f, std::forward<A>(a)...)); }
+template <typename... A>
+void log_error(fmt::format_string<A...> f, A&&... a) { log_line(LogLevel::Error, fmt::format(f, std::forward<A>(a)...)); }
+
+}  // namespace rnntrain

@@ -1,0 +1,41 @@
+// Parameters in the canonical per-layer Keras layout, on the host, with their gradients.
+// kernel [I, G*H], recurrent_kernel [H, G*H], bias [G*H] (GRU reset_after: [2, 3H]); gate blocks
+// are contiguous column blocks in Keras order (LSTM i,f,c,o; GRU z,r,h). Dense kernel [I, K],
+// bias [K]; Embedding embeddings [V, E]. Bidirectional holds the forward layer's three, then the
+// backward layer's three. Not device memory: backends copy from and to this at load and save.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "spec/config.h"
+
+namespace rnntrain {
+
+struct Param {
+  std::string name;  // "kernel", "recurrent_kernel", "bias", "embeddings"; "forward/kernel", "backward/bias" in Bidirectional
+  Tensor value;
+  Tensor grad;  // same shape as value
+};
+
+struct LayerParams {
+  std::string layer;  // LayerSpec::name
+  std::vector<Param> params;  // in Keras weight order
+};
+
+struct Params {
+  std::vector<LayerParams> layers;  // one entry per model layer (layers without weights have none)
+  std::vector<Param*> all();        // flat, in order: the optimizer's view
+  int64_t count() const;
+  void zero_grad();
+};
+
+// Creates every layer's parameters with their Keras shapes and initialises them with Keras'
+// initialisers (glorot_uniform, orthogonal, zeros, unit_forget_bias, ...), drawing from `rng`
+// in layer order, weight order.
+Params init_params(const ModelSpec& model, Rng& rng);
+
+// Fills one tensor with an initialiser; fan_in/fan_out are Keras' (rows, cols for a 2-D kernel).
+void fill_init(Tensor& t, const Initializer& init, Rng& rng);
+
+}  // namespace rnntrain

@@ -1,0 +1,217 @@
+// The typed configuration: what `rnntrain train config.yaml` reads, after YAML parsing, overrides
+// and validation (spec/parse.cpp). Nothing downstream looks up option strings; it reads these
+// structs. Defaults are Keras 3's. Documented key by key in docs/config.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace rnntrain {
+
+// Where a value came from, for error messages: "configs/x.yaml:12:5".
+struct SourceLoc {
+  std::string file;
+  int line = 0;  // 1-based; 0 = unknown (a default, or a command-line override)
+  int col = 0;
+  std::string str() const;
+};
+
+enum class LayerKind { Input, Embedding, Masking, LSTM, GRU, SimpleRNN, Bidirectional, Dropout, Dense, TimeDistributed };
+const char* layer_kind_name(LayerKind k);  // Keras class name: "LSTM", "TimeDistributed", ...
+bool is_recurrent(LayerKind k);            // LSTM, GRU, SimpleRNN (not Bidirectional)
+
+// HardSigmoid is Keras 3's clip(x/6 + 0.5, 0, 1); HardSigmoidKeras2 is clip(0.2x + 0.5, 0, 1).
+enum class Activation { Linear, Tanh, Sigmoid, HardSigmoid, HardSigmoidKeras2, Relu, Softmax };
+const char* activation_name(Activation a);  // "linear", "tanh", ..., "hard_sigmoid_keras2"
+
+enum class InitKind { Zeros, Ones, Constant, GlorotUniform, GlorotNormal, Orthogonal, RandomUniform, RandomNormal, HeUniform, HeNormal, LecunUniform };
+struct Initializer {
+  InitKind kind = InitKind::Zeros;
+  double a = 0.0;  // RandomUniform: minval (-0.05); RandomNormal: mean (0); Constant: value; Orthogonal: gain (1)
+  double b = 0.0;  // RandomUniform: maxval (0.05); RandomNormal: stddev (0.05)
+};
+
+enum class MergeMode { Concat, Sum, Mul, Ave };
+
+struct LayerSpec {
+  LayerKind kind = LayerKind::Dense;
+  std::string name;  // unique; Keras-style defaults: "lstm", "lstm_1", "bidirectional", ...
+  SourceLoc loc;     // the layer's entry in the YAML file
+
+  // Input: shape without the batch dimension; -1 = None (variable timesteps).
+  // Token ids for Embedding: shape [T]; features: shape [T, F].
+  Shape shape;
+
+  // Embedding
+  int64_t input_dim = 0, output_dim = 0;
+  bool mask_zero = false;
+  Initializer embeddings_initializer{InitKind::RandomUniform, -0.05, 0.05};
+
+  // Masking
+  double mask_value = 0.0;
+
+  // LSTM, GRU, SimpleRNN, Dense
+  int64_t units = 0;
+  Activation activation = Activation::Tanh;  // Dense default is Linear (set by the parser)
+  Activation recurrent_activation = Activation::Sigmoid;
+  bool use_bias = true;
+  bool return_sequences = false;
+  bool go_backwards = false;
+  bool reset_after = true;       // GRU
+  bool unit_forget_bias = true;  // LSTM
+  double dropout = 0.0;          // recurrent layers: on the inputs, one mask per sequence
+  double recurrent_dropout = 0.0;
+  Initializer kernel_initializer{InitKind::GlorotUniform};
+  Initializer recurrent_initializer{InitKind::Orthogonal, 1.0};
+  Initializer bias_initializer{InitKind::Zeros};
+
+  // Dropout
+  double rate = 0.0;
+
+  // Bidirectional (wraps a recurrent layer), TimeDistributed (wraps a Dense)
+  MergeMode merge_mode = MergeMode::Concat;
+  std::shared_ptr<LayerSpec> inner;
+};
+
+struct ModelSpec {
+  std::vector<LayerSpec> layers;  // layers[0] is always the Input layer
+  std::optional<std::string> init_from;  // a checkpoint or weights file to start from
+};
+
+// One data source. `format` is inferred from the path's suffix when not given.
+enum class DataFormat { Hdf5, Npy, Npz, Csv, Text, Synthetic };
+enum class Scaling { None, Standard, MinMax };
+struct DataSource {
+  DataFormat format = DataFormat::Hdf5;
+  SourceLoc loc;
+  std::string path;  // hdf5, npz, csv, text (relative paths are relative to the config file)
+  // hdf5 and npz: dataset / array names. npy: paths of the .npy files.
+  std::string inputs = "x", targets = "y", lengths;  // lengths optional ("" = none)
+  // csv: windows of `window` rows predict the next `horizon` rows of the target columns.
+  int64_t window = 0, horizon = 1, stride = 1;
+  std::vector<std::string> features, target_columns;
+  Scaling scaling = Scaling::None;
+  // text: character-level LM, sequences of seq_len characters; targets are the next characters.
+  int64_t seq_len = 0;
+  // synthetic: a generated task (see data/synthetic.h): "adding", "sine", "parity", "copy".
+  std::string task;
+  int64_t samples = 0, timesteps = 0;
+  uint64_t seed = 0;
+};
+
+struct DataSpec {
+  std::optional<DataSource> train;
+  std::optional<DataSource> validation;  // separate validation data
+  double validation_split = 0.0;         // or: the last fraction of train (as Keras, before shuffling)
+  std::optional<DataSource> test;        // default data for `rnntrain eval`
+};
+
+enum class LossKind { MSE, MAE, Huber, BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy };
+struct LossSpec {
+  LossKind kind = LossKind::MSE;
+  bool from_logits = false;
+  double delta = 1.0;  // huber
+  double label_smoothing = 0.0;
+};
+
+// "accuracy" resolves to binary/categorical/sparse by the loss, as Keras does.
+enum class MetricKind { Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MAE, MSE, Perplexity };
+struct MetricSpec {
+  MetricKind kind;
+  std::string name;  // the history column: "accuracy", "mae", "perplexity", ...
+};
+
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad };
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::Adam;
+  double learning_rate = 0.001;  // SGD default 0.01 (set by the parser)
+  double momentum = 0.0;         // SGD, RMSprop
+  bool nesterov = false;
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;
+  bool amsgrad = false;
+  double weight_decay = 0.0;  // AdamW default 0.004
+  double rho = 0.9;           // RMSprop
+  bool centered = false;
+  double initial_accumulator_value = 0.1;  // Adagrad
+  std::optional<double> clipnorm, clipvalue, global_clipnorm;
+};
+
+enum class ScheduleKind { Constant, Exponential, Cosine, Step, ReduceOnPlateau };
+struct ScheduleSpec {
+  ScheduleKind kind = ScheduleKind::Constant;
+  // exponential (per optimizer step): lr * decay_rate ^ (step / decay_steps), floor() if staircase
+  int64_t decay_steps = 0;
+  double decay_rate = 0.96;
+  bool staircase = false;
+  // cosine (per step): linear warmup over warmup_steps from 0, then cosine to alpha*lr over decay_steps
+  int64_t warmup_steps = 0;
+  double alpha = 0.0;
+  // step (per epoch): lr * gamma ^ floor(epoch / step_size)
+  int64_t step_size = 10;
+  double gamma = 0.1;
+  // reduce_on_plateau (per epoch, Keras ReduceLROnPlateau)
+  std::string monitor = "val_loss";
+  double factor = 0.1;
+  int64_t patience = 10;
+  double min_delta = 1e-4;
+  int64_t cooldown = 0;
+  double min_lr = 0.0;
+};
+
+enum class MonitorMode { Auto, Min, Max };
+struct EarlyStoppingSpec {
+  std::string monitor = "val_loss";
+  MonitorMode mode = MonitorMode::Auto;
+  int64_t patience = 0;
+  double min_delta = 0.0;
+  bool restore_best_weights = false;
+  std::optional<double> baseline;
+  int64_t start_from_epoch = 0;
+};
+
+struct CheckpointSpec {
+  std::string monitor = "val_loss";  // picks best.h5; falls back to "loss" without validation data
+  MonitorMode mode = MonitorMode::Auto;
+  bool every_epoch = true;  // last.h5 after each epoch
+};
+
+struct TrainSpec {
+  int64_t epochs = 1;
+  int64_t batch_size = 32;
+  uint64_t seed = 42;
+  bool shuffle = true;
+  int64_t steps_per_epoch = 0;  // 0 = the whole training set
+  OptimizerSpec optimizer;
+  LossSpec loss;
+  std::vector<MetricSpec> metrics;
+  ScheduleSpec schedule;
+  std::optional<EarlyStoppingSpec> early_stopping;
+  CheckpointSpec checkpoint;
+  int64_t threads = 0;  // CPU threads for BLAS; 0 = all cores
+};
+
+enum class Device { Auto, Cpu, Cuda };
+enum class FuseMode { Auto, Always, Never };
+struct PlanSpec {
+  FuseMode fuse = FuseMode::Auto;
+};
+
+struct OutputSpec {
+  std::string dir = "runs/run";  // the run directory (relative to the working directory)
+};
+
+struct Config {
+  std::string path;  // the config file
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  PlanSpec plan;
+  Device device = Device::Auto;
+  OutputSpec output;
+};
+
+}  // namespace rnntrain

@@ -1,0 +1,44 @@
+// Names of enum values as they appear in configs and in Keras, and SourceLoc formatting.
+#include <fmt/format.h>
+
+#include "spec/config.h"
+
+namespace rnntrain {
+
+std::string SourceLoc::str() const {
+  if (line == 0) return file.empty() ? "<config>" : file;
+  return fmt::format("{}:{}:{}", file, line, col);
+}
+
+const char* layer_kind_name(LayerKind k) {
+  switch (k) {
+    case LayerKind::Input: return "Input";
+    case LayerKind::Embedding: return "Embedding";
+    case LayerKind::Masking: return "Masking";
+    case LayerKind::LSTM: return "LSTM";
+    case LayerKind::GRU: return "GRU";
+    case LayerKind::SimpleRNN: return "SimpleRNN";
+    case LayerKind::Bidirectional: return "Bidirectional";
+    case LayerKind::Dropout: return "Dropout";
+    case LayerKind::Dense: return "Dense";
+    case LayerKind::TimeDistributed: return "TimeDistributed";
+  }
+  return "?";
+}
+
+bool is_recurrent(LayerKind k) { return k == LayerKind::LSTM || k == LayerKind::GRU || k == LayerKind::SimpleRNN; }
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::Linear: return "linear";
+    case Activation::Tanh: return "tanh";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::HardSigmoid: return "hard_sigmoid";
+    case Activation::HardSigmoidKeras2: return "hard_sigmoid_keras2";
+    case Activation::Relu: return "relu";
+    case Activation::Softmax: return "softmax";
+  }
+  return "?";
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,113 @@
+// Shape inference: Keras' compute_output_shape for the layers of the config language.
+#include "spec/shapes.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace rnntrain {
+
+int gates(LayerKind k) {
+  switch (k) {
+    case LayerKind::LSTM: return 4;
+    case LayerKind::GRU: return 3;
+    case LayerKind::SimpleRNN: return 1;
+    default: return 0;
+  }
+}
+
+int64_t recurrent_params(const LayerSpec& l, int64_t input) {
+  const int64_t g = gates(l.kind), u = l.units;
+  int64_t n = g * u * (input + u);
+  if (l.use_bias) n += (l.kind == LayerKind::GRU && l.reset_after) ? 2 * g * u : g * u;
+  return n;
+}
+
+[[noreturn]] static void shape_error(const LayerSpec& l, const std::string& what) {
+  throw ConfigError(fmt::format("{}: layer '{}' ({}): {}", l.loc.str(), l.name, layer_kind_name(l.kind), what));
+}
+
+static Shape with_batch(const Shape& s) {
+  Shape b{-1};
+  b.insert(b.end(), s.begin(), s.end());
+  return b;
+}
+
+static void need_sequence(const LayerSpec& l, const Shape& in, const std::string& prev) {
+  if (in.size() != 2)
+    shape_error(l, fmt::format("expects a sequence input (batch, timesteps, features) but gets {} from '{}'. "
+                               "If '{}' is recurrent, set return_sequences: true on it.",
+                               shape_str(with_batch(in)), prev, prev));
+}
+
+std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
+  std::vector<LayerShape> out;
+  if (model.layers.empty() || model.layers[0].kind != LayerKind::Input)
+    throw ConfigError("model.layers: the first layer must be {type: Input, shape: [...]}");
+  LayerShape cur;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    const std::string prev = i ? model.layers[i - 1].name : "";
+    LayerShape s;
+    s.in = cur.out;
+    s.mask_in = cur.mask_out;
+    s.mask_out = cur.mask_out;
+    switch (l.kind) {
+      case LayerKind::Input:
+        if (i != 0) shape_error(l, "Input must be the first layer");
+        if (l.shape.empty() || l.shape.size() > 2) shape_error(l, "shape must be [timesteps] for token ids or [timesteps, features]");
+        s.out = l.shape;
+        s.mask_out = false;
+        break;
+      case LayerKind::Embedding:
+        if (s.in.size() != 1)
+          shape_error(l, fmt::format("expects token ids of shape (batch, timesteps) but gets {}; give the Input layer shape: [timesteps]", shape_str(with_batch(s.in))));
+        s.out = {s.in[0], l.output_dim};
+        s.mask_out = l.mask_zero;
+        s.params = l.input_dim * l.output_dim;
+        break;
+      case LayerKind::Masking:
+        need_sequence(l, s.in, prev);
+        s.out = s.in;
+        s.mask_out = true;
+        break;
+      case LayerKind::LSTM:
+      case LayerKind::GRU:
+      case LayerKind::SimpleRNN:
+        need_sequence(l, s.in, prev);
+        s.out = l.return_sequences ? Shape{s.in[0], l.units} : Shape{l.units};
+        s.mask_out = l.return_sequences && s.mask_in;
+        s.params = recurrent_params(l, s.in[1]);
+        break;
+      case LayerKind::Bidirectional: {
+        need_sequence(l, s.in, prev);
+        const LayerSpec& r = *l.inner;
+        const int64_t u = l.merge_mode == MergeMode::Concat ? 2 * r.units : r.units;
+        s.out = r.return_sequences ? Shape{s.in[0], u} : Shape{u};
+        s.mask_out = r.return_sequences && s.mask_in;
+        s.params = 2 * recurrent_params(r, s.in[1]);
+        break;
+      }
+      case LayerKind::Dropout:
+        s.out = s.in;
+        break;
+      case LayerKind::Dense:
+        s.out = s.in;
+        s.out.back() = l.units;
+        s.params = s.in.back() * l.units + (l.use_bias ? l.units : 0);
+        break;
+      case LayerKind::TimeDistributed: {
+        need_sequence(l, s.in, prev);
+        const LayerSpec& d = *l.inner;
+        s.out = {s.in[0], d.units};
+        s.params = s.in[1] * d.units + (d.use_bias ? d.units : 0);
+        break;
+      }
+    }
+    out.push_back(s);
+    cur = s;
+  }
+  return out;
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,27 @@
+// Shape inference over a ModelSpec: each layer's input and output shape (without the batch
+// dimension, -1 for None), whether a mask flows out of it, and its parameter count. Pure; throws
+// ConfigError naming the layer and its file:line when two layers do not fit together.
+#pragma once
+#include <vector>
+
+#include "spec/config.h"
+
+namespace rnntrain {
+
+struct LayerShape {
+  Shape in, out;          // without batch; -1 = None
+  bool mask_in = false;   // a mask reaches this layer
+  bool mask_out = false;  // this layer passes (or makes) a mask
+  int64_t params = 0;
+};
+
+// One entry per model layer, in order (entry 0 is the Input layer).
+std::vector<LayerShape> infer_shapes(const ModelSpec& model);
+
+// Parameter count of one recurrent layer (LSTM, GRU, SimpleRNN) with `input` features.
+int64_t recurrent_params(const LayerSpec& l, int64_t input);
+
+// Gates per cell: LSTM 4, GRU 3, SimpleRNN 1.
+int gates(LayerKind k);
+
+}  // namespace rnntrain

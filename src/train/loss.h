@@ -1,0 +1,20 @@
+// Keras losses with the "sum over batch size" reduction: per-sample (or per-timestep) losses are
+// averaged over the unmasked samples. Forward and gradient in one call.
+#pragma once
+#include "core/tensor.h"
+#include "spec/config.h"
+
+namespace rnntrain {
+
+struct LossValue {
+  double sum = 0.0;    // sum of per-sample (per-timestep) losses over unmasked entries
+  double count = 0.0;  // number of unmasked entries; the loss is sum / count
+};
+
+// pred: [B, K] or [B, T, K]. target: same shape, or for sparse_categorical_crossentropy labels
+// [B] / [B, T] (or with a trailing 1). mask: null or [B, T] of 0/1 (only with a time axis).
+// If dpred is not null it receives d(sum/count)/d(pred), shaped like pred.
+LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& target, const Tensor* mask,
+                       Tensor* dpred);
+
+}  // namespace rnntrain

@@ -1,0 +1,32 @@
+// Learning-rate schedules: per optimizer step (constant, exponential, cosine with warmup) or per
+// epoch (step, reduce_on_plateau). State is a vector of numbers, saved in checkpoints for resume.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spec/config.h"
+
+namespace rnntrain {
+
+class Schedule {
+ public:
+  Schedule(const ScheduleSpec& spec, double base_lr);
+  // The learning rate for optimizer step `step` (0-based) in the current epoch state.
+  double lr(int64_t step) const;
+  // Called after each epoch with that epoch's logs ("loss", "val_loss", ...); epoch is 0-based.
+  // Returns a message when the learning rate changed (for the log), or "".
+  std::string on_epoch_end(int64_t epoch, const std::map<std::string, double>& logs);
+  std::vector<double> state() const;
+  void set_state(const std::vector<double>& s);
+
+ private:
+  ScheduleSpec spec_;
+  double base_lr_;
+  double factor_ = 1.0;  // multiplier set by the per-epoch schedules
+  double best_ = 0.0;
+  bool has_best_ = false;
+  int64_t wait_ = 0, cooldown_left_ = 0;
+};
+
+}  // namespace rnntrain
