@@ -1,5 +1,88 @@
-// Placeholder until the subcommands land.
+// The command line: subcommands train, eval, predict, plan. Parses with CLI11, runs one
+// subcommand, and maps errors to exit codes: 0 success, 1 runtime failure, 2 usage or config error.
 #include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+
 namespace rnntrain {
-int run_cli(int, char**) { return 0; }
+
+static const char* kExamples = R"(Examples:
+  rnntrain train configs/quickstart.yaml
+  rnntrain train configs/quickstart.yaml train.epochs=3 model.layers.1.units=64
+  rnntrain train --resume runs/quickstart train.epochs=20
+  rnntrain eval configs/quickstart.yaml --weights runs/quickstart/best.h5 --json
+  rnntrain predict configs/quickstart.yaml --weights runs/quickstart/best.h5 --data x.h5 -o pred.npy
+  rnntrain plan configs/quickstart.yaml
+Overrides (KEY.PATH=VALUE, after the config file) change any config key; see docs/config.md.)";
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"rnntrain: train stacked recurrent networks (LSTM, GRU, SimpleRNN) from a YAML config"};
+  app.footer(kExamples);
+  app.set_version_flag("--version", std::string("rnntrain ") + RNNTRAIN_VERSION);
+  app.require_subcommand(1);
+  CommandArgs a;
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Debug logging");
+  app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr (no progress)");
+
+  auto* train = app.add_subcommand("train", "Train a model; writes a run directory (checkpoints, history)");
+  train->footer("Example: rnntrain train configs/quickstart.yaml train.epochs=3\n"
+                "         rnntrain train --resume runs/quickstart train.epochs=20");
+  train->add_option("args", a.args, "CONFIG [KEY=VALUE ...]; the config may be left out with --resume");
+  train->add_option("--resume", a.resume, "Continue the run in this directory from its last.h5");
+  train->add_option("--weights", a.weights, "Start from these weights (a checkpoint or Keras .h5)");
+
+  auto* eval = app.add_subcommand("eval", "Evaluate weights on a dataset: loss and metrics");
+  eval->footer("Example: rnntrain eval configs/quickstart.yaml --weights runs/quickstart/best.h5 --json");
+  eval->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
+  eval->add_option("--weights", a.weights, "Weights to evaluate (a checkpoint or Keras .h5)")->required();
+  eval->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
+  eval->add_flag("--json", a.json, "Print {\"loss\", \"metrics\", \"samples\"} as JSON on stdout");
+
+  auto* predict = app.add_subcommand("predict", "Write the model's predictions for a dataset");
+  predict->footer("Example: rnntrain predict configs/quickstart.yaml --weights runs/quickstart/best.h5 --data x.h5 -o pred.npy");
+  predict->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
+  predict->add_option("--weights", a.weights, "Weights (a checkpoint or Keras .h5)")->required();
+  predict->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
+  predict->add_option("-o,--output", a.output, "Predictions file: .npy, .h5 or .csv")->required();
+
+  auto* plan = app.add_subcommand("plan", "Print the model's layers, output shapes and parameter counts");
+  plan->footer("Example: rnntrain plan configs/quickstart.yaml model.layers.1.units=128");
+  plan->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  set_log_level(verbose ? LogLevel::Debug : quiet ? LogLevel::Warn : LogLevel::Info);
+  a.progress = !quiet;
+
+  try {
+    if (train->parsed()) return cmd_train(a);
+    if (eval->parsed()) return cmd_eval(a);
+    if (predict->parsed()) return cmd_predict(a);
+    if (plan->parsed()) return cmd_plan(a);
+  } catch (const UsageError& e) {  // ConfigError too
+    log_error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    log_error("{}", e.what());
+    return 1;
+  }
+  return 2;
 }
+
+}  // namespace rnntrain

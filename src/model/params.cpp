@@ -1,1 +1,133 @@
-// placeholder
+// Per-layer parameters in Keras layout and order, created and initialised on the host (init_params),
+// plus the flat views the optimizer uses. The initialisers themselves are in init.cpp.
+#include "model/params.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "spec/shapes.h"
+
+namespace rnntrain {
+
+std::vector<Param*> Params::all() {
+  std::vector<Param*> out;
+  for (LayerParams& l : layers)
+    for (Param& p : l.params) out.push_back(&p);
+  return out;
+}
+
+int64_t Params::count() const {
+  int64_t n = 0;
+  for (const LayerParams& l : layers)
+    for (const Param& p : l.params) n += p.value.numel();
+  return n;
+}
+
+void Params::zero_grad() {
+  for (LayerParams& l : layers)
+    for (Param& p : l.params) p.grad.zero();
+}
+
+namespace {
+
+[[noreturn]] void layer_error(const LayerSpec& l, const std::string& what) {
+  throw ConfigError(fmt::format("{}: layer '{}' ({}): {}", l.loc.str(), l.name, layer_kind_name(l.kind), what));
+}
+
+void need_positive(const LayerSpec& l, const char* key, int64_t v) {
+  if (v <= 0) layer_error(l, fmt::format("{} must be a positive integer, got {}", key, v));
+}
+
+// Creates a parameter of `shape` and fills it, naming the layer and weight if the initialiser fails.
+void add_param(LayerParams& out, const LayerSpec& l, const std::string& name, Shape shape,
+               const Initializer& init, Rng& rng) {
+  Param p;
+  p.name = name;
+  p.value = Tensor(shape);
+  p.grad = Tensor(shape);
+  try {
+    fill_init(p.value, init, rng);
+  } catch (const ConfigError& e) {
+    layer_error(l, fmt::format("weight '{}': {}", name, e.what()));
+  }
+  out.params.push_back(std::move(p));
+}
+
+// kernel [I, G*H], recurrent_kernel [H, G*H], bias [G*H] (GRU reset_after: [2, 3H]), under `prefix`.
+void add_recurrent(LayerParams& out, const LayerSpec& owner, const LayerSpec& r, int64_t input,
+                   const std::string& prefix, Rng& rng) {
+  need_positive(owner, "units", r.units);
+  if (input <= 0) layer_error(owner, fmt::format("needs a known number of input features, got {}", input));
+  const int64_t h = r.units, gh = gates(r.kind) * h;
+  add_param(out, owner, prefix + "kernel", {input, gh}, r.kernel_initializer, rng);
+  add_param(out, owner, prefix + "recurrent_kernel", {h, gh}, r.recurrent_initializer, rng);
+  if (!r.use_bias) return;
+  if (r.kind == LayerKind::GRU && r.reset_after) {
+    add_param(out, owner, prefix + "bias", {2, gh}, r.bias_initializer, rng);
+  } else if (r.kind == LayerKind::LSTM && r.unit_forget_bias) {
+    // Keras: concat(bias_init((H,)), ones((H,)), bias_init((2H,))), each part with its own fans.
+    add_param(out, owner, prefix + "bias", {gh}, Initializer{InitKind::Zeros}, rng);
+    Tensor first({h}), rest({2 * h});
+    try {
+      fill_init(first, r.bias_initializer, rng);
+      fill_init(rest, r.bias_initializer, rng);
+    } catch (const ConfigError& e) {
+      layer_error(owner, fmt::format("weight '{}bias': {}", prefix, e.what()));
+    }
+    float* b = out.params.back().value.ptr();
+    for (int64_t j = 0; j < h; ++j) {
+      b[j] = first[j];
+      b[h + j] = 1.0f;
+    }
+    for (int64_t j = 0; j < 2 * h; ++j) b[2 * h + j] = rest[j];
+  } else {
+    add_param(out, owner, prefix + "bias", {gh}, r.bias_initializer, rng);
+  }
+}
+
+void add_dense(LayerParams& out, const LayerSpec& owner, const LayerSpec& d, int64_t input, Rng& rng) {
+  need_positive(owner, "units", d.units);
+  if (input <= 0) layer_error(owner, fmt::format("needs a known number of input features, got {}", input));
+  add_param(out, owner, "kernel", {input, d.units}, d.kernel_initializer, rng);
+  if (d.use_bias) add_param(out, owner, "bias", {d.units}, d.bias_initializer, rng);
+}
+
+}  // namespace
+
+Params init_params(const ModelSpec& model, Rng& rng) {
+  const std::vector<LayerShape> shapes = infer_shapes(model);
+  Params params;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    const Shape& in = shapes[i].in;
+    LayerParams lp;
+    lp.layer = l.name;
+    switch (l.kind) {
+      case LayerKind::Input:
+      case LayerKind::Masking:
+      case LayerKind::Dropout: break;
+      case LayerKind::Embedding:
+        need_positive(l, "input_dim", l.input_dim);
+        need_positive(l, "output_dim", l.output_dim);
+        add_param(lp, l, "embeddings", {l.input_dim, l.output_dim}, l.embeddings_initializer, rng);
+        break;
+      case LayerKind::LSTM:
+      case LayerKind::GRU:
+      case LayerKind::SimpleRNN: add_recurrent(lp, l, l, in.back(), "", rng); break;
+      case LayerKind::Bidirectional:
+        if (!l.inner || !is_recurrent(l.inner->kind)) layer_error(l, "must wrap an LSTM, GRU or SimpleRNN layer");
+        add_recurrent(lp, l, *l.inner, in.back(), "forward/", rng);
+        add_recurrent(lp, l, *l.inner, in.back(), "backward/", rng);
+        break;
+      case LayerKind::Dense: add_dense(lp, l, l, in.back(), rng); break;
+      case LayerKind::TimeDistributed:
+        if (!l.inner || l.inner->kind != LayerKind::Dense) layer_error(l, "must wrap a Dense layer");
+        add_dense(lp, l, *l.inner, in.back(), rng);
+        break;
+    }
+    params.layers.push_back(std::move(lp));
+  }
+  return params;
+}
+
+}  // namespace rnntrain

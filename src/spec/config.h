@@ -215,3 +215,8 @@ struct Config {
 };
 
 }  // namespace rnntrain
+
+namespace rnntrain {
+// The data format a path's suffix implies (.h5 .hdf5 -> Hdf5, .npy, .npz, .csv, .txt -> Text), if any.
+std::optional<DataFormat> data_format_from_path(const std::string& path);
+}  // namespace rnntrain

@@ -42,3 +42,20 @@ const char* activation_name(Activation a) {
 }
 
 }  // namespace rnntrain
+
+namespace rnntrain {
+
+std::optional<DataFormat> data_format_from_path(const std::string& path) {
+  auto ends = [&](const char* s) {
+    const std::string suf(s);
+    return path.size() >= suf.size() && path.compare(path.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  if (ends(".h5") || ends(".hdf5")) return DataFormat::Hdf5;
+  if (ends(".npy")) return DataFormat::Npy;
+  if (ends(".npz")) return DataFormat::Npz;
+  if (ends(".csv")) return DataFormat::Csv;
+  if (ends(".txt")) return DataFormat::Text;
+  return std::nullopt;
+}
+
+}  // namespace rnntrain

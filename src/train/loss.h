@@ -9,11 +9,14 @@ namespace rnntrain {
 struct LossValue {
   double sum = 0.0;    // sum of per-sample (per-timestep) losses over unmasked entries
   double count = 0.0;  // number of unmasked entries; the loss is sum / count
+  // The loss as Keras reports it; 0 when every entry is masked (Keras' divide_no_nan).
+  double mean() const { return count > 0 ? sum / count : 0.0; }
 };
 
 // pred: [B, K] or [B, T, K]. target: same shape, or for sparse_categorical_crossentropy labels
 // [B] / [B, T] (or with a trailing 1). mask: null or [B, T] of 0/1 (only with a time axis).
-// If dpred is not null it receives d(sum/count)/d(pred), shaped like pred.
+// If dpred is not null it receives d(sum/count)/d(pred), shaped like pred (zero where masked).
+// Bad targets (a shape that does not fit pred, a sparse label outside [0, K)) throw DataError.
 LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& target, const Tensor* mask,
                        Tensor* dpred);
 

@@ -1,6 +1,6 @@
 // Keras 3 optimizers (SGD with momentum/nesterov, Adam, AdamW, RMSprop, Adagrad) over host
-// parameters, with Keras' clipping order: clipnorm per variable, clipvalue elementwise,
-// global_clipnorm over all. State (slots and the iteration count) is exposed for checkpoints.
+// parameters, with Keras' clipping (one of: clipnorm per variable, global_clipnorm over all,
+// clipvalue elementwise). State (slots and the iteration count) is exposed for checkpoints.
 #pragma once
 #include <memory>
 #include <string>
@@ -11,14 +11,17 @@
 namespace rnntrain {
 
 struct NamedTensor {
-  std::string name;  // e.g. "m/3" (slot m of the 4th parameter, in Params::all() order)
+  // "<slot>/<i>": Keras' slot name and the parameter's index in Params::all() order, e.g.
+  // "momentum/3", "velocity/3", "velocity_hat/3", "average_gradient/3", "accumulator/3".
+  std::string name;
   Tensor* tensor;
 };
 
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Clips the gradients as configured, then updates every parameter with learning rate lr.
+  // Clips the gradients in place as configured, applies the weight decay (p -= lr*wd*p, any kind,
+  // when weight_decay > 0), then updates every parameter with learning rate lr; iterations += 1.
   virtual void step(double lr) = 0;
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t n) { iterations_ = n; }
@@ -29,9 +32,11 @@ class Optimizer {
   int64_t iterations_ = 0;
 };
 
+// The parameters must outlive the optimizer. Throws ConfigError when more than one of clipnorm,
+// clipvalue and global_clipnorm is set (Keras refuses that too).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<Param*> params);
 
-// Gradient clipping, shared with the trainer's tests: returns the global norm before clipping.
+// Gradient clipping in place, shared with the trainer's tests: returns the global norm before clipping.
 double clip_gradients(const OptimizerSpec& spec, const std::vector<Param*>& params);
 
 }  // namespace rnntrain

@@ -1,0 +1,138 @@
+// The subcommands: train, eval, predict and plan.
+#include "cli/commands.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "spec/parse.h"
+#include "spec/shapes.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace rnntrain {
+
+Config load_config_args(const std::vector<std::string>& args, const std::string& resume_dir) {
+  std::string path;
+  std::vector<std::string> overrides;
+  for (const auto& s : args) {
+    if (path.empty() && overrides.empty() && s.find('=') == std::string::npos) path = s;
+    else if (s.find('=') != std::string::npos) overrides.push_back(s);
+    else throw UsageError(fmt::format("'{}': expected KEY=VALUE after the config file (e.g. train.epochs=3)", s));
+  }
+  if (path.empty()) {
+    if (resume_dir.empty()) throw UsageError("missing the config file: rnntrain <command> CONFIG.yaml [KEY=VALUE ...]");
+    path = (fs::path(resume_dir) / "config.yaml").string();
+  }
+  if (!fs::exists(path)) throw UsageError(fmt::format("{}: no such config file", path));
+  return load_config(path, overrides);
+}
+
+int cmd_train(const CommandArgs& a) {
+  Config cfg = load_config_args(a.args, a.resume);
+  TrainOptions opt;
+  opt.resume_dir = a.resume;
+  opt.weights = a.weights;
+  opt.progress = a.progress;
+  TrainResult r = train(cfg, opt);
+  nlohmann::ordered_json j;
+  j["run_dir"] = r.run_dir;
+  j["epochs"] = r.epochs_done;
+  j["stopped_early"] = r.stopped_early;
+  j["seconds"] = r.seconds;
+  if (!r.history.epochs.empty())
+    for (const auto& [k, v] : r.history.epochs.back()) j["final"][k] = v;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+// The data for eval and predict: --data replaces the path of data.test (else validation, else
+// train) and keeps its other keys; the run's data_meta.json (next to the weights) is applied.
+static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targets) {
+  const DataSource* tmpl = cfg.data.test ? &*cfg.data.test : cfg.data.validation ? &*cfg.data.validation
+                           : cfg.data.train ? &*cfg.data.train : nullptr;
+  if (!tmpl && a.data.empty())
+    throw ConfigError(fmt::format("{}: no data to use: pass --data FILE or set data.test in the config", cfg.path));
+  DataSource src = tmpl ? *tmpl : DataSource{};
+  if (!a.data.empty()) {
+    if (auto f = data_format_from_path(a.data)) src.format = *f;
+    else if (!tmpl) throw UsageError(fmt::format("--data {}: cannot tell the format from the suffix (.h5 .npy .npz .csv .txt)", a.data));
+    src.path = fs::absolute(a.data).string();
+    if (src.format == DataFormat::Npy) src.inputs = src.path;
+  }
+  if (!need_targets) src.targets = "";
+  DataMeta meta = read_meta(fs::path(a.weights).parent_path().string());
+  Dataset d = load_data(cfg, src, meta);
+  check_dataset(d, cfg.model, infer_shapes(cfg.model), cfg.train.loss, need_targets);
+  return d;
+}
+
+int cmd_eval(const CommandArgs& a) {
+  Config cfg = load_config_args(a.args);
+  Dataset d = eval_data(cfg, a, true);
+  Rng rng(cfg.train.seed);
+  auto engine = make_engine(cfg, initial_params(cfg, a.weights), rng);
+  EvalResult r = evaluate(*engine, cfg, d);
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["loss"] = r.loss;
+    j["metrics"] = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : r.metrics) j["metrics"][k] = v;
+    j["samples"] = r.samples;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("samples: %lld\nloss: %.6g\n", (long long)r.samples, r.loss);
+    for (const auto& [k, v] : r.metrics) std::printf("%s: %.6g\n", k.c_str(), v);
+  }
+  return 0;
+}
+
+int cmd_predict(const CommandArgs& a) {
+  Config cfg = load_config_args(a.args);
+  Dataset d = eval_data(cfg, a, false);
+  Rng rng(cfg.train.seed);
+  auto engine = make_engine(cfg, initial_params(cfg, a.weights), rng);
+  Tensor pred = predict_all(*engine, d, cfg.train.batch_size);
+  write_predictions(a.output, pred);
+  log_info("wrote {} predictions of shape {} to {}", d.size(), shape_str(pred.shape), a.output);
+  return 0;
+}
+
+static std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+int cmd_plan(const CommandArgs& a) {
+  Config cfg = load_config_args(a.args);
+  const auto shapes = infer_shapes(cfg.model);
+  const std::string rule(78, '_'), dbl(78, '=');
+  std::printf("Model: %s\n%s\n", cfg.path.c_str(), rule.c_str());
+  std::printf(" %-36s %-28s %10s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl.c_str());
+  int64_t total = 0;
+  for (size_t i = 0; i < cfg.model.layers.size(); ++i) {
+    const LayerSpec& l = cfg.model.layers[i];
+    std::string type = layer_kind_name(l.kind);
+    if (l.inner) type += fmt::format("({})", layer_kind_name(l.inner->kind));
+    Shape out{-1};
+    out.insert(out.end(), shapes[i].out.begin(), shapes[i].out.end());
+    std::printf(" %-36s %-28s %10s\n", fmt::format("{} ({})", l.name, type).c_str(), shape_str(out).c_str(),
+                with_commas(shapes[i].params).c_str());
+    total += shapes[i].params;
+  }
+  std::printf("%s\n Total params: %s (%s)\n Trainable params: %s\n Non-trainable params: 0\n%s\n", dbl.c_str(),
+              with_commas(total).c_str(), fmt::format("{:.2f} KB", total * 4 / 1024.0).c_str(), with_commas(total).c_str(),
+              rule.c_str());
+  return 0;
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,57 @@
+// Training checkpoints and weight files. A checkpoint is a Keras legacy full-model .h5 layout:
+// /model_weights (layer_names, per-layer weight_names and datasets, Keras order and shapes),
+// /optimizer_weights (the iteration counter and every slot), and rnntrain's resume state in root
+// attributes Keras ignores (rnntrain_*). Written to a temporary file and renamed.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/params.h"
+
+namespace rnntrain {
+
+// Everything besides weights that a resumed run needs to continue exactly.
+struct ResumeState {
+  int64_t epoch = 0;       // epochs completed
+  int64_t iterations = 0;  // optimizer steps taken
+  Rng::State rng{};        // the trainer's stream (shuffling and dropout)
+  std::vector<double> schedule, early_stopping, checkpoint;  // their state() vectors
+  std::string history_json;  // the history so far
+  std::string config_yaml;   // the effective config that produced it
+};
+
+using OptimizerSlots = std::vector<std::pair<std::string, Tensor*>>;
+
+void save_checkpoint(const std::string& path, const ModelSpec& model, const Params& params,
+                     const OptimizerSlots& slots, const ResumeState& state);
+
+// Reads weights into params (positional over weighted layers, as Keras' topological load), with
+// layer-count and shape checks that name the layer. Accepts a checkpoint or a legacy weights file.
+void load_weights(const std::string& path, const ModelSpec& model, Params& params);
+
+// Reads weights, optimizer slots (restored in place; names must match) and the resume state.
+ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Params& params,
+                            const OptimizerSlots& slots);
+
+// Writes with `write(tmp)` to path + ".tmp", then renames over path. Removes the temporary on failure.
+template <typename F>
+void write_atomically(const std::string& path, F&& write);
+void rename_into_place(const std::string& tmp, const std::string& path);
+
+template <typename F>
+void write_atomically(const std::string& path, F&& write) {
+  const std::string tmp = path + ".tmp";
+  try {
+    write(tmp);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  rename_into_place(tmp, path);
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,39 @@
+// The backend interface the trainer drives: one model, its loss and its optimizer on one device.
+// A training step is forward, loss, backward, clipping and the optimizer update; the trainer never
+// sees activations. Parameters are exchanged in the canonical host layout (model/params.h).
+// The CPU engine is here; the CUDA engine plugs in behind make_engine without touching the trainer.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+#include "model/params.h"
+#include "train/loss.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+
+namespace rnntrain {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string device_name() const = 0;
+  // One optimizer step on the batch; updates the metrics with the batch's predictions.
+  virtual LossValue train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) = 0;
+  // Loss and metrics without updating anything (inference mode: no dropout).
+  virtual LossValue eval_step(const Batch& batch, const std::vector<Metric*>& metrics) = 0;
+  // Model output for the batch's inputs (inference mode).
+  virtual Tensor predict(const Batch& batch) = 0;
+  // Parameters and optimizer state in the canonical host layout. A device engine copies them back
+  // from the device in host_params() and to the device in params_changed().
+  virtual Params& host_params() = 0;
+  virtual void params_changed() = 0;
+  virtual Optimizer& optimizer() = 0;
+};
+
+// Builds the engine for cfg.device (cpu now; cuda when built and visible). Takes the initial
+// parameters; `dropout_rng` is the trainer's stream for dropout masks (its state is checkpointed).
+std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng);
+
+}  // namespace rnntrain

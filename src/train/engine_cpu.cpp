@@ -1,0 +1,68 @@
+// The CPU engine: CpuModel (BLAS) + loss + optimizer on host memory. The reference every other
+// backend is compared with.
+#include <cblas.h>
+
+#include "backend/cpu/cpu_model.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "train/engine.h"
+
+namespace rnntrain {
+
+namespace {
+
+class CpuEngine final : public Engine {
+ public:
+  CpuEngine(const Config& cfg, Params params, Rng& rng)
+      : cfg_(cfg), params_(std::move(params)), model_(cfg_.model, params_), rng_(rng),
+        opt_(make_optimizer(cfg_.train.optimizer, params_.all())) {}
+
+  std::string device_name() const override { return "cpu"; }
+
+  LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
+    ForwardContext ctx;
+    Tensor mask;
+    params_.zero_grad();
+    Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
+    Tensor dpred;
+    LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
+    for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+    model_.backward(ctx, dpred);
+    opt_->step(lr);
+    return lv;
+  }
+
+  LossValue eval_step(const Batch& b, const std::vector<Metric*>& metrics) override {
+    Tensor mask;
+    Tensor pred = model_.forward(b.x, lengths(b), false, rng_, nullptr, &mask);
+    LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr);
+    for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+    return lv;
+  }
+
+  Tensor predict(const Batch& b) override { return model_.forward(b.x, lengths(b), false, rng_); }
+
+  Params& host_params() override { return params_; }
+  void params_changed() override {}
+  Optimizer& optimizer() override { return *opt_; }
+
+ private:
+  static const std::vector<int32_t>* lengths(const Batch& b) { return b.lengths.empty() ? nullptr : &b.lengths; }
+
+  const Config& cfg_;
+  Params params_;
+  CpuModel model_;
+  Rng& rng_;
+  std::unique_ptr<Optimizer> opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng) {
+  if (cfg.device == Device::Cuda)
+    throw UsageError("device: cuda was requested, but this build has no CUDA backend yet; use device: cpu or auto");
+  if (cfg.train.threads > 0) openblas_set_num_threads(static_cast<int>(cfg.train.threads));
+  return std::make_unique<CpuEngine>(cfg, std::move(params), dropout_rng);
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,302 @@
+// fit / evaluate / predict over an Engine, with checkpoints, history, early stopping and resume.
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "spec/parse.h"
+#include "train/progress.h"
+#include "train/schedule.h"
+
+namespace fs = std::filesystem;
+
+namespace rnntrain {
+
+std::string resolve_path(const Config& cfg, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  const fs::path base = fs::path(cfg.path).parent_path();
+  return (base / path).lexically_normal().string();
+}
+
+Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta) {
+  return load_source(src, fs::path(cfg.path).parent_path().string(), meta);
+}
+
+static std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+static void write_text(const std::string& path, const std::string& text) {
+  write_atomically(path, [&](const std::string& tmp) {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) throw RuntimeError(fmt::format("cannot write {}: check the disk and the folder's permissions", tmp));
+  });
+}
+
+DataMeta read_meta(const std::string& dir) {
+  const std::string p = (fs::path(dir) / "data_meta.json").string();
+  if (!fs::exists(p)) return {};
+  return DataMeta::from_json(read_text(p), p);
+}
+
+Params initial_params(const Config& cfg, const std::string& weights) {
+  Rng init_rng(cfg.train.seed);
+  Params params = init_params(cfg.model, init_rng);
+  std::string w = weights.empty() && cfg.model.init_from ? resolve_path(cfg, *cfg.model.init_from) : weights;
+  if (!w.empty()) {
+    load_weights(w, cfg.model, params);
+    log_info("weights loaded from {}", w);
+  }
+  return params;
+}
+
+static std::vector<std::unique_ptr<Metric>> make_metrics(const Config& cfg) {
+  std::vector<std::unique_ptr<Metric>> out;
+  for (const auto& m : cfg.train.metrics) out.push_back(make_metric(m, cfg.train.loss));
+  return out;
+}
+
+static std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) {
+  std::vector<Metric*> out;
+  for (const auto& m : ms) out.push_back(m.get());
+  return out;
+}
+
+static std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data) {
+  auto metrics = make_metrics(cfg);
+  auto ms = raw(metrics);
+  const int64_t n = data.size(), bs = cfg.train.batch_size;
+  double sum = 0.0, count = 0.0;
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < n; b += bs) {
+    rows.resize(std::min(bs, n - b));
+    std::iota(rows.begin(), rows.end(), b);
+    LossValue lv = engine.eval_step(data.gather(rows), ms);
+    sum += lv.sum;
+    count += lv.count;
+  }
+  EvalResult r;
+  r.loss = count > 0 ? sum / count : std::nan("");
+  for (auto* m : ms) r.metrics.emplace_back(m->name(), m->result());
+  r.samples = n;
+  return r;
+}
+
+Tensor predict_all(Engine& engine, const Dataset& data, int64_t batch_size) {
+  Tensor out;
+  const int64_t n = data.size();
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < n; b += batch_size) {
+    rows.resize(std::min(batch_size, n - b));
+    std::iota(rows.begin(), rows.end(), b);
+    Tensor p = engine.predict(data.gather(rows));
+    if (out.shape.empty()) {
+      out.shape = p.shape;
+      out.shape[0] = n;
+      out.data.reserve(shape_numel(out.shape));
+    }
+    out.data.insert(out.data.end(), p.data.begin(), p.data.end());
+  }
+  return out;
+}
+
+namespace {
+
+struct Splits {
+  Dataset train;
+  std::optional<Dataset> val;
+};
+
+Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerShape>& shapes) {
+  if (!cfg.data.train)
+    throw ConfigError(fmt::format("{}: data.train is missing; training needs a data source (see docs/config.md)", cfg.path));
+  Splits s;
+  s.train = load_data(cfg, *cfg.data.train, meta);
+  if (cfg.data.validation) {
+    s.val = load_data(cfg, *cfg.data.validation, meta);
+  } else if (cfg.data.validation_split > 0) {
+    // As Keras: the last fraction of the data, taken before any shuffling.
+    const int64_t n = s.train.size();
+    const int64_t n_val = static_cast<int64_t>(std::floor(n * cfg.data.validation_split));
+    if (n_val < 1 || n_val >= n)
+      throw ConfigError(fmt::format("{}: data.validation_split {} of {} samples leaves no training or no validation data",
+                                    cfg.path, cfg.data.validation_split, n));
+    s.val = s.train.slice(n - n_val, n);
+    s.val->source += " (validation split)";
+    s.train = s.train.slice(0, n - n_val);
+  }
+  check_dataset(s.train, cfg.model, shapes, cfg.train.loss);
+  if (s.val) check_dataset(*s.val, cfg.model, shapes, cfg.train.loss);
+  return s;
+}
+
+void shuffle(std::vector<int64_t>& v, Rng& rng) {
+  for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
+    std::swap(v[i], v[rng.below(static_cast<uint64_t>(i) + 1)]);
+}
+
+}  // namespace
+
+TrainResult train(const Config& cfg, const TrainOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<LayerShape> shapes = infer_shapes(cfg.model);
+  const bool resuming = !opt.resume_dir.empty();
+  const std::string run_dir = resuming ? opt.resume_dir : cfg.output.dir;
+
+  DataMeta meta = resuming ? read_meta(run_dir) : DataMeta{};
+  Splits data = load_splits(cfg, meta, shapes);
+
+  fs::create_directories(run_dir);
+  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(cfg));
+  if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
+
+  Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout
+  auto engine = make_engine(cfg, initial_params(cfg, resuming ? "" : opt.weights), rng);
+  Optimizer& optimizer = engine->optimizer();
+  Schedule schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate);
+  std::optional<EarlyStopping> early;
+  if (cfg.train.early_stopping) early.emplace(*cfg.train.early_stopping);
+  const std::string best_monitor = data.val ? cfg.train.checkpoint.monitor
+                                   : (cfg.train.checkpoint.monitor.rfind("val_", 0) == 0 ? cfg.train.checkpoint.monitor.substr(4)
+                                                                                          : cfg.train.checkpoint.monitor);
+  BestTracker best(best_monitor, cfg.train.checkpoint.mode);
+
+  const std::string last_path = (fs::path(run_dir) / "last.h5").string();
+  const std::string best_path = (fs::path(run_dir) / "best.h5").string();
+  TrainResult result;
+  result.run_dir = run_dir;
+  int64_t start_epoch = 0;
+  OptimizerSlots slots;
+  for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
+
+  if (resuming) {
+    if (!fs::exists(last_path))
+      throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
+    ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
+    engine->params_changed();
+    optimizer.set_iterations(st.iterations);
+    rng.set_state(st.rng);
+    schedule.set_state(st.schedule);
+    best.set_state(st.checkpoint);
+    if (early && !st.early_stopping.empty()) early->set_state(st.early_stopping);
+    if (early && early->spec().restore_best_weights) {
+      const std::string es_path = (fs::path(run_dir) / "early_stopping_best.h5").string();
+      if (fs::exists(es_path)) {
+        Params tmp = engine->host_params();
+        load_weights(es_path, cfg.model, tmp);
+        early->set_best_weights(copy_weights(tmp));
+      }
+    }
+    result.history = History::from_json(st.history_json);
+    start_epoch = st.epoch;
+    log_info("resuming {} at epoch {} (optimizer step {})", run_dir, start_epoch + 1, st.iterations);
+    if (start_epoch >= cfg.train.epochs)
+      log_warn("the run already has {} epochs and train.epochs is {}: nothing to do (raise train.epochs to go on)",
+               start_epoch, cfg.train.epochs);
+  }
+
+  auto metrics = make_metrics(cfg);
+  auto ms = raw(metrics);
+  const int64_t n = data.train.size(), bs = cfg.train.batch_size;
+  int64_t steps = (n + bs - 1) / bs;
+  if (cfg.train.steps_per_epoch > 0) steps = std::min(steps, cfg.train.steps_per_epoch);
+  log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
+           data.val ? data.val->size() : 0, engine->device_name());
+
+  std::vector<int64_t> order = iota(n), rows;
+  for (int64_t epoch = start_epoch; epoch < cfg.train.epochs; ++epoch) {
+    if (cfg.train.shuffle) shuffle(order, rng);
+    for (auto* m : ms) m->reset();
+    Progress progress(epoch, cfg.train.epochs, steps, opt.progress);
+    double sum = 0.0, count = 0.0;
+    double lr = schedule.lr(optimizer.iterations());
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t b = s * bs;
+      rows.assign(order.begin() + b, order.begin() + std::min(n, b + bs));
+      lr = schedule.lr(optimizer.iterations());
+      LossValue lv = engine->train_step(data.train.gather(rows), lr, ms);
+      if (!std::isfinite(lv.sum))
+        throw RuntimeError(fmt::format("epoch {} step {}: the loss is {}; lower train.optimizer.learning_rate, "
+                                       "add clipnorm, or check the data for extreme values", epoch + 1, s + 1, lv.sum));
+      sum += lv.sum;
+      count += lv.count;
+      std::vector<std::pair<std::string, double>> shown{{"loss", sum / count}};
+      for (auto* m : ms) shown.emplace_back(m->name(), m->result());
+      progress.update(s + 1, std::min(n, b + bs), shown);
+    }
+    const double secs = progress.finish();
+
+    Logs logs{{"loss", sum / count}, {"learning_rate", lr}};
+    for (auto* m : ms) logs[m->name()] = m->result();
+    if (data.val) {
+      EvalResult ev = evaluate(*engine, cfg, *data.val);
+      logs["val_loss"] = ev.loss;
+      for (const auto& [k, v] : ev.metrics) logs["val_" + k] = v;
+    }
+    std::string line = fmt::format("epoch={}/{}", epoch + 1, cfg.train.epochs);
+    for (const auto& [k, v] : logs) line += fmt::format(" {}={}", k, format_metric(v));
+    log_info("{} s={:.2f}", line, secs);
+    result.history.epochs.push_back(logs);
+
+    const std::string msg = schedule.on_epoch_end(epoch, logs);
+    if (!msg.empty()) log_info("{}", msg);
+    bool stop = early && early->on_epoch_end(epoch, logs, engine->host_params());
+
+    ResumeState st;
+    st.epoch = epoch + 1;
+    st.iterations = optimizer.iterations();
+    st.rng = rng.state();
+    st.schedule = schedule.state();
+    st.early_stopping = early ? early->state() : std::vector<double>{};
+    const bool new_best = best.on_epoch_end(logs);
+    st.checkpoint = best.state();
+    st.history_json = result.history.to_json();
+    st.config_yaml = emit_config(cfg);
+    Params& params = engine->host_params();
+    if (early && early->spec().restore_best_weights && early->best_weights() && early->best_epoch() == epoch) {
+      save_checkpoint((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model, params, {}, st);
+    }
+    if (new_best) save_checkpoint(best_path, cfg.model, params, slots, st);
+    save_checkpoint(last_path, cfg.model, params, slots, st);
+    write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
+    write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
+    result.epochs_done = epoch + 1;
+    if (stop) {
+      log_info("early stopping at epoch {}: '{}' has not improved for {} epochs (best at epoch {})", epoch + 1,
+               early->spec().monitor, early->spec().patience, early->best_epoch() + 1);
+      if (early->spec().restore_best_weights && early->best_weights()) {
+        set_weights(params, *early->best_weights());
+        engine->params_changed();
+        log_info("restored the weights of epoch {} (restore_best_weights); final.h5 holds them", early->best_epoch() + 1);
+      }
+      result.stopped_early = true;
+      break;
+    }
+  }
+  save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, ResumeState{
+      result.epochs_done, optimizer.iterations(), rng.state(), {}, {}, {}, result.history.to_json(), emit_config(cfg)});
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace rnntrain

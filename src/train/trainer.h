@@ -1,0 +1,48 @@
+// The epoch loop (Keras' fit), evaluation and prediction over in-memory datasets, driving an
+// Engine. Owns run directories: config.yaml, data_meta.json, history.csv/json, last.h5, best.h5.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.h"
+#include "train/callbacks.h"
+#include "train/engine.h"
+
+namespace rnntrain {
+
+struct TrainOptions {
+  std::string resume_dir;  // continue from <dir>/last.h5
+  std::string weights;     // start from these weights (overrides model.init_from)
+  bool progress = true;
+};
+
+struct TrainResult {
+  std::string run_dir;
+  History history;
+  int64_t epochs_done = 0;
+  bool stopped_early = false;
+  double seconds = 0.0;
+};
+
+TrainResult train(const Config& cfg, const TrainOptions& opt);
+
+struct EvalResult {
+  double loss = 0.0;
+  std::vector<std::pair<std::string, double>> metrics;
+  int64_t samples = 0;
+};
+
+EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data);
+Tensor predict_all(Engine& engine, const Dataset& data, int64_t batch_size);
+
+// A path from the config, resolved against the config file's folder (absolute paths unchanged).
+std::string resolve_path(const Config& cfg, const std::string& path);
+// Loads a data source of the config, resolving its path.
+Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta);
+// Reads <dir>/data_meta.json if present (empty meta otherwise).
+DataMeta read_meta(const std::string& dir);
+// Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.
+Params initial_params(const Config& cfg, const std::string& weights);
+
+}  // namespace rnntrain
