@@ -1,0 +1,152 @@
+// Dense float32 helpers of the CPU backend over OpenBLAS cblas_sgemm. exp is a branch-free Cephes-style
+// polynomial (relative error ~1e-7) so activation loops vectorise without -ffast-math.
+#include "backend/cpu/cpu_math.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace rnntrain::cpu {
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // c = beta * c
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const int64_t biggest = std::max({m, n, k, lda, ldb, ldc});
+  if (biggest > INT_MAX)
+    throw RuntimeError(fmt::format("matrix dimension {} exceeds the BLAS integer range; use a smaller batch_size or "
+                                   "shorter sequences",
+                                   biggest));
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
+}
+
+namespace {
+
+// exp(x) for float, Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, times 2^n via bits.
+inline float exp_f(float x) {
+  x = std::min(88.0f, std::max(-87.0f, x));
+  const float fx = x * 1.44269504088896341f + 0.5f;
+  const int32_t ti = static_cast<int32_t>(fx);
+  float n = static_cast<float>(ti);
+  n = n > fx ? n - 1.0f : n;  // floor
+  const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  return y * std::bit_cast<float>(bits);
+}
+
+inline float sigmoid_inl(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+
+inline float tanh_inl(float x) {
+  const float ax = std::fabs(x);
+  const float e = exp_f(-2.0f * ax);
+  float t = (1.0f - e) / (1.0f + e);
+  t = x < 0.0f ? -t : t;
+  // Near 0 the quotient cancels; use the odd Taylor series (next term 62/2835 x^9 < 3e-11 there).
+  const float x2 = x * x;
+  const float s = x * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f))));
+  return ax < 0.1f ? s : t;
+}
+
+}  // namespace
+
+float sigmoid_f(float x) { return sigmoid_inl(x); }
+float tanh_f(float x) { return tanh_inl(x); }
+
+void apply_act(Activation act, float* x, int64_t n) {
+  switch (act) {
+    case Activation::Linear: return;
+    case Activation::Tanh:
+      for (int64_t i = 0; i < n; ++i) x[i] = tanh_inl(x[i]);
+      return;
+    case Activation::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = sigmoid_inl(x[i]);
+      return;
+    case Activation::HardSigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(1.0f, std::max(0.0f, x[i] * (1.0f / 6.0f) + 0.5f));
+      return;
+    case Activation::HardSigmoidKeras2:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(1.0f, std::max(0.0f, 0.2f * x[i] + 0.5f));
+      return;
+    case Activation::Relu:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::max(0.0f, x[i]);
+      return;
+    case Activation::Softmax: throw RuntimeError("internal: softmax is not an elementwise activation");
+  }
+}
+
+void mul_act_grad(Activation act, const float* y, float* d, int64_t n) {
+  switch (act) {
+    case Activation::Linear: return;
+    case Activation::Tanh:
+      for (int64_t i = 0; i < n; ++i) d[i] *= 1.0f - y[i] * y[i];
+      return;
+    case Activation::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) d[i] *= y[i] * (1.0f - y[i]);
+      return;
+    case Activation::HardSigmoid:
+      for (int64_t i = 0; i < n; ++i) d[i] = (y[i] > 0.0f && y[i] < 1.0f) ? d[i] * (1.0f / 6.0f) : 0.0f;
+      return;
+    case Activation::HardSigmoidKeras2:
+      for (int64_t i = 0; i < n; ++i) d[i] = (y[i] > 0.0f && y[i] < 1.0f) ? d[i] * 0.2f : 0.0f;
+      return;
+    case Activation::Relu:
+      for (int64_t i = 0; i < n; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
+      return;
+    case Activation::Softmax: throw RuntimeError("internal: softmax is not an elementwise activation");
+  }
+}
+
+void softmax_rows(float* x, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    float mx = row[0];
+    for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, row[j]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] = exp_f(row[j] - mx);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+void softmax_rows_grad(const float* y, const float* dy, float* dpre, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* yr = y + r * cols;
+    const float* dr = dy + r * cols;
+    float dot = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) dot += yr[j] * dr[j];
+    float* out = dpre + r * cols;
+    for (int64_t j = 0; j < cols; ++j) out[j] = yr[j] * (dr[j] - dot);
+  }
+}
+
+void add_colsum(const float* a, int64_t rows, int64_t cols, int64_t lda, float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = a + i * lda;
+    for (int64_t j = 0; j < cols; ++j) out[j] += row[j];
+  }
+}
+
+}  // namespace rnntrain::cpu

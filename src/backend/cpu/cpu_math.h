@@ -1,0 +1,33 @@
+// Dense float32 helpers of the CPU backend: a row-major cblas_sgemm wrapper, elementwise activations
+// and their derivatives over whole arrays (the switch on the kind sits outside the loop, so loops
+// vectorise), softmax rows and column sums. Not layer logic.
+#pragma once
+#include <cstdint>
+
+#include "spec/config.h"
+
+namespace rnntrain::cpu {
+
+// c: [m, n] = alpha * op(a) @ op(b) + beta * c, row-major with leading dimensions (elements).
+// op(a): [m, k] (a is [k, m] when ta); op(b): [k, n] (b is [n, k] when tb).
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// x = act(x) in place, elementwise (Softmax is not elementwise: use softmax_rows).
+void apply_act(Activation act, float* x, int64_t n);
+// d *= act'(pre) where y = act(pre): every supported activation's derivative is a function of y.
+void mul_act_grad(Activation act, const float* y, float* d, int64_t n);
+
+// x: [rows, cols]; softmax over each row, in place.
+void softmax_rows(float* x, int64_t rows, int64_t cols);
+// dpre = y * (dy - sum(dy * y)) per row; y, dy, dpre: [rows, cols] (dpre may alias dy).
+void softmax_rows_grad(const float* y, const float* dy, float* dpre, int64_t rows, int64_t cols);
+
+// out[j] += sum_i a[i * lda + j] for a: [rows, cols].
+void add_colsum(const float* a, int64_t rows, int64_t cols, int64_t lda, float* out);
+
+// Scalar versions used by the array functions (exposed for tests): max error ~2 ulp of 1.
+float sigmoid_f(float x);
+float tanh_f(float x);
+
+}  // namespace rnntrain::cpu

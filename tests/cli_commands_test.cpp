@@ -1,0 +1,116 @@
+// The command line as a user and a script see it: exit codes, --help, eval --json, predict, plan.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "io/h5.h"
+
+using namespace rnntrain;
+using namespace rnntrain::test;
+
+namespace {
+
+const char* kConfig = R"(model:
+  layers:
+    - {type: Input, shape: [12, 2]}
+    - {type: LSTM, units: 8}
+    - {type: Dense, units: 1}
+data:
+  train: {format: synthetic, task: adding, samples: 256, timesteps: 12, seed: 3}
+  validation: {format: synthetic, task: adding, samples: 64, timesteps: 12, seed: 4}
+train:
+  epochs: 2
+  batch_size: 32
+  optimizer: {type: adam, learning_rate: 0.01}
+  loss: mse
+  metrics: [mae]
+)";
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp = scratch(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    cfg = (tmp / "cfg.yaml").string();
+    write_file(cfg, kConfig);
+  }
+  void TearDown() override { std::filesystem::remove_all(tmp); }
+  std::filesystem::path tmp;
+  std::string cfg;
+};
+
+TEST_F(Cli, VersionAndHelp) {
+  Run v = rnntrain("--version", tmp);
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("rnntrain"), std::string::npos) << v.out;
+  Run h = rnntrain("--help", tmp);
+  EXPECT_EQ(h.code, 0);
+  for (const char* cmd : {"train", "eval", "predict", "plan"})
+    EXPECT_NE(h.out.find(std::string("rnntrain ") + cmd), std::string::npos) << "no example for " << cmd << ":\n" << h.out;
+}
+
+TEST_F(Cli, UsageErrorsExitWith2) {
+  EXPECT_EQ(rnntrain("", tmp).code, 2);
+  EXPECT_EQ(rnntrain("frobnicate", tmp).code, 2);
+  Run r = rnntrain("train " + (tmp / "missing.yaml").string(), tmp);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
+  r = rnntrain("train " + cfg + " train.epochz=3", tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("epochs"), std::string::npos) << "no did-you-mean: " << r.err;
+  r = rnntrain("eval " + cfg, tmp);  // --weights is required
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST_F(Cli, MissingDataFileExitsWith1AndNamesIt) {
+  Run r = rnntrain("train " + cfg + " data.train={path: nowhere.h5} output.dir=" + (tmp / "run").string(), tmp);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("nowhere.h5"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, TrainThenEvalJsonThenPredict) {
+  const std::string run = (tmp / "run").string();
+  Run t = rnntrain("train " + cfg + " output.dir=" + run, tmp);
+  ASSERT_EQ(t.code, 0) << t.err;
+  auto summary = nlohmann::json::parse(t.out);
+  EXPECT_EQ(summary["epochs"], 2);
+  for (const char* f : {"config.yaml", "history.csv", "history.json", "last.h5", "best.h5"})
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(run) / f)) << f;
+  const std::string csv = slurp(run + "/history.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "epoch,learning_rate,loss,mae,val_loss,val_mae") << csv;
+
+  Run e = rnntrain("eval " + cfg + " --weights " + run + "/last.h5 --json", tmp);
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["samples"], 64);  // data.validation is the default when there is no data.test
+  EXPECT_TRUE(j["metrics"].contains("mae"));
+  // eval of the last checkpoint reproduces the last epoch's validation loss.
+  auto hist = nlohmann::json::parse(slurp(run + "/history.json"));
+  EXPECT_NEAR(j["loss"].get<double>(), hist["val_loss"][1].get<double>(), 1e-5);
+
+  const std::string pred = (tmp / "pred.h5").string();
+  Run p = rnntrain("predict " + cfg + " --weights " + run + "/last.h5 -o " + pred, tmp);
+  ASSERT_EQ(p.code, 0) << p.err;
+  h5::File f = h5::File::open(pred);
+  EXPECT_EQ(f.root().shape("predictions"), (Shape{64, 1}));
+}
+
+TEST_F(Cli, PlanPrintsShapesAndTotal) {
+  Run r = rnntrain("plan " + cfg + " model.layers.1.units=16", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // LSTM(16) on 2 features: 4*16*(2+16) + 4*16 = 1216; Dense(1): 16 + 1 = 17.
+  EXPECT_NE(r.out.find("(None, 16)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1,216"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Total params: 1,233"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, CorruptWeightsFileIsAnErrorAndIsNotOverwritten) {
+  const std::string bad = (tmp / "bad.h5").string();
+  write_file(bad, "this is not HDF5");
+  Run r = rnntrain("eval " + cfg + " --weights " + bad, tmp);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("bad.h5"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(bad), "this is not HDF5");
+}
+
+}  // namespace
