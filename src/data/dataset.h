@@ -19,6 +19,7 @@ struct Dataset {
   Tensor y;                      // [N, ...] targets (empty for predict-only data)
   std::vector<int32_t> lengths;  // empty, or N sequence lengths
   std::string source;            // "data/x.h5" for messages
+  std::string x_name = "inputs", y_name = "targets";  // for messages: "dataset 'x'", "columns a, b", ...
 
   int64_t size() const { return x.shape.empty() ? 0 : x.shape[0]; }
   Batch gather(const std::vector<int64_t>& rows) const;  // rows in the given order

@@ -1,1 +1,358 @@
-// placeholder
+// The HDF5 layer's files, groups and datasets (attributes and the string codec: h5_attr.cpp).
+// Every HDF5 call goes through H5_CALL, which throws DataError naming the file, the object and
+// the call. Not thread-safe beyond what the HDF5 build is.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/h5_detail.h"
+
+namespace rnntrain::h5 {
+
+namespace fs = std::filesystem;
+using namespace detail;
+
+// ---- Handle ------------------------------------------------------------------------------------
+
+Handle::Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    Handle old(std::move(*this));
+    id_ = o.id_;
+    close_ = o.close_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  if (id_ >= 0 && close_ && close_(id_) < 0)
+    log_warn("HDF5: closing id {} failed ({}); the file may not be complete", id_, hdf5_reason());
+}
+
+// ---- errors ------------------------------------------------------------------------------------
+
+namespace detail {
+
+void init() {
+  thread_local bool done = false;
+  if (!done) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    done = true;
+  }
+}
+
+static herr_t collect(unsigned, const H5E_error2_t* e, void* data) {
+  auto* out = static_cast<std::vector<std::string>*>(data);
+  if (e->desc && *e->desc) out->emplace_back(e->desc);
+  return 0;
+}
+
+std::string hdf5_reason() {
+  std::vector<std::string> descs;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &descs);
+  H5Eclear2(H5E_DEFAULT);
+  if (descs.empty()) return "";
+  // The outermost (what the API call could not do) and the innermost (why).
+  if (descs.size() == 1 || descs.front() == descs.back()) return descs.front();
+  return descs.front() + ": " + descs.back();
+}
+
+void fail(const char* call, const std::string& file, const std::string& object, const char* hint,
+          const char* src_file, int src_line) {
+  std::string reason = hdf5_reason();
+  std::string where = fs::path(src_file).filename().string();
+  throw DataError(fmt::format(
+      "{}: HDF5 call {} failed on '{}'{} [{}:{}]. {}", file, call, object,
+      reason.empty() ? "" : " (" + reason + ")", where, src_line,
+      hint ? hint : "The file may be damaged, incomplete or not of the expected layout: check it with "
+                    "`h5dump -H` and re-create it if needed."));
+}
+
+std::string join(const std::string& path, const std::string& name) {
+  if (name.empty()) return path;
+  if (name.front() == '/') return name;
+  return path == "/" ? "/" + name : path + "/" + name;
+}
+
+Handle intermediate_lcpl(const std::string& file, const std::string& object) {
+  Handle lcpl = own_plist(H5_CALL(H5Pcreate(H5P_LINK_CREATE), file, object));
+  H5_CALL(H5Pset_create_intermediate_group(lcpl.id(), 1), file, object);
+  return lcpl;
+}
+
+}  // namespace detail
+
+// ---- File --------------------------------------------------------------------------------------
+
+bool is_hdf5(const std::string& path) {
+  static const char sig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  // The superblock sits at 0, or after a user block of 512, 1024, 2048, ... bytes.
+  for (std::streamoff off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
+    char buf[8];
+    in.seekg(off);
+    if (!in.read(buf, 8)) return false;
+    if (std::equal(buf, buf + 8, sig)) return true;
+  }
+  return false;
+}
+
+File File::create(const std::string& path) {
+  init();
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) {
+    std::string reason = hdf5_reason();
+    throw DataError(fmt::format("{}: cannot create this HDF5 file ({}). Check that its folder exists and is writable.",
+                                path, reason.empty() ? "unknown reason" : reason));
+  }
+  File f;
+  f.h_ = Handle(id, H5Fclose);
+  f.path_ = path;
+  return f;
+}
+
+File File::open(const std::string& path, bool writable) {
+  init();
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw DataError(fmt::format("{}: no such file. Check the path (relative paths in a config are relative to the "
+                                "config file's folder).", path));
+  if (fs::is_directory(path, ec))
+    throw DataError(fmt::format("{}: is a folder, not an HDF5 file. Give the path of a .h5 file.", path));
+  if (!std::ifstream(path, std::ios::binary))
+    throw DataError(fmt::format("{}: cannot be read (permissions?). Check that the file is readable.", path));
+  if (!is_hdf5(path))
+    throw DataError(fmt::format("{}: is not an HDF5 file (no HDF5 signature in it). Give a .h5 file written by "
+                                "rnntrain, Keras or h5py; for .npy, .npz, .csv or text data set the data source's "
+                                "`format`.", path));
+  hid_t id = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    std::string reason = hdf5_reason();
+    throw DataError(fmt::format("{}: cannot open this HDF5 file ({}). It is probably truncated or damaged, for "
+                                "example cut short while being written: re-create it (for a checkpoint, use the "
+                                "previous one).", path, reason.empty() ? "unknown reason" : reason));
+  }
+  File f;
+  f.h_ = Handle(id, H5Fclose);
+  f.path_ = path;
+  return f;
+}
+
+Group File::root() const {
+  return Group(own_group(H5_CALL(H5Gopen2(h_.id(), "/", H5P_DEFAULT), path_, "/")), path_, "/");
+}
+
+void File::flush() const { H5_CALL(H5Fflush(h_.id(), H5F_SCOPE_LOCAL), path_, "/"); }
+
+// ---- Group: navigation -------------------------------------------------------------------------
+
+// True when every component of the relative path exists, each but the last being a group.
+static bool path_exists(hid_t g, const std::string& name) {
+  if (name.empty()) return false;
+  for (size_t pos = 0;;) {
+    const size_t slash = name.find('/', pos);
+    const std::string prefix = name.substr(0, slash);
+    if (!prefix.empty() && prefix.back() != '/' && H5Lexists(g, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (slash == std::string::npos) return true;
+    pos = slash + 1;
+  }
+}
+
+// H5I_GROUP, H5I_DATASET, ..., or H5I_BADID when there is nothing at that path.
+static H5I_type_t object_type(hid_t g, const std::string& name) {
+  if (!path_exists(g, name)) return H5I_BADID;
+  hid_t o = H5Oopen(g, name.c_str(), H5P_DEFAULT);
+  if (o < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return H5I_BADID;
+  }
+  H5I_type_t t = H5Iget_type(o);
+  H5Oclose(o);
+  return t;
+}
+
+bool Group::has(const std::string& name) const { return object_type(id(), name) != H5I_BADID; }
+bool Group::has_group(const std::string& name) const { return object_type(id(), name) == H5I_GROUP; }
+bool Group::has_dataset(const std::string& name) const { return object_type(id(), name) == H5I_DATASET; }
+
+std::vector<std::string> Group::children() const {
+  H5G_info_t info;
+  H5_CALL(H5Gget_info(id(), &info), file_, path_);
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    ssize_t n = H5_CALL(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT),
+                        file_, path_);
+    std::string name(static_cast<size_t>(n) + 1, '\0');
+    H5_CALL(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT),
+            file_, path_);
+    name.resize(static_cast<size_t>(n));
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+static std::string list_or_none(const std::vector<std::string>& names) {
+  if (names.empty()) return "none";
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+Group Group::group(const std::string& name) const {
+  if (!has_group(name))
+    throw DataError(fmt::format("{}: no group '{}' (children of '{}': {}). The file does not have the expected "
+                                "layout: check that it is the right file.", file_, join(path_, name), path_,
+                                list_or_none(children())));
+  hid_t g = H5_CALL(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), file_, join(path_, name));
+  return Group(own_group(g), file_, join(path_, name));
+}
+
+Group Group::create_group(const std::string& name) const {
+  const std::string full = join(path_, name);
+  Handle lcpl = intermediate_lcpl(file_, full);
+  hid_t g = H5_CALL_HINT(H5Gcreate2(id(), name.c_str(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT), file_, full,
+                         "Check that no object of that name exists yet and that the file is open for writing.");
+  return Group(own_group(g), file_, full);
+}
+
+Group Group::require_group(const std::string& name) const {
+  return has_group(name) ? group(name) : create_group(name);
+}
+
+// ---- Group: datasets ---------------------------------------------------------------------------
+
+static Handle open_dataset(const Group& g, const std::string& name) {
+  const std::string full = join(g.path(), name);
+  if (!g.has_dataset(name))
+    throw DataError(fmt::format("{}: no dataset '{}' (children of '{}': {}). Check the dataset name.", g.file(),
+                                full, g.path(), list_or_none(g.children())));
+  return own_dataset(H5_CALL(H5Dopen2(g.id(), name.c_str(), H5P_DEFAULT), g.file(), full));
+}
+
+static Shape space_shape(hid_t space, const std::string& file, const std::string& object) {
+  const int rank = H5_CALL(H5Sget_simple_extent_ndims(space), file, object);
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0) H5_CALL(H5Sget_simple_extent_dims(space, dims.data(), nullptr), file, object);
+  return Shape(dims.begin(), dims.end());
+}
+
+Shape Group::shape(const std::string& name) const {
+  Handle ds = open_dataset(*this, name);
+  Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), file_, join(path_, name)));
+  return space_shape(space.id(), file_, join(path_, name));
+}
+
+// Reads a numeric dataset into `out` (resized to its element count) as `memtype`.
+template <typename T>
+static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype, std::vector<T>& out) {
+  const std::string full = join(g.path(), name);
+  Handle ds = open_dataset(g, name);
+  Handle type = own_type(H5_CALL(H5Dget_type(ds.id()), g.file(), full));
+  const H5T_class_t cls = H5_CALL(H5Tget_class(type.id()), g.file(), full);
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT)
+    throw DataError(fmt::format("{}: dataset '{}' holds {} values, not numbers. Store it as an integer or float "
+                                "array.", g.file(), full, class_name(cls)));
+  Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), g.file(), full));
+  Shape shape = space_shape(space.id(), g.file(), full);
+  out.assign(static_cast<size_t>(shape_numel(shape)), T{});
+  if (!out.empty()) H5_CALL(H5Dread(ds.id(), memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), g.file(), full);
+  return shape;
+}
+
+Tensor Group::read(const std::string& name) const {
+  Tensor t;
+  t.shape = read_numeric(*this, name, H5T_NATIVE_FLOAT, t.data);
+  return t;
+}
+
+std::vector<int64_t> Group::read_int64(const std::string& name) const {
+  std::vector<int64_t> v;
+  read_numeric(*this, name, H5T_NATIVE_INT64, v);
+  return v;
+}
+
+std::vector<double> Group::read_double(const std::string& name) const {
+  std::vector<double> v;
+  read_numeric(*this, name, H5T_NATIVE_DOUBLE, v);
+  return v;
+}
+
+// Creates (replacing an existing dataset of that name) and fills a dataset.
+static void write_dataset(const Group& g, const std::string& name, hid_t filetype, hid_t memtype, const Shape& shape,
+                          bool scalar, const void* data) {
+  const std::string full = join(g.path(), name);
+  for (int64_t d : shape)
+    if (d < 0) throw RuntimeError(fmt::format("{}: cannot write '{}' with shape {}", g.file(), full, shape_str(shape)));
+  if (g.has_dataset(name)) H5_CALL(H5Ldelete(g.id(), name.c_str(), H5P_DEFAULT), g.file(), full);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space = own_space(scalar ? H5_CALL(H5Screate(H5S_SCALAR), g.file(), full)
+                                  : H5_CALL(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                                            g.file(), full));
+  Handle lcpl = intermediate_lcpl(g.file(), full);
+  Handle ds = own_dataset(H5_CALL_HINT(H5Dcreate2(g.id(), name.c_str(), filetype, space.id(), lcpl.id(), H5P_DEFAULT,
+                                                  H5P_DEFAULT),
+                                       g.file(), full,
+                                       "Check that no group of that name exists and that the file is open for writing."));
+  if (scalar || shape_numel(shape) > 0)
+    H5_CALL(H5Dwrite(ds.id(), memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), g.file(), full);
+}
+
+void Group::write(const std::string& name, const Tensor& t) const {
+  if (t.numel() != shape_numel(t.shape))
+    throw RuntimeError(fmt::format("{}: tensor for '{}' has {} values but shape {}", file_, join(path_, name),
+                                   t.numel(), shape_str(t.shape)));
+  write_dataset(*this, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t.shape, t.shape.empty(), t.ptr());
+}
+
+void Group::write_int64(const std::string& name, const std::vector<int64_t>& v, bool scalar) const {
+  if (scalar && v.size() != 1)
+    throw RuntimeError(fmt::format("{}: scalar dataset '{}' needs exactly one value, got {}", file_,
+                                   join(path_, name), v.size()));
+  write_dataset(*this, name, H5T_STD_I64LE, H5T_NATIVE_INT64, Shape{static_cast<int64_t>(v.size())}, scalar,
+                v.data());
+}
+
+void Group::write_double(const std::string& name, const std::vector<double>& v, const Shape& shape) const {
+  if (static_cast<int64_t>(v.size()) != shape_numel(shape))
+    throw RuntimeError(fmt::format("{}: '{}' has {} values but shape {}", file_, join(path_, name), v.size(),
+                                   shape_str(shape)));
+  write_dataset(*this, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, shape, shape.empty(), v.data());
+}
+
+void Group::write_strings(const std::string& name, const std::vector<std::string>& v) const {
+  const std::string full = join(path_, name);
+  const size_t size = fixed_size(v);
+  Handle type = fixed_string_type(size, file_, full);
+  std::vector<char> buf = pack_fixed(v, size);
+  write_dataset(*this, name, type.id(), type.id(), Shape{static_cast<int64_t>(v.size())}, false, buf.data());
+}
+
+std::vector<std::string> Group::read_strings(const std::string& name) const {
+  const std::string full = join(path_, name);
+  Handle ds = open_dataset(*this, name);
+  Handle type = own_type(H5_CALL(H5Dget_type(ds.id()), file_, full));
+  Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), file_, full));
+  const int64_t n = H5_CALL(H5Sget_simple_extent_npoints(space.id()), file_, full);
+  const H5T_class_t cls = H5_CALL(H5Tget_class(type.id()), file_, full);
+  if (cls != H5T_STRING) {
+    if (n == 0) return {};  // an empty numeric array stands for "no strings", as in Keras attributes
+    throw DataError(fmt::format("{}: dataset '{}' holds {} values, not strings.", file_, full, class_name(cls)));
+  }
+  hid_t dsid = ds.id();
+  return detail::read_strings(
+      type.id(), n, [&](hid_t mt, void* buf) { return H5Dread(dsid, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, file_,
+      full);
+}
+
+}  // namespace rnntrain::h5

@@ -1,5 +1,9 @@
 // Dense float32 helpers of the CPU backend over OpenBLAS cblas_sgemm. exp is a branch-free Cephes-style
 // polynomial (relative error ~1e-7) so activation loops vectorise without -ffast-math.
+#if defined(__GNUC__) && !defined(__clang__)
+// Lets GCC if-convert float selects (clamps, floor) inside the loops; results are unchanged.
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include "backend/cpu/cpu_math.h"
 
 #include <cblas.h>

@@ -1,1 +1,144 @@
-// placeholder
+// CpuModel: runs the layer Ops in order, builds the [B, T] mask from batch lengths, keeps every
+// layer's output in the ForwardContext for backward, and walks back accumulating gradients.
+// Not the layer math: basic_layers.cpp, rnn_layers.cpp, recurrent.cpp and the cell files.
+#include "backend/cpu/cpu_model.h"
+
+#include <fmt/format.h>
+
+#include "backend/cpu/ops.h"
+#include "core/error.h"
+
+namespace rnntrain {
+
+struct ForwardContext::Impl {
+  bool valid = false;
+  bool token_input = false;
+  std::vector<Tensor> acts;                          // acts[0] = x, acts[i] = output of layer i
+  std::vector<std::unique_ptr<cpu::Saved>> saved;  // per layer
+};
+
+ForwardContext::ForwardContext() : impl(std::make_unique<Impl>()) {}
+ForwardContext::~ForwardContext() = default;
+ForwardContext::ForwardContext(ForwardContext&&) noexcept = default;
+ForwardContext& ForwardContext::operator=(ForwardContext&&) noexcept = default;
+
+struct CpuModel::Layer {
+  std::unique_ptr<cpu::Op> op;  // null for the Input layer
+};
+
+CpuModel::CpuModel(const ModelSpec& spec, Params& params) : spec_(spec), params_(params) {
+  shapes_ = infer_shapes(spec);
+  if (params.layers.size() != spec.layers.size())
+    throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
+                                   "model (check the weights file or init_from)",
+                                   params.layers.size(), spec.layers.size()));
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    auto layer = std::make_unique<Layer>();
+    switch (l.kind) {
+      case LayerKind::Input: break;
+      case LayerKind::Embedding: layer->op = cpu::make_embedding(l); break;
+      case LayerKind::Masking: layer->op = cpu::make_masking(l); break;
+      case LayerKind::LSTM:
+      case LayerKind::GRU:
+      case LayerKind::SimpleRNN: layer->op = cpu::make_recurrent(l); break;
+      case LayerKind::Bidirectional: layer->op = cpu::make_bidirectional(l); break;
+      case LayerKind::Dropout: layer->op = cpu::make_dropout(l); break;
+      case LayerKind::Dense: layer->op = cpu::make_dense(l, l); break;
+      case LayerKind::TimeDistributed:
+        if (!l.inner || l.inner->kind != LayerKind::Dense)
+          throw ConfigError(fmt::format("{}: layer '{}' (TimeDistributed) must wrap a Dense layer", l.loc.str(), l.name));
+        layer->op = cpu::make_dense(l, *l.inner);
+        break;
+    }
+    layers_.push_back(std::move(layer));
+  }
+}
+
+CpuModel::~CpuModel() = default;
+
+namespace {
+
+// x: [B, T] token ids or [B, T, F] features, as the Input layer declares.
+void check_input(const LayerSpec& in, const Tensor& x) {
+  const bool tokens = in.shape.size() == 1;
+  const int want_rank = tokens ? 2 : 3;
+  if (x.rank() != want_rank)
+    throw DataError(fmt::format("the input batch has shape {} but Input layer '{}' ({}) declares shape {}; {}",
+                                shape_str(x.shape), in.name, in.loc.str(), shape_str(in.shape),
+                                tokens ? "token ids must be (batch, timesteps)" : "features must be (batch, timesteps, features)"));
+  if (!tokens && in.shape[1] > 0 && x.dim(2) != in.shape[1])
+    throw DataError(fmt::format("the input has {} features per step but Input layer '{}' ({}) declares {}; fix the "
+                                "data or the Input shape",
+                                x.dim(2), in.name, in.loc.str(), in.shape[1]));
+}
+
+}  // namespace
+
+Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
+                         ForwardContext* ctx, Tensor* out_mask) {
+  check_input(spec_.layers[0], x);
+  const int64_t B = x.dim(0), T = x.dim(1);
+  cpu::Mask mask;  // [B, T]
+  if (lengths && !lengths->empty()) {
+    if (static_cast<int64_t>(lengths->size()) != B)
+      throw DataError(fmt::format("the batch has {} samples but {} sequence lengths", B, lengths->size()));
+    mask.assign(B * T, 1);
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t len = (*lengths)[b];
+      if (len < 0 || len > T)
+        throw DataError(fmt::format("sample {} of the batch has length {}, outside [0, {}] (the padded timesteps)", b,
+                                    len, T));
+      for (int64_t t = len; t < T; ++t) mask[b * T + t] = 0;
+    }
+  }
+
+  ForwardContext::Impl local;
+  ForwardContext::Impl* c = &local;
+  if (ctx) {
+    if (!ctx->impl) ctx->impl = std::make_unique<ForwardContext::Impl>();
+    c = ctx->impl.get();
+  }
+  const size_t n = layers_.size();
+  c->valid = false;
+  c->token_input = spec_.layers[0].shape.size() == 1;
+  c->saved.resize(n);
+  c->acts.resize(ctx ? n : 0);
+
+  Tensor cur = x;
+  for (size_t i = 1; i < n; ++i) {
+    Tensor y = layers_[i]->op->forward(params_.layers[i], cur, mask, training, rng, c->saved[i]);
+    if (ctx) c->acts[i - 1] = std::move(cur);
+    cur = std::move(y);
+  }
+  if (out_mask) {
+    *out_mask = Tensor();
+    if (cur.rank() == 3 && !mask.empty()) {
+      *out_mask = Tensor({B, T});
+      for (int64_t k = 0; k < B * T; ++k) (*out_mask)[k] = mask[k] ? 1.0f : 0.0f;
+    }
+  }
+  if (!ctx) return cur;
+  c->acts[n - 1] = cur;
+  c->valid = true;
+  return cur;
+}
+
+Tensor CpuModel::backward(ForwardContext& ctx, const Tensor& dy) {
+  if (!ctx.impl || !ctx.impl->valid)
+    throw RuntimeError("internal: CpuModel::backward() needs the context of a forward() call made with it");
+  ForwardContext::Impl& c = *ctx.impl;
+  const size_t n = layers_.size();
+  if (dy.shape != c.acts[n - 1].shape)
+    throw RuntimeError(fmt::format("internal: the output gradient has shape {} but the model output has shape {}",
+                                   shape_str(dy.shape), shape_str(c.acts[n - 1].shape)));
+  Tensor g = dy;
+  for (size_t i = n - 1; i >= 1; --i) {
+    g = layers_[i]->op->backward(params_.layers[i], c.saved[i].get(), c.acts[i - 1], c.acts[i], g);
+    if (g.empty()) break;  // Embedding: token ids have no gradient
+  }
+  if (c.token_input) return Tensor();
+  return g;
+}
+
+}  // namespace rnntrain

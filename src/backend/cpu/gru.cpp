@@ -1,0 +1,164 @@
+// The GRU cell's time loops on the CPU (Keras gate order z, r, h), both variants:
+//   reset_after:  m = h_{t-1}@U + b_h;  z,r = ract(x_zr + m_zr);  hh = act(x_h + r*m_h)
+//   reset before: z,r = ract(x_zr + h_{t-1}@U_zr);  hh = act(x_h + (r*h_{t-1})@U_h)
+//   h = z*h_{t-1} + (1-z)*hh.  A masked step carries h over. Not the input projection: recurrent.cpp.
+#include <cstring>
+
+#include "backend/cpu/cpu_math.h"
+#include "backend/cpu/recurrent.h"
+
+namespace rnntrain::cpu {
+
+void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H;
+  std::vector<float> rec(B * G3);  // [B, 3H] the recurrent projection of this step
+  for (int64_t s = 0; s < a.T; ++s) {
+    const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
+    float* hnext = tape.h.ptr() + (s + 1) * BH;
+    float* zs = tape.z.ptr() + s * B * G3;  // [B, 3H]: x@W + b_x, becomes z, r, hh
+    const float* hin = hprev;
+    if (!tape.rec_drop.empty()) {
+      float* hd = tape.hd.ptr() + s * BH;
+      for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
+      hin = hd;
+    }
+    if (reset_after) {
+      float beta = 0.0f;
+      if (a.b_rec) {
+        for (int64_t b = 0; b < B; ++b) std::memcpy(rec.data() + b * G3, a.b_rec, sizeof(float) * G3);
+        beta = 1.0f;
+      }
+      gemm(false, false, B, G3, H, 1.0f, hin, H, a.U, G3, beta, rec.data(), G3);
+    } else {
+      gemm(false, false, B, 2 * H, H, 1.0f, hin, H, a.U, G3, 0.0f, rec.data(), G3);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      float* z = zs + b * G3;
+      const float* m = rec.data() + b * G3;
+      for (int64_t j = 0; j < 2 * H; ++j) z[j] += m[j];
+      apply_act(a.ract, z, 2 * H);  // z, r
+      const float* r = z + H;
+      if (reset_after) {
+        float* mh = tape.aux.ptr() + s * BH + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          mh[j] = m[2 * H + j];
+          z[2 * H + j] += r[j] * mh[j];
+        }
+        apply_act(a.act, z + 2 * H, H);
+      } else {
+        float* rh = tape.rh.ptr() + s * BH + b * H;
+        const float* hb = hin + b * H;
+        for (int64_t j = 0; j < H; ++j) rh[j] = r[j] * hb[j];
+      }
+    }
+    if (!reset_after) {
+      // rec[:, 2H:] = (r*h) @ U_h, then hh = act(x_h + that).
+      gemm(false, false, B, H, H, 1.0f, tape.rh.ptr() + s * BH, H, a.U + 2 * H, G3, 0.0f, rec.data() + 2 * H, G3);
+      for (int64_t b = 0; b < B; ++b) {
+        float* zh = zs + b * G3 + 2 * H;
+        const float* q = rec.data() + b * G3 + 2 * H;
+        for (int64_t j = 0; j < H; ++j) zh[j] += q[j];
+        apply_act(a.act, zh, H);
+      }
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const float* hp = hprev + b * H;
+      float* hn = hnext + b * H;
+      if (!tape.used(s, b)) {
+        std::memcpy(hn, hp, sizeof(float) * H);
+        continue;
+      }
+      const float* z = zs + b * G3;
+      const float* hh = z + 2 * H;
+      for (int64_t j = 0; j < H; ++j) hn[j] = z[j] * hp[j] + (1.0f - z[j]) * hh[j];
+    }
+  }
+}
+
+void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dU,
+                  float* db_rec) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, T = a.T;
+  std::vector<float> dh(BH, 0.0f), dhr(BH);
+  Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
+  if (reset_after) dzr = Tensor({T, B, G3});
+  for (int64_t s = T - 1; s >= 0; --s) {
+    const float* dys = dyp + s * BH;
+    for (int64_t k = 0; k < BH; ++k) dh[k] += dys[k];
+    const float* zs = tape.z.ptr() + s * B * G3;
+    const float* hprev = tape.h.ptr() + s * BH;
+    const float* hin = tape.h_in() + s * BH;
+    float* dzs = dz + s * B * G3;
+    float* dzrs = reset_after ? dzr.ptr() + s * B * G3 : nullptr;
+    // d z (before ract'), d hh -> d(x_h + ...) for every used row.
+    for (int64_t b = 0; b < B; ++b) {
+      float* d = dzs + b * G3;
+      if (!tape.used(s, b)) {
+        std::memset(d, 0, sizeof(float) * G3);
+        if (dzrs) std::memset(dzrs + b * G3, 0, sizeof(float) * G3);
+        continue;
+      }
+      const float* z = zs + b * G3;
+      const float* hh = z + 2 * H;
+      const float* hp = hprev + b * H;
+      const float* dhb = dh.data() + b * H;
+      for (int64_t j = 0; j < H; ++j) {
+        d[j] = dhb[j] * (hp[j] - hh[j]);
+        d[2 * H + j] = dhb[j] * (1.0f - z[j]);
+      }
+      mul_act_grad(a.act, hh, d + 2 * H, H);
+      if (reset_after) {
+        const float* r = z + H;
+        const float* mh = tape.aux.ptr() + s * BH + b * H;
+        float* dr = dzrs + b * G3;
+        for (int64_t j = 0; j < H; ++j) {
+          d[H + j] = d[2 * H + j] * mh[j];      // d r
+          dr[2 * H + j] = d[2 * H + j] * r[j];  // d m_h
+        }
+        mul_act_grad(a.ract, z, d, 2 * H);
+        std::memcpy(dr, d, sizeof(float) * 2 * H);  // d m_z, d m_r
+      }
+    }
+    if (reset_after) {
+      // d hin = dzr @ U^T
+      gemm(false, true, B, H, G3, 1.0f, dzrs, G3, a.U, G3, 0.0f, dhr.data(), H);
+    } else {
+      // d(r*hin) = d hh_pre @ U_h^T, then d r and d hin.
+      gemm(false, true, B, H, H, 1.0f, dzs + 2 * H, G3, a.U + 2 * H, G3, 0.0f, dhr.data(), H);
+      for (int64_t b = 0; b < B; ++b) {
+        if (!tape.used(s, b)) continue;
+        const float* z = zs + b * G3;
+        const float* r = z + H;
+        const float* hb = hin + b * H;
+        float* d = dzs + b * G3;
+        float* drh = dhr.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          d[H + j] = drh[j] * hb[j];  // d r
+          drh[j] *= r[j];             // d hin through r*hin
+        }
+        mul_act_grad(a.ract, z, d, 2 * H);
+      }
+      gemm(false, true, B, H, 2 * H, 1.0f, dzs, G3, a.U, G3, 1.0f, dhr.data(), H);  // + d[z,r] @ U_zr^T
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      if (!tape.used(s, b)) continue;  // h was carried over: dh passes through unchanged
+      const float* z = zs + b * G3;
+      float* dhb = dh.data() + b * H;
+      const float* r = dhr.data() + b * H;
+      if (tape.rec_drop.empty()) {
+        for (int64_t j = 0; j < H; ++j) dhb[j] = dhb[j] * z[j] + r[j];
+      } else {
+        const float* m = tape.rec_drop.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) dhb[j] = dhb[j] * z[j] + r[j] * m[j];
+      }
+    }
+  }
+  if (reset_after) {
+    gemm(true, false, H, G3, T * B, 1.0f, tape.h_in(), H, dzr.ptr(), G3, 1.0f, dU, G3);
+    if (db_rec) add_colsum(dzr.ptr(), T * B, G3, G3, db_rec);
+  } else {
+    gemm(true, false, H, 2 * H, T * B, 1.0f, tape.h_in(), H, dz, G3, 1.0f, dU, G3);
+    gemm(true, false, H, H, T * B, 1.0f, tape.rh.ptr(), H, dz + 2 * H, G3, 1.0f, dU + 2 * H, G3);
+  }
+}
+
+}  // namespace rnntrain::cpu

@@ -1,0 +1,109 @@
+// The LSTM cell's time loops on the CPU (Keras gate order i, f, c, o):
+//   z = x@W + b + h_{t-1}@U;  i,f,o = ract(z_i,z_f,z_o);  g = act(z_c);  c = f*c_{t-1} + i*g;  h = o*act(c).
+// A masked step carries h and c over. Not the input projection or weight GEMMs: recurrent.cpp.
+#include <cstring>
+
+#include "backend/cpu/cpu_math.h"
+#include "backend/cpu/recurrent.h"
+
+namespace rnntrain::cpu {
+
+void lstm_forward(const CellArgs& a, RnnTape& tape) {
+  const int64_t B = a.B, H = a.H, G4 = 4 * H, BH = B * H;
+  for (int64_t s = 0; s < a.T; ++s) {
+    const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
+    const float* cprev = tape.c.ptr() + s * BH;
+    float* hnext = tape.h.ptr() + (s + 1) * BH;
+    float* cnext = tape.c.ptr() + (s + 1) * BH;
+    float* zs = tape.z.ptr() + s * B * G4;  // [B, 4H]
+    float* act_c = tape.aux.ptr() + s * BH;
+    const float* hin = hprev;
+    if (!tape.rec_drop.empty()) {
+      float* hd = tape.hd.ptr() + s * BH;
+      for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
+      hin = hd;
+    }
+    gemm(false, false, B, G4, H, 1.0f, hin, H, a.U, G4, 1.0f, zs, G4);  // zs += hin @ U
+    for (int64_t b = 0; b < B; ++b) {
+      float* z = zs + b * G4;
+      const float* cp = cprev + b * H;
+      float* cn = cnext + b * H;
+      float* hn = hnext + b * H;
+      if (!tape.used(s, b)) {
+        std::memcpy(cn, cp, sizeof(float) * H);
+        std::memcpy(hn, hprev + b * H, sizeof(float) * H);
+        continue;
+      }
+      apply_act(a.ract, z, 2 * H);     // i, f
+      apply_act(a.act, z + 2 * H, H);  // g
+      apply_act(a.ract, z + 3 * H, H);  // o
+      const float* i = z;
+      const float* f = z + H;
+      const float* g = z + 2 * H;
+      const float* o = z + 3 * H;
+      float* ac = act_c + b * H;
+      for (int64_t j = 0; j < H; ++j) {
+        cn[j] = f[j] * cp[j] + i[j] * g[j];
+        ac[j] = cn[j];
+      }
+      apply_act(a.act, ac, H);
+      for (int64_t j = 0; j < H; ++j) hn[j] = o[j] * ac[j];
+    }
+  }
+}
+
+void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
+  const int64_t B = a.B, H = a.H, G4 = 4 * H, BH = B * H;
+  std::vector<float> dh(BH, 0.0f), dc(BH, 0.0f), dhr(BH), tmp(H);
+  for (int64_t s = a.T - 1; s >= 0; --s) {
+    const float* dys = dyp + s * BH;
+    for (int64_t k = 0; k < BH; ++k) dh[k] += dys[k];
+    const float* zs = tape.z.ptr() + s * B * G4;
+    float* dzs = dz + s * B * G4;
+    for (int64_t b = 0; b < B; ++b) {
+      float* d = dzs + b * G4;
+      if (!tape.used(s, b)) {  // h and c were carried over: their gradients pass through
+        std::memset(d, 0, sizeof(float) * G4);
+        continue;
+      }
+      const float* i = zs + b * G4;
+      const float* f = i + H;
+      const float* g = i + 2 * H;
+      const float* o = i + 3 * H;
+      const float* ac = tape.aux.ptr() + s * BH + b * H;
+      const float* cp = tape.c.ptr() + s * BH + b * H;
+      float* dhb = dh.data() + b * H;
+      float* dcb = dc.data() + b * H;
+      for (int64_t j = 0; j < H; ++j) tmp[j] = dhb[j] * o[j];
+      mul_act_grad(a.act, ac, tmp.data(), H);  // d h / d c = o * act'(c)
+      for (int64_t j = 0; j < H; ++j) {
+        const float dcj = dcb[j] + tmp[j];
+        d[j] = dcj * g[j];              // d i
+        d[H + j] = dcj * cp[j];         // d f
+        d[2 * H + j] = dcj * i[j];      // d g
+        d[3 * H + j] = dhb[j] * ac[j];  // d o
+        dcb[j] = dcj * f[j];            // d c_{t-1}
+      }
+      mul_act_grad(a.ract, i, d, 2 * H);
+      mul_act_grad(a.act, g, d + 2 * H, H);
+      mul_act_grad(a.ract, o, d + 3 * H, H);
+    }
+    // d h_{t-1} = dz @ U^T (times the recurrent dropout mask) where the step was used.
+    gemm(false, true, B, H, G4, 1.0f, dzs, G4, a.U, G4, 0.0f, dhr.data(), H);
+    for (int64_t b = 0; b < B; ++b) {
+      if (!tape.used(s, b)) continue;
+      float* dhb = dh.data() + b * H;
+      const float* r = dhr.data() + b * H;
+      if (tape.rec_drop.empty()) {
+        std::memcpy(dhb, r, sizeof(float) * H);
+      } else {
+        const float* m = tape.rec_drop.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) dhb[j] = r[j] * m[j];
+      }
+    }
+  }
+  // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]).
+  gemm(true, false, H, G4, a.T * B, 1.0f, tape.h_in(), H, dz, G4, 1.0f, dU, G4);
+}
+
+}  // namespace rnntrain::cpu

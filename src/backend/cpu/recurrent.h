@@ -1,0 +1,79 @@
+// One direction of one recurrent layer (LSTM, GRU, SimpleRNN) over a whole batch on the CPU, time-major
+// inside: the shared sequence code (input projection GEMM, dropout masks, masks, weight-gradient
+// GEMMs) in recurrent.cpp, and per cell the time loop forward and backward (lstm.cpp, gru.cpp,
+// simple_rnn.cpp). Not the layer wrappers (Bidirectional, merge): rnn_layers.cpp.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+
+namespace rnntrain::cpu {
+
+struct RnnWeights {
+  Param* kernel;     // [I, G*H]
+  Param* recurrent;  // [H, G*H]
+  Param* bias;       // [G*H], GRU reset_after: [2, 3H] (row 0 input bias, row 1 recurrent bias); null without bias
+};
+
+// What one direction keeps for backward. s indexes processing order (t = T-1-s with go_backwards).
+struct RnnTape {
+  int64_t B = 0, T = 0, I = 0, H = 0;
+  Tensor xp;   // [T, B, I] inputs in processing order, after input dropout
+  Tensor z;    // [T, B, G*H] x@W + b_x on entry to the cell loop, then the activated gates
+  Tensor h;    // [T+1, B, H] hidden states; h[0] = 0, h[s+1] after step s
+  Tensor c;    // LSTM: [T+1, B, H] cell states
+  Tensor aux;  // LSTM: act(c) [T, B, H]; GRU reset_after: h@U_h + b_hh [T, B, H]
+  Tensor hd;   // [T, B, H] h[s] * recurrent dropout mask (empty without recurrent dropout)
+  Tensor rh;   // GRU reset_after=false: r * hd [T, B, H]
+  std::vector<float> in_drop;      // [B, I] input dropout mask, scaled by 1/(1-rate); empty = none
+  std::vector<float> rec_drop;     // [B, H] recurrent dropout mask, scaled; empty = none
+  std::vector<uint8_t> step_mask;  // [T, B] in processing order; empty = every step used
+  bool zero_masked_outputs = false;
+
+  const float* h_in() const { return hd.empty() ? h.ptr() : hd.ptr(); }  // [T, B, H] what U multiplies
+  bool used(int64_t s, int64_t b) const { return step_mask.empty() || step_mask[s * B + b]; }
+};
+
+// What every cell loop reads.
+struct CellArgs {
+  Activation act, ract;
+  int64_t B, T, H;
+  const float* U;      // [H, G*H]
+  const float* b_rec;  // GRU reset_after: [3H] recurrent bias, else null
+};
+
+// Forward time loops: tape.z holds x@W + b_x on entry; fill h (and c, aux, hd, rh).
+void lstm_forward(const CellArgs& a, RnnTape& tape);
+void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape);
+void simple_rnn_forward(const CellArgs& a, RnnTape& tape);
+
+// Backward time loops. dyp: [T, B, H] gradient of the per-step outputs (processing order).
+// Write dz: [T, B, G*H] = d loss / d(x@W + b_x); accumulate dU: [H, G*H] (and db_rec for GRU reset_after).
+void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU);
+void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dU,
+                  float* db_rec);
+void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU);
+
+class RnnDirection {
+ public:
+  // spec: the LSTM/GRU/SimpleRNN spec (its go_backwards is ignored: pass the direction here).
+  RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_masked_outputs);
+
+  // x: [B, T, I]; mask: [B, T] (time order) or empty. Returns [B, T, H] in processing order
+  // (return_sequences) or [B, H] (the state after the last step).
+  Tensor forward(const RnnWeights& w, const Tensor& x, const Mask& mask, bool training, Rng& rng, RnnTape& tape) const;
+  // dy: like forward's result. Accumulates into w's grads; returns dx: [B, T, I].
+  Tensor backward(const RnnWeights& w, const RnnTape& tape, const Tensor& dy) const;
+
+  // The weights of this direction inside a layer's params, starting at index `first`.
+  RnnWeights weights(const LayerSpec& owner, LayerParams& p, size_t first, int64_t input) const;
+
+ private:
+  LayerSpec spec_;
+  bool go_backwards_;
+  bool zero_masked_outputs_;
+  int gates_;
+};
+
+}  // namespace rnntrain::cpu

@@ -1,0 +1,190 @@
+// CSV time series -> supervised windows: `window` consecutive rows of the `features` columns predict
+// the next `horizon` rows of the `target_columns`. Scaling (none, standard, minmax) is fitted on the
+// training source and stored in DataMeta, then applied unchanged to later sources. Only the columns
+// used are parsed, so a date column may sit beside them. Not a general CSV reader: no quoted newlines.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "core/error.h"
+#include "data/loaders.h"
+
+namespace rnntrain {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
+  return s.substr(b, e - b);
+}
+
+// Splits one line on `delim`; a field in double quotes may hold the delimiter ("" is a quote).
+std::vector<std::string> split_fields(const std::string& line, char delim) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == delim) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(trim(cur));
+  return out;
+}
+
+// The header's delimiter: the most frequent of ',', ';' and tab (',' when none occurs).
+char detect_delimiter(const std::string& header) {
+  char best = ',';
+  size_t most = 0;
+  for (char c : {',', ';', '\t'}) {
+    const size_t n = static_cast<size_t>(std::count(header.begin(), header.end(), c));
+    if (n > most) most = n, best = c;
+  }
+  return best;
+}
+
+// Per-column shift and scale over a row-major [R, C] matrix.
+void fit_scaling(Scaling s, const std::vector<double>& v, size_t cols, std::vector<double>& shift,
+                 std::vector<double>& scale) {
+  shift.assign(cols, 0.0);
+  scale.assign(cols, 1.0);
+  const size_t rows = cols ? v.size() / cols : 0;
+  if (s == Scaling::None || rows == 0) return;
+  for (size_t c = 0; c < cols; ++c) {
+    double lo = v[c], hi = v[c], sum = 0.0;
+    for (size_t r = 0; r < rows; ++r) {
+      const double x = v[r * cols + c];
+      lo = std::min(lo, x), hi = std::max(hi, x), sum += x;
+    }
+    const double mean = sum / static_cast<double>(rows);
+    if (s == Scaling::MinMax) {
+      shift[c] = lo;
+      scale[c] = hi - lo;
+    } else {
+      double ss = 0.0;
+      for (size_t r = 0; r < rows; ++r) ss += (v[r * cols + c] - mean) * (v[r * cols + c] - mean);
+      shift[c] = mean;
+      scale[c] = std::sqrt(ss / static_cast<double>(rows));  // population std, as sklearn's StandardScaler
+    }
+    if (!(scale[c] > 1e-12)) scale[c] = 1.0;  // a constant column: only shifted
+  }
+}
+
+}  // namespace
+
+Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta) {
+  const std::string path = source_path(src, base_dir, "csv");
+  if (src.window < 1 || src.horizon < 1 || src.stride < 1)
+    throw ConfigError(fmt::format("{}: a csv data source needs window >= 1, horizon >= 1 and stride >= 1 (got "
+                                  "window {}, horizon {}, stride {}).", src.loc.str(), src.window, src.horizon,
+                                  src.stride));
+  std::string text = read_file(path, src);
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // UTF-8 byte order mark
+
+  // Lines, 1-based numbers kept for messages.
+  std::vector<std::pair<int64_t, std::string>> lines;
+  int64_t lineno = 0;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    ++lineno;
+    std::string line = text.substr(pos, nl - pos);
+    if (!trim(line).empty()) lines.emplace_back(lineno, std::move(line));
+    pos = nl + 1;
+  }
+  if (lines.empty()) throw DataError(fmt::format("{}: the file is empty; a CSV needs a header row of column names.", path));
+  const char delim = detect_delimiter(lines[0].second);
+  const std::vector<std::string> names = split_fields(lines[0].second, delim);
+
+  std::vector<std::string> fcols = src.features, tcols = src.target_columns;
+  if (fcols.empty() && tcols.empty() && names.size() == 1) fcols = tcols = names;
+  if (fcols.empty()) fcols = tcols;
+  if (tcols.empty() && fcols.size() == 1) tcols = fcols;
+  if (fcols.empty() || tcols.empty())
+    throw ConfigError(fmt::format("{}: a csv data source needs `features` (input columns) and `target_columns` "
+                                  "(columns to predict); the columns of {} are: {}.", src.loc.str(), path,
+                                  join_names(names)));
+  auto index_of = [&](const std::string& col, const char* key) {
+    auto it = std::find(names.begin(), names.end(), col);
+    if (it == names.end())
+      throw DataError(fmt::format("{}: no column '{}' (named in `{}`{}). The header has: {}.", path, col, key,
+                                  config_at(src), join_names(names)));
+    return static_cast<size_t>(it - names.begin());
+  };
+  std::vector<size_t> fidx, tidx;
+  for (const auto& c : fcols) fidx.push_back(index_of(c, "features"));
+  for (const auto& c : tcols) tidx.push_back(index_of(c, "target_columns"));
+
+  // Values of the used columns: feat [R, F], targ [R, Tc].
+  const size_t F = fidx.size(), Tc = tidx.size();
+  std::vector<double> feat, targ;
+  auto cell = [&](const std::vector<std::string>& fields, size_t col, int64_t line) {
+    if (col >= fields.size())
+      throw DataError(fmt::format("{}:{}: the row has {} fields, but column '{}' is field {} of the header's {}. "
+                                  "Fix that row.", path, line, fields.size(), names[col], col + 1, names.size()));
+    const std::string& s = fields[col];
+    double v = 0.0;
+    const char* b = s.data();
+    const char* e = s.data() + s.size();
+    if (!s.empty() && *b == '+') ++b;
+    auto [p, ec] = std::from_chars(b, e, v);
+    if (s.empty() || ec != std::errc() || p != e || !std::isfinite(v))
+      throw DataError(fmt::format("{}:{}: column '{}' holds '{}', which is not a number. Every used cell must be a "
+                                  "finite number: fix or drop that row (fill missing values first).", path, line,
+                                  names[col], s));
+    return v;
+  };
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> fields = split_fields(lines[i].second, delim);
+    for (size_t c : fidx) feat.push_back(cell(fields, c, lines[i].first));
+    for (size_t c : tidx) targ.push_back(cell(fields, c, lines[i].first));
+  }
+  const int64_t R = static_cast<int64_t>(lines.size()) - 1, W = src.window, H = src.horizon;
+  if (R < W + H)
+    throw DataError(fmt::format("{}: {} data rows are too few for one window: window {} + horizon {} rows are "
+                                "needed. Use a smaller window or more data.", path, R, W, H));
+  const int64_t N = (R - W - H) / src.stride + 1;
+
+  if (meta.shift.empty()) {
+    fit_scaling(src.scaling, feat, F, meta.shift, meta.scale);
+    fit_scaling(src.scaling, targ, Tc, meta.target_shift, meta.target_scale);
+  } else if (meta.shift.size() != F || meta.target_shift.size() != Tc) {
+    throw DataError(fmt::format("{}: the training data had {} feature and {} target columns, this file has {} and "
+                                "{}. Validation and test CSVs must use the same `features` and `target_columns` as "
+                                "the training one.", path, meta.shift.size(), meta.target_shift.size(), F, Tc));
+  }
+
+  Dataset d;
+  d.source = path;
+  d.x_name = "columns " + join_names(fcols);
+  d.y_name = "columns " + join_names(tcols);
+  d.x = Tensor({N, W, static_cast<int64_t>(F)});  // x: [N, window, F]
+  d.y = Tensor({N, H * static_cast<int64_t>(Tc)});  // y: [N, horizon * Tc], row-major over (horizon, target)
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t s = n * src.stride;
+    for (int64_t t = 0; t < W; ++t)
+      for (size_t f = 0; f < F; ++f)
+        d.x[(n * W + t) * F + f] = static_cast<float>((feat[(s + t) * F + f] - meta.shift[f]) / meta.scale[f]);
+    for (int64_t h = 0; h < H; ++h)
+      for (size_t j = 0; j < Tc; ++j)
+        d.y[(n * H + h) * Tc + j] =
+            static_cast<float>((targ[(s + W + h) * Tc + j] - meta.target_shift[j]) / meta.target_scale[j]);
+  }
+  return d;
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,149 @@
+// libzip behind io/zip.h: opens the archive once, reads members whole (npz members are arrays that
+// are loaded entirely anyway), writes members stored or deflated. Compiled without libzip when the
+// build did not find it; then it only throws.
+#include "io/zip.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+
+#if RNNTRAIN_HAVE_LIBZIP
+#include <zip.h>
+#endif
+
+namespace rnntrain {
+
+#if RNNTRAIN_HAVE_LIBZIP
+
+bool zip_supported() { return true; }
+
+static std::string zip_error_text(int code) {
+  zip_error_t e;
+  zip_error_init_with_code(&e, code);
+  std::string s = zip_error_strerror(&e);
+  zip_error_fini(&e);
+  return s;
+}
+
+struct ZipReader::Impl {
+  zip_t* z = nullptr;
+  ~Impl() {
+    if (z) zip_discard(z);  // read-only: nothing to write back
+  }
+};
+
+ZipReader::ZipReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw DataError(fmt::format("{}: no such file. Check the path (relative paths in a config are relative to the "
+                                "config file's folder).", path));
+  int err = 0;
+  impl_->z = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  if (!impl_->z) {
+    std::string hint = err == ZIP_ER_NOZIP ? "It is not a zip archive: an .npz file is written by numpy.savez or "
+                                             "numpy.savez_compressed."
+                                           : "It is damaged or truncated: re-create it.";
+    throw DataError(fmt::format("{}: cannot open as a zip archive ({}). {}", path, zip_error_text(err), hint));
+  }
+}
+
+ZipReader::~ZipReader() = default;
+ZipReader::ZipReader(ZipReader&&) noexcept = default;
+ZipReader& ZipReader::operator=(ZipReader&&) noexcept = default;
+
+std::vector<std::string> ZipReader::names() const {
+  std::vector<std::string> out;
+  const zip_int64_t n = zip_get_num_entries(impl_->z, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    const char* name = zip_get_name(impl_->z, static_cast<zip_uint64_t>(i), 0);
+    if (name) out.emplace_back(name);
+  }
+  return out;
+}
+
+bool ZipReader::has(const std::string& member) const { return zip_name_locate(impl_->z, member.c_str(), 0) >= 0; }
+
+std::string ZipReader::read(const std::string& member) const {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat(impl_->z, member.c_str(), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) {
+    std::string list;
+    for (const auto& n : names()) list += (list.empty() ? "" : ", ") + n;
+    throw DataError(fmt::format("{}: no member '{}' in this archive (members: {}).", path_, member,
+                                list.empty() ? "none" : list));
+  }
+  zip_file_t* f = zip_fopen(impl_->z, member.c_str(), 0);
+  if (!f)
+    throw DataError(fmt::format("{}: cannot read member '{}' ({}). Re-create the archive.", path_, member,
+                                zip_strerror(impl_->z)));
+  std::string bytes(static_cast<size_t>(st.size), '\0');
+  zip_uint64_t got = 0;
+  while (got < st.size) {
+    const zip_int64_t r = zip_fread(f, bytes.data() + got, st.size - got);
+    if (r <= 0) {
+      std::string why = r < 0 ? zip_file_strerror(f) : "unexpected end of data";
+      zip_fclose(f);
+      throw DataError(fmt::format("{}: member '{}' is damaged ({}). Re-create the archive.", path_, member, why));
+    }
+    got += static_cast<zip_uint64_t>(r);
+  }
+  const int rc = zip_fclose(f);  // reports a CRC mismatch found at the end
+  if (rc != 0)
+    throw DataError(fmt::format("{}: member '{}' is damaged ({}). Re-create the archive.", path_, member,
+                                zip_error_text(rc)));
+  return bytes;
+}
+
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>& members,
+               bool deflate) {
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  if (!z)
+    throw DataError(fmt::format("{}: cannot create zip archive ({}). Check that its folder exists and is writable.",
+                                path, zip_error_text(err)));
+  for (const auto& [name, bytes] : members) {
+    // The buffers live in `members` until zip_close below, which is when libzip reads them.
+    zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+    zip_int64_t idx = src ? zip_file_add(z, name.c_str(), src, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8) : -1;
+    if (idx < 0 || zip_set_file_compression(z, static_cast<zip_uint64_t>(idx),
+                                            deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) != 0) {
+      std::string why = zip_strerror(z);
+      if (src && idx < 0) zip_source_free(src);
+      zip_discard(z);
+      throw DataError(fmt::format("{}: cannot add member '{}' ({}).", path, name, why));
+    }
+  }
+  if (zip_close(z) != 0) {
+    std::string why = zip_strerror(z);
+    zip_discard(z);
+    throw DataError(fmt::format("{}: cannot write zip archive ({}). Check free space and permissions.", path, why));
+  }
+}
+
+#else  // no libzip
+
+bool zip_supported() { return false; }
+
+[[noreturn]] static void no_libzip(const std::string& path) {
+  throw DataError(fmt::format("{}: reading or writing .npz needs libzip, and this rnntrain was built without it. "
+                              "Install libzip (Debian: apt-get install libzip-dev) and rebuild, or save the arrays "
+                              "as .npy files or HDF5.", path));
+}
+
+struct ZipReader::Impl {};
+ZipReader::ZipReader(const std::string& path) : path_(path) { no_libzip(path); }
+ZipReader::~ZipReader() = default;
+ZipReader::ZipReader(ZipReader&&) noexcept = default;
+ZipReader& ZipReader::operator=(ZipReader&&) noexcept = default;
+std::vector<std::string> ZipReader::names() const { no_libzip(path_); }
+bool ZipReader::has(const std::string&) const { no_libzip(path_); }
+std::string ZipReader::read(const std::string&) const { no_libzip(path_); }
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>&, bool) {
+  no_libzip(path);
+}
+
+#endif
+
+}  // namespace rnntrain

@@ -1,0 +1,37 @@
+// Reading and writing zip archives through libzip, for NumPy .npz files (a zip of .npy members,
+// stored or deflated). Not a general archive API. Without libzip in the build every function
+// but zip_supported() throws DataError saying so.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rnntrain {
+
+// True when the build found libzip (RNNTRAIN_HAVE_LIBZIP).
+bool zip_supported();
+
+class ZipReader {
+ public:
+  explicit ZipReader(const std::string& path);  // DataError: missing, not a zip, damaged
+  ~ZipReader();
+  ZipReader(ZipReader&&) noexcept;
+  ZipReader& operator=(ZipReader&&) noexcept;
+
+  const std::string& path() const { return path_; }
+  std::vector<std::string> names() const;     // members, in archive order
+  bool has(const std::string& member) const;
+  std::string read(const std::string& member) const;  // the member's bytes; DataError if missing or damaged
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+};
+
+// Writes an archive of (member name, bytes); deflate = false stores the members uncompressed.
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>& members,
+               bool deflate);
+
+}  // namespace rnntrain

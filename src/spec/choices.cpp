@@ -1,0 +1,125 @@
+// The enum spellings of the config language (Keras names in snake_case), one table per enum, shared
+// by the parser and the emitter. Aliases are accepted on input and never written back.
+#include "spec/sections.h"
+
+namespace rnntrain::spec {
+
+namespace {
+
+constexpr Choice<LayerKind> kLayerKinds[] = {
+    {"Input", LayerKind::Input},       {"Embedding", LayerKind::Embedding},
+    {"Masking", LayerKind::Masking},   {"LSTM", LayerKind::LSTM},
+    {"GRU", LayerKind::GRU},           {"SimpleRNN", LayerKind::SimpleRNN},
+    {"Bidirectional", LayerKind::Bidirectional}, {"Dropout", LayerKind::Dropout},
+    {"Dense", LayerKind::Dense},       {"TimeDistributed", LayerKind::TimeDistributed},
+    {"InputLayer", LayerKind::Input, true},
+};
+
+constexpr Choice<Activation> kActivations[] = {
+    {"linear", Activation::Linear},   {"tanh", Activation::Tanh},
+    {"sigmoid", Activation::Sigmoid}, {"hard_sigmoid", Activation::HardSigmoid},
+    {"hard_sigmoid_keras2", Activation::HardSigmoidKeras2},
+    {"relu", Activation::Relu},       {"softmax", Activation::Softmax},
+};
+
+constexpr Choice<InitKind> kInitKinds[] = {
+    {"zeros", InitKind::Zeros},
+    {"ones", InitKind::Ones},
+    {"constant", InitKind::Constant},
+    {"glorot_uniform", InitKind::GlorotUniform},
+    {"glorot_normal", InitKind::GlorotNormal},
+    {"orthogonal", InitKind::Orthogonal},
+    {"random_uniform", InitKind::RandomUniform},
+    {"random_normal", InitKind::RandomNormal},
+    {"he_uniform", InitKind::HeUniform},
+    {"he_normal", InitKind::HeNormal},
+    {"lecun_uniform", InitKind::LecunUniform},
+};
+
+constexpr Choice<MergeMode> kMergeModes[] = {
+    {"concat", MergeMode::Concat}, {"sum", MergeMode::Sum}, {"mul", MergeMode::Mul}, {"ave", MergeMode::Ave}};
+
+constexpr Choice<DataFormat> kFormats[] = {
+    {"hdf5", DataFormat::Hdf5}, {"npy", DataFormat::Npy},   {"npz", DataFormat::Npz},
+    {"csv", DataFormat::Csv},   {"text", DataFormat::Text}, {"synthetic", DataFormat::Synthetic},
+    {"h5", DataFormat::Hdf5, true},
+};
+
+constexpr Choice<Scaling> kScalings[] = {
+    {"none", Scaling::None}, {"standard", Scaling::Standard}, {"minmax", Scaling::MinMax},
+    {"min_max", Scaling::MinMax, true}};
+
+constexpr Choice<LossKind> kLosses[] = {
+    {"mse", LossKind::MSE},
+    {"mae", LossKind::MAE},
+    {"huber", LossKind::Huber},
+    {"binary_crossentropy", LossKind::BinaryCrossentropy},
+    {"categorical_crossentropy", LossKind::CategoricalCrossentropy},
+    {"sparse_categorical_crossentropy", LossKind::SparseCategoricalCrossentropy},
+    {"mean_squared_error", LossKind::MSE, true},
+    {"mean_absolute_error", LossKind::MAE, true},
+};
+
+constexpr Choice<MetricKind> kMetrics[] = {
+    {"accuracy", MetricKind::Accuracy},
+    {"binary_accuracy", MetricKind::BinaryAccuracy},
+    {"categorical_accuracy", MetricKind::CategoricalAccuracy},
+    {"sparse_categorical_accuracy", MetricKind::SparseCategoricalAccuracy},
+    {"mae", MetricKind::MAE},
+    {"mse", MetricKind::MSE},
+    {"perplexity", MetricKind::Perplexity},
+    {"acc", MetricKind::Accuracy, true},
+    {"mean_absolute_error", MetricKind::MAE, true},
+    {"mean_squared_error", MetricKind::MSE, true},
+};
+
+constexpr Choice<OptimizerKind> kOptimizers[] = {
+    {"sgd", OptimizerKind::SGD},         {"adam", OptimizerKind::Adam},       {"adamw", OptimizerKind::AdamW},
+    {"rmsprop", OptimizerKind::RMSprop}, {"adagrad", OptimizerKind::Adagrad},
+};
+
+constexpr Choice<ScheduleKind> kSchedules[] = {
+    {"constant", ScheduleKind::Constant}, {"exponential", ScheduleKind::Exponential},
+    {"cosine", ScheduleKind::Cosine},     {"step", ScheduleKind::Step},
+    {"reduce_on_plateau", ScheduleKind::ReduceOnPlateau},
+};
+
+constexpr Choice<MonitorMode> kModes[] = {{"auto", MonitorMode::Auto}, {"min", MonitorMode::Min}, {"max", MonitorMode::Max}};
+constexpr Choice<FuseMode> kFuse[] = {{"auto", FuseMode::Auto}, {"always", FuseMode::Always}, {"never", FuseMode::Never}};
+constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::Cpu}, {"cuda", Device::Cuda}};
+constexpr const char* kTasks[] = {"adding", "sine", "parity", "copy"};
+
+}  // namespace
+
+std::span<const Choice<LayerKind>> layer_kinds() { return kLayerKinds; }
+std::span<const Choice<Activation>> activations() { return kActivations; }
+std::span<const Choice<InitKind>> init_kinds() { return kInitKinds; }
+std::span<const Choice<MergeMode>> merge_modes() { return kMergeModes; }
+std::span<const Choice<DataFormat>> data_formats() { return kFormats; }
+std::span<const Choice<Scaling>> scalings() { return kScalings; }
+std::span<const Choice<LossKind>> loss_kinds() { return kLosses; }
+std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
+std::span<const Choice<OptimizerKind>> optimizer_kinds() { return kOptimizers; }
+std::span<const Choice<ScheduleKind>> schedule_kinds() { return kSchedules; }
+std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
+std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
+std::span<const Choice<Device>> devices() { return kDevices; }
+std::span<const char* const> synthetic_tasks() { return kTasks; }
+
+const char* layer_prefix(LayerKind k) {
+  switch (k) {
+    case LayerKind::Input: return "input_layer";
+    case LayerKind::Embedding: return "embedding";
+    case LayerKind::Masking: return "masking";
+    case LayerKind::LSTM: return "lstm";
+    case LayerKind::GRU: return "gru";
+    case LayerKind::SimpleRNN: return "simple_rnn";
+    case LayerKind::Bidirectional: return "bidirectional";
+    case LayerKind::Dropout: return "dropout";
+    case LayerKind::Dense: return "dense";
+    case LayerKind::TimeDistributed: return "time_distributed";
+  }
+  return "layer";
+}
+
+}  // namespace rnntrain::spec

@@ -1,0 +1,275 @@
+// emit_config: the effective config as YAML with every key explicit, in a fixed order, so that
+// parse_config reads it back to an equal Config. Written next to every run; not a pretty-printer
+// of the user's file (comments and the user's order are not kept).
+#include <fmt/format.h>
+
+#include "spec/parse.h"
+#include "spec/sections.h"
+
+namespace rnntrain {
+
+namespace {
+
+using YAML::Emitter;
+
+// Shortest text that reads back to the same double; "1.0" rather than "1" for readability.
+std::string num(double x) {
+  std::string s = fmt::format("{}", x);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+Emitter& key(Emitter& e, const char* k) { return e << YAML::Key << k << YAML::Value; }
+void put_str(Emitter& e, const char* k, const std::string& s) { key(e, k) << YAML::DoubleQuoted << s; }
+void put_num(Emitter& e, const char* k, double x) { key(e, k) << num(x); }
+void put_int(Emitter& e, const char* k, int64_t x) { key(e, k) << x; }
+void put_bool(Emitter& e, const char* k, bool b) { key(e, k) << b; }
+void put_name(Emitter& e, const char* k, const char* name) { key(e, k) << name; }
+void put_opt(Emitter& e, const char* k, const std::optional<double>& x) {
+  if (x) put_num(e, k, *x);
+  else key(e, k) << YAML::Null;
+}
+
+void put_init(Emitter& e, const char* k, const Initializer& init) {
+  const char* name = spec::enum_name(spec::init_kinds(), init.kind);
+  switch (init.kind) {
+    case InitKind::RandomUniform:
+      key(e, k) << YAML::Flow << YAML::BeginMap;
+      put_name(e, "type", name), put_num(e, "minval", init.a), put_num(e, "maxval", init.b);
+      e << YAML::EndMap;
+      break;
+    case InitKind::RandomNormal:
+      key(e, k) << YAML::Flow << YAML::BeginMap;
+      put_name(e, "type", name), put_num(e, "mean", init.a), put_num(e, "stddev", init.b);
+      e << YAML::EndMap;
+      break;
+    case InitKind::Orthogonal:
+    case InitKind::Constant:
+      key(e, k) << YAML::Flow << YAML::BeginMap;
+      put_name(e, "type", name), put_num(e, init.kind == InitKind::Orthogonal ? "gain" : "value", init.a);
+      e << YAML::EndMap;
+      break;
+    default:
+      put_name(e, k, name);
+  }
+}
+
+void put_layer(Emitter& e, const LayerSpec& l) {
+  e << YAML::BeginMap;
+  put_name(e, "type", layer_kind_name(l.kind));
+  put_str(e, "name", l.name);
+  const char* act = activation_name(l.activation);
+  switch (l.kind) {
+    case LayerKind::Input:
+      key(e, "shape") << YAML::Flow << YAML::BeginSeq;
+      for (int64_t d : l.shape) {
+        if (d < 0) e << YAML::Null;
+        else e << d;
+      }
+      e << YAML::EndSeq;
+      break;
+    case LayerKind::Embedding:
+      put_int(e, "input_dim", l.input_dim), put_int(e, "output_dim", l.output_dim);
+      put_bool(e, "mask_zero", l.mask_zero);
+      put_init(e, "embeddings_initializer", l.embeddings_initializer);
+      break;
+    case LayerKind::Masking:
+      put_num(e, "mask_value", l.mask_value);
+      break;
+    case LayerKind::LSTM:
+    case LayerKind::GRU:
+    case LayerKind::SimpleRNN:
+      put_int(e, "units", l.units);
+      put_name(e, "activation", act);
+      if (l.kind != LayerKind::SimpleRNN) put_name(e, "recurrent_activation", activation_name(l.recurrent_activation));
+      put_bool(e, "use_bias", l.use_bias);
+      put_bool(e, "return_sequences", l.return_sequences);
+      put_bool(e, "go_backwards", l.go_backwards);
+      if (l.kind == LayerKind::LSTM) put_bool(e, "unit_forget_bias", l.unit_forget_bias);
+      if (l.kind == LayerKind::GRU) put_bool(e, "reset_after", l.reset_after);
+      put_num(e, "dropout", l.dropout), put_num(e, "recurrent_dropout", l.recurrent_dropout);
+      put_init(e, "kernel_initializer", l.kernel_initializer);
+      put_init(e, "recurrent_initializer", l.recurrent_initializer);
+      put_init(e, "bias_initializer", l.bias_initializer);
+      break;
+    case LayerKind::Dense:
+      put_int(e, "units", l.units);
+      put_name(e, "activation", act);
+      put_bool(e, "use_bias", l.use_bias);
+      put_init(e, "kernel_initializer", l.kernel_initializer);
+      put_init(e, "bias_initializer", l.bias_initializer);
+      break;
+    case LayerKind::Dropout:
+      put_num(e, "rate", l.rate);
+      break;
+    case LayerKind::Bidirectional:
+    case LayerKind::TimeDistributed:
+      if (l.kind == LayerKind::Bidirectional) put_name(e, "merge_mode", spec::enum_name(spec::merge_modes(), l.merge_mode));
+      key(e, "layer");
+      if (l.inner) put_layer(e, *l.inner);
+      else e << YAML::Null;
+      break;
+  }
+  e << YAML::EndMap;
+}
+
+void put_columns(Emitter& e, const char* k, const std::vector<std::string>& cols) {
+  key(e, k) << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& c : cols) e << YAML::DoubleQuoted << c;
+  e << YAML::EndSeq;
+}
+
+void put_source(Emitter& e, const char* k, const std::optional<DataSource>& src) {
+  if (!src) {
+    key(e, k) << YAML::Null;
+    return;
+  }
+  const DataSource& s = *src;
+  key(e, k) << YAML::BeginMap;
+  put_name(e, "format", spec::enum_name(spec::data_formats(), s.format));
+  switch (s.format) {
+    case DataFormat::Hdf5:
+    case DataFormat::Npz:
+      put_str(e, "path", s.path);
+      [[fallthrough]];
+    case DataFormat::Npy:
+      put_str(e, "inputs", s.inputs), put_str(e, "targets", s.targets), put_str(e, "lengths", s.lengths);
+      break;
+    case DataFormat::Csv:
+      put_str(e, "path", s.path);
+      put_int(e, "window", s.window), put_int(e, "horizon", s.horizon), put_int(e, "stride", s.stride);
+      put_columns(e, "features", s.features), put_columns(e, "targets", s.target_columns);
+      put_name(e, "scaling", spec::enum_name(spec::scalings(), s.scaling));
+      break;
+    case DataFormat::Text:
+      put_str(e, "path", s.path), put_int(e, "seq_len", s.seq_len);
+      break;
+    case DataFormat::Synthetic:
+      put_str(e, "task", s.task);
+      put_int(e, "samples", s.samples), put_int(e, "timesteps", s.timesteps);
+      key(e, "seed") << s.seed;
+      break;
+  }
+  e << YAML::EndMap;
+}
+
+void put_optimizer(Emitter& e, const OptimizerSpec& o) {
+  key(e, "optimizer") << YAML::BeginMap;
+  put_name(e, "type", spec::enum_name(spec::optimizer_kinds(), o.kind));
+  put_num(e, "learning_rate", o.learning_rate);
+  switch (o.kind) {
+    case OptimizerKind::SGD:
+      put_num(e, "momentum", o.momentum), put_bool(e, "nesterov", o.nesterov);
+      break;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW:
+      put_num(e, "beta_1", o.beta_1), put_num(e, "beta_2", o.beta_2), put_num(e, "epsilon", o.epsilon);
+      put_bool(e, "amsgrad", o.amsgrad);
+      break;
+    case OptimizerKind::RMSprop:
+      put_num(e, "rho", o.rho), put_num(e, "momentum", o.momentum), put_num(e, "epsilon", o.epsilon);
+      put_bool(e, "centered", o.centered);
+      break;
+    case OptimizerKind::Adagrad:
+      put_num(e, "initial_accumulator_value", o.initial_accumulator_value), put_num(e, "epsilon", o.epsilon);
+      break;
+  }
+  put_num(e, "weight_decay", o.weight_decay);
+  put_opt(e, "clipnorm", o.clipnorm), put_opt(e, "clipvalue", o.clipvalue), put_opt(e, "global_clipnorm", o.global_clipnorm);
+  e << YAML::EndMap;
+}
+
+void put_loss(Emitter& e, const LossSpec& l) {
+  key(e, "loss") << YAML::BeginMap;
+  put_name(e, "type", spec::enum_name(spec::loss_kinds(), l.kind));
+  if (l.kind == LossKind::Huber) put_num(e, "delta", l.delta);
+  if (l.kind == LossKind::BinaryCrossentropy || l.kind == LossKind::CategoricalCrossentropy ||
+      l.kind == LossKind::SparseCategoricalCrossentropy)
+    put_bool(e, "from_logits", l.from_logits), put_num(e, "label_smoothing", l.label_smoothing);
+  e << YAML::EndMap;
+}
+
+void put_schedule(Emitter& e, const ScheduleSpec& s) {
+  key(e, "schedule") << YAML::BeginMap;
+  put_name(e, "type", spec::enum_name(spec::schedule_kinds(), s.kind));
+  switch (s.kind) {
+    case ScheduleKind::Constant: break;
+    case ScheduleKind::Exponential:
+      put_int(e, "decay_steps", s.decay_steps), put_num(e, "decay_rate", s.decay_rate), put_bool(e, "staircase", s.staircase);
+      break;
+    case ScheduleKind::Cosine:
+      put_int(e, "warmup_steps", s.warmup_steps), put_int(e, "decay_steps", s.decay_steps), put_num(e, "alpha", s.alpha);
+      break;
+    case ScheduleKind::Step:
+      put_int(e, "step_size", s.step_size), put_num(e, "gamma", s.gamma);
+      break;
+    case ScheduleKind::ReduceOnPlateau:
+      put_str(e, "monitor", s.monitor), put_num(e, "factor", s.factor), put_int(e, "patience", s.patience);
+      put_num(e, "min_delta", s.min_delta), put_int(e, "cooldown", s.cooldown), put_num(e, "min_lr", s.min_lr);
+      break;
+  }
+  e << YAML::EndMap;
+}
+
+void put_train(Emitter& e, const TrainSpec& t) {
+  key(e, "train") << YAML::BeginMap;
+  put_int(e, "epochs", t.epochs), put_int(e, "batch_size", t.batch_size);
+  key(e, "seed") << t.seed;
+  put_bool(e, "shuffle", t.shuffle);
+  put_int(e, "steps_per_epoch", t.steps_per_epoch), put_int(e, "threads", t.threads);
+  put_optimizer(e, t.optimizer);
+  put_loss(e, t.loss);
+  key(e, "metrics") << YAML::Flow << YAML::BeginSeq;
+  for (const MetricSpec& m : t.metrics) e << m.name;
+  e << YAML::EndSeq;
+  put_schedule(e, t.schedule);
+  if (const auto& es = t.early_stopping) {
+    key(e, "early_stopping") << YAML::BeginMap;
+    put_str(e, "monitor", es->monitor), put_name(e, "mode", spec::enum_name(spec::monitor_modes(), es->mode));
+    put_int(e, "patience", es->patience), put_num(e, "min_delta", es->min_delta);
+    put_bool(e, "restore_best_weights", es->restore_best_weights);
+    put_opt(e, "baseline", es->baseline), put_int(e, "start_from_epoch", es->start_from_epoch);
+    e << YAML::EndMap;
+  } else {
+    key(e, "early_stopping") << YAML::Null;
+  }
+  key(e, "checkpoint") << YAML::BeginMap;
+  put_str(e, "monitor", t.checkpoint.monitor);
+  put_name(e, "mode", spec::enum_name(spec::monitor_modes(), t.checkpoint.mode));
+  put_bool(e, "every_epoch", t.checkpoint.every_epoch);
+  e << YAML::EndMap << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string emit_config(const Config& c) {
+  Emitter e;
+  e.SetNullFormat(YAML::LowerNull);
+  e << YAML::Comment(fmt::format("effective config of {} (every key explicit)", c.path.empty() ? "<config>" : c.path));
+  e << YAML::BeginMap;
+  key(e, "model") << YAML::BeginMap;
+  if (c.model.init_from) put_str(e, "init_from", *c.model.init_from);
+  else key(e, "init_from") << YAML::Null;
+  key(e, "layers") << YAML::BeginSeq;
+  for (const LayerSpec& l : c.model.layers) put_layer(e, l);
+  e << YAML::EndSeq << YAML::EndMap;
+
+  key(e, "data") << YAML::BeginMap;
+  put_source(e, "train", c.data.train);
+  put_source(e, "validation", c.data.validation);
+  put_num(e, "validation_split", c.data.validation_split);
+  put_source(e, "test", c.data.test);
+  e << YAML::EndMap;
+
+  put_train(e, c.train);
+  key(e, "plan") << YAML::BeginMap;
+  put_name(e, "fuse", spec::enum_name(spec::fuse_modes(), c.plan.fuse));
+  e << YAML::EndMap;
+  put_name(e, "device", spec::enum_name(spec::devices(), c.device));
+  key(e, "output") << YAML::BeginMap;
+  put_str(e, "dir", c.output.dir);
+  e << YAML::EndMap << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,147 @@
+// The `data:` section: train/validation/test sources with per-format keys, the format inferred from
+// the path's suffix, and validation_split. Paths stay as written; the loaders resolve and open them.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "spec/sections.h"
+
+namespace rnntrain::spec {
+
+namespace {
+
+using Keys = std::span<const char* const>;
+
+constexpr const char* kArrayKeys[] = {"format", "path", "inputs", "targets", "lengths"};  // hdf5, npz
+constexpr const char* kNpyKeys[] = {"format", "inputs", "targets", "lengths"};
+constexpr const char* kCsvKeys[] = {"format", "path", "window", "horizon", "stride", "features", "targets", "scaling"};
+constexpr const char* kTextKeys[] = {"format", "path", "seq_len"};
+constexpr const char* kSyntheticKeys[] = {"format", "task", "samples", "timesteps", "seed"};
+
+Keys keys_of(DataFormat f) {
+  switch (f) {
+    case DataFormat::Hdf5:
+    case DataFormat::Npz: return kArrayKeys;
+    case DataFormat::Npy: return kNpyKeys;
+    case DataFormat::Csv: return kCsvKeys;
+    case DataFormat::Text: return kTextKeys;
+    case DataFormat::Synthetic: return kSyntheticKeys;
+  }
+  return {};
+}
+
+std::string lower_suffix(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  std::string s = path.substr(dot);
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+const char* kFormatHint = "add format: hdf5, npy, npz, csv, text or synthetic";
+
+// The format: given, or from the suffix of `path` (.h5 .hdf5 .npz .csv .txt), or npy when the
+// inputs are .npy files.
+DataFormat infer_format(const Value& v) {
+  if (auto f = v.get("format")) return read_enum(*f, data_formats(), "data format");
+  if (auto p = v.get("path")) {
+    const std::string suffix = lower_suffix(p->as_string());
+    if (suffix == ".h5" || suffix == ".hdf5") return DataFormat::Hdf5;
+    if (suffix == ".npz") return DataFormat::Npz;
+    if (suffix == ".csv") return DataFormat::Csv;
+    if (suffix == ".txt") return DataFormat::Text;
+    if (suffix == ".npy")
+      p->fail("a .npy file holds one array; write {format: npy, inputs: x.npy, targets: y.npy} instead of path");
+    p->fail(fmt::format("cannot tell the data format from the suffix '{}'; {}", suffix, kFormatHint));
+  }
+  if (auto in = v.get("inputs"))
+    if (in->is_scalar() && lower_suffix(in->as_string()) == ".npy") return DataFormat::Npy;
+  if (v.has("task")) v.fail("synthetic data needs format: synthetic");
+  v.fail(fmt::format("cannot tell the data format: give path: with a .h5/.npz/.csv/.txt file, or {}", kFormatHint));
+}
+
+// csv `features` and `targets`: column names, a single name allowed for one column.
+std::vector<std::string> read_columns(const Value& v) {
+  std::vector<std::string> cols = v.is_scalar() ? std::vector<std::string>{v.as_string()} : v.as_string_list();
+  if (cols.empty()) v.fail("expected at least one column name, got an empty list");
+  for (size_t i = 0; i < cols.size(); ++i)
+    if (std::find(cols.begin(), cols.begin() + i, cols[i]) != cols.begin() + i)
+      v.fail(fmt::format("the column '{}' is listed twice", cols[i]));
+  return cols;
+}
+
+DataSource read_source(const Value& v) {
+  v.require_map(" like {path: data/train.h5} or {format: synthetic, task: adding, samples: 1000, timesteps: 20}");
+  DataSource s;
+  s.format = infer_format(v);
+  s.loc = v.loc();
+  const char* fname = enum_name(data_formats(), s.format);
+  const Value::Sibling others[] = {{"hdf5/npz data", kArrayKeys}, {"npy data", kNpyKeys}, {"csv data", kCsvKeys},
+                                   {"text data", kTextKeys}, {"synthetic data", kSyntheticKeys}};
+  v.check_keys(keys_of(s.format), fmt::format("{} data", fname), others);
+  auto count = [&](const char* key, int64_t lo, int64_t hi, const char* example) {
+    return v.need(key, fmt::format("; {} data needs {}, e.g. {}", fname, key, example)).as_int(lo, hi);
+  };
+  switch (s.format) {
+    case DataFormat::Hdf5:
+    case DataFormat::Npz:
+      s.path = v.need("path", fmt::format("; {} data needs the file, e.g. path: data/train.{}", fname,
+                                          s.format == DataFormat::Npz ? "npz" : "h5")).as_string();
+      if (auto x = v.get("inputs")) s.inputs = x->as_string();
+      if (auto x = v.get("targets")) s.targets = x->as_string();
+      if (auto x = v.get("lengths")) s.lengths = x->as_string(true);
+      break;
+    case DataFormat::Npy:
+      s.inputs = v.need("inputs", "; npy data needs inputs: path/to/x.npy").as_string();
+      s.targets.clear();  // optional: predict-only data has none
+      if (auto x = v.get("targets")) s.targets = x->as_string(true);
+      if (auto x = v.get("lengths")) s.lengths = x->as_string(true);
+      break;
+    case DataFormat::Csv:
+      s.path = v.need("path", "; csv data needs the file, e.g. path: data/series.csv").as_string();
+      s.window = count("window", 1, kMaxDim, "window: 24 (rows per input sequence)");
+      if (auto x = v.get("horizon")) s.horizon = x->as_int(1, kMaxDim);
+      if (auto x = v.get("stride")) s.stride = x->as_int(1, kMaxDim);
+      s.features = read_columns(v.need("features", "; csv data needs the input columns, e.g. features: [temp, rain]"));
+      s.target_columns = read_columns(v.need("targets", "; csv data needs the target columns, e.g. targets: [temp]"));
+      if (auto x = v.get("scaling")) s.scaling = read_enum(*x, scalings(), "scaling");
+      break;
+    case DataFormat::Text:
+      s.path = v.need("path", "; text data needs the file, e.g. path: data/text.txt").as_string();
+      s.seq_len = count("seq_len", 1, kMaxDim, "seq_len: 100");
+      break;
+    case DataFormat::Synthetic: {
+      const Value tv = v.need("task", "; synthetic data needs a task: adding, sine, parity or copy");
+      s.task = tv.as_string();
+      const auto tasks = synthetic_tasks();
+      if (std::find_if(tasks.begin(), tasks.end(), [&](const char* t) { return s.task == t; }) == tasks.end())
+        fail_choice(tv, s.task, "synthetic task", std::vector<std::string>(tasks.begin(), tasks.end()));
+      s.samples = count("samples", 1, kMaxCount, "samples: 2000");
+      s.timesteps = count("timesteps", 1, kMaxDim, "timesteps: 30");
+      if (auto x = v.get("seed")) s.seed = x->as_uint64();
+      break;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+DataSpec read_data(const Value& v) {
+  v.require_map(" like {train: {path: data/train.h5}, validation_split: 0.1}");
+  constexpr const char* keys[] = {"train", "validation", "validation_split", "test"};
+  v.check_keys(keys, "data");
+  DataSpec d;
+  if (auto x = v.get("train")) d.train = read_source(*x);
+  if (auto x = v.get("validation")) d.validation = read_source(*x);
+  if (auto x = v.get("test")) d.test = read_source(*x);
+  if (auto x = v.get("validation_split")) {
+    d.validation_split = x->as_double(0.0, 1.0, false, true);
+    if (d.validation_split > 0 && d.validation)
+      x->fail("data.validation is given too; use either separate validation data or validation_split, not both");
+  }
+  return d;
+}
+
+}  // namespace rnntrain::spec

@@ -1,0 +1,270 @@
+// The `model:` section: layers with their Keras arguments and defaults, wrapper rules, and
+// Keras-style layer names. Shapes are not checked here: parse.cpp runs infer_shapes afterwards.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "spec/sections.h"
+
+namespace rnntrain::spec {
+
+namespace {
+
+using Keys = std::span<const char* const>;
+
+constexpr const char* kInputKeys[] = {"type", "name", "shape"};
+constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer"};
+constexpr const char* kMaskingKeys[] = {"type", "name", "mask_value"};
+constexpr const char* kLstmKeys[] = {"type", "name", "units", "activation", "recurrent_activation", "use_bias",
+                                     "return_sequences", "go_backwards", "unit_forget_bias", "dropout",
+                                     "recurrent_dropout", "kernel_initializer", "recurrent_initializer", "bias_initializer"};
+constexpr const char* kGruKeys[] = {"type", "name", "units", "activation", "recurrent_activation", "use_bias",
+                                    "return_sequences", "go_backwards", "reset_after", "dropout",
+                                    "recurrent_dropout", "kernel_initializer", "recurrent_initializer", "bias_initializer"};
+constexpr const char* kSimpleRnnKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
+                                          "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
+                                          "recurrent_initializer", "bias_initializer"};
+constexpr const char* kBidirectionalKeys[] = {"type", "name", "layer", "merge_mode"};
+constexpr const char* kDropoutKeys[] = {"type", "name", "rate"};
+constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer"};
+constexpr const char* kTimeDistributedKeys[] = {"type", "name", "layer"};
+constexpr const char* kRnnAnyKeys[] = {"units", "activation", "recurrent_activation", "use_bias", "return_sequences",
+                                       "go_backwards", "unit_forget_bias", "reset_after", "dropout", "recurrent_dropout",
+                                       "kernel_initializer", "recurrent_initializer", "bias_initializer"};
+
+const std::pair<LayerKind, Keys> kLayerKeys[] = {
+    {LayerKind::Input, kInputKeys},         {LayerKind::Embedding, kEmbeddingKeys},
+    {LayerKind::Masking, kMaskingKeys},     {LayerKind::LSTM, kLstmKeys},
+    {LayerKind::GRU, kGruKeys},             {LayerKind::SimpleRNN, kSimpleRnnKeys},
+    {LayerKind::Bidirectional, kBidirectionalKeys}, {LayerKind::Dropout, kDropoutKeys},
+    {LayerKind::Dense, kDenseKeys},         {LayerKind::TimeDistributed, kTimeDistributedKeys},
+};
+
+Keys keys_of(LayerKind k) {
+  for (const auto& [kind, keys] : kLayerKeys)
+    if (kind == k) return keys;
+  return {};
+}
+
+// Other layer types that have a key, for "LSTM has no key 'rate' (it is a key of Dropout)".
+std::vector<Value::Sibling> siblings_of(LayerKind k) {
+  if (k == LayerKind::Bidirectional) return {{"the wrapped layer: put it inside layer: {...}", kRnnAnyKeys}};
+  if (k == LayerKind::TimeDistributed) return {{"the wrapped Dense: put it inside layer: {...}", kDenseKeys}};
+  std::vector<Value::Sibling> out;
+  for (const auto& [kind, keys] : kLayerKeys)
+    if (kind != k) out.push_back({layer_kind_name(kind), keys});
+  return out;
+}
+
+constexpr const char* kInitKeys[] = {"type"};
+constexpr const char* kUniformKeys[] = {"type", "minval", "maxval"};
+constexpr const char* kNormalKeys[] = {"type", "mean", "stddev"};
+constexpr const char* kOrthogonalKeys[] = {"type", "gain"};
+constexpr const char* kConstantKeys[] = {"type", "value"};
+
+Initializer read_initializer(const Value& v) {
+  const bool is_map = v.is_map();
+  if (!is_map && !v.is_scalar())
+    v.fail(fmt::format("expected an initializer name or a map like {{type: random_uniform, minval: -0.1, maxval: 0.1}}, got {}", v.describe()));
+  const Value tv = is_map ? v.need("type", "; e.g. {type: orthogonal, gain: 1.0}") : v;
+  Initializer init{read_enum(tv, init_kinds(), "initializer")};
+  Keys keys = kInitKeys;
+  switch (init.kind) {
+    case InitKind::RandomUniform: init.a = -0.05, init.b = 0.05, keys = kUniformKeys; break;
+    case InitKind::RandomNormal: init.a = 0.0, init.b = 0.05, keys = kNormalKeys; break;
+    case InitKind::Orthogonal: init.a = 1.0, keys = kOrthogonalKeys; break;
+    case InitKind::Constant: keys = kConstantKeys; break;
+    default: break;
+  }
+  if (!is_map) return init;
+  const Value::Sibling others[] = {{"random_uniform", kUniformKeys}, {"random_normal", kNormalKeys},
+                                   {"orthogonal", kOrthogonalKeys}, {"constant", kConstantKeys}};
+  v.check_keys(keys, tv.as_string(), others);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (auto x = v.get("minval")) init.a = x->as_finite();
+  if (auto x = v.get("maxval")) init.b = x->as_finite();
+  if (auto x = v.get("mean")) init.a = x->as_finite();
+  if (auto x = v.get("stddev")) init.b = x->as_double(0, inf, false, false);
+  if (auto x = v.get("gain")) init.a = x->as_finite();
+  if (auto x = v.get("value")) init.a = x->as_finite();
+  if (init.kind == InitKind::RandomUniform && init.b < init.a)
+    v.fail(fmt::format("minval ({}) is larger than maxval ({}); swap them", init.a, init.b));
+  return init;
+}
+
+Activation read_activation(const Value& v, bool dense) {
+  const Activation a = read_enum(v, activations(), "activation");
+  if (a == Activation::Softmax && !dense)
+    v.fail("softmax is only available on Dense layers; recurrent layers take tanh, sigmoid, relu, linear, hard_sigmoid");
+  return a;
+}
+
+Shape read_input_shape(const Value& v) {
+  const char* hint = ": [timesteps, features] for feature vectors or [timesteps] for token ids; timesteps may be null";
+  v.require_seq(hint);
+  const std::vector<Value> dims = v.items();
+  if (dims.empty() || dims.size() > 2) v.fail(fmt::format("expected 1 or 2 entries{}, got {} entries", hint, dims.size()));
+  Shape s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].is_null() && i == 0) {
+      s.push_back(-1);
+    } else if (dims[i].is_null()) {
+      dims[i].fail("the number of features must be given; only timesteps (the first entry) may be null");
+    } else {
+      s.push_back(dims[i].as_int(1, kMaxDim));
+    }
+  }
+  return s;
+}
+
+LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
+  v.require_map(" like {type: LSTM, units: 64}");
+  const Value tv = v.need("type", "; every layer needs a type, e.g. {type: LSTM, units: 64}");
+  LayerSpec l;
+  l.kind = read_enum(tv, layer_kinds(), "layer type");
+  l.loc = v.loc();
+  if (wrapped && wrapper == LayerKind::Bidirectional && !is_recurrent(l.kind))
+    tv.fail(fmt::format("Bidirectional wraps an LSTM, GRU or SimpleRNN, got {}", layer_kind_name(l.kind)));
+  if (wrapped && wrapper == LayerKind::TimeDistributed && l.kind != LayerKind::Dense)
+    tv.fail(fmt::format("TimeDistributed wraps a Dense layer, got {}", layer_kind_name(l.kind)));
+  const std::vector<Value::Sibling> others = siblings_of(l.kind);
+  v.check_keys(keys_of(l.kind), layer_kind_name(l.kind), others);
+
+  const std::string kind = layer_kind_name(l.kind);
+  auto need_dim = [&](const char* key, const char* example) {
+    return v.need(key, fmt::format("; {} needs {}, e.g. {}", kind, key, example)).as_int(1, kMaxDim);
+  };
+  auto fraction = [&](const char* key, double& out) {
+    if (auto x = v.get(key)) out = x->as_double(0.0, 1.0, false, true);
+  };
+  auto flag = [&](const char* key, bool& out) {
+    if (auto x = v.get(key)) out = x->as_bool();
+  };
+  auto init = [&](const char* key, Initializer& out) {
+    if (auto x = v.get(key)) out = read_initializer(*x);
+  };
+  if (auto x = v.get("name")) l.name = x->as_string();
+
+  switch (l.kind) {
+    case LayerKind::Input:
+      l.shape = read_input_shape(v.need("shape", "; e.g. {type: Input, shape: [null, 8]}"));
+      break;
+    case LayerKind::Embedding:
+      l.input_dim = need_dim("input_dim", "input_dim: 1000 (the vocabulary size)");
+      l.output_dim = need_dim("output_dim", "output_dim: 64");
+      flag("mask_zero", l.mask_zero);
+      init("embeddings_initializer", l.embeddings_initializer);
+      break;
+    case LayerKind::Masking:
+      if (auto x = v.get("mask_value")) l.mask_value = x->as_finite();
+      break;
+    case LayerKind::LSTM:
+    case LayerKind::GRU:
+    case LayerKind::SimpleRNN:
+      l.units = need_dim("units", "units: 64");
+      if (auto x = v.get("activation")) l.activation = read_activation(*x, false);
+      if (auto x = v.get("recurrent_activation")) l.recurrent_activation = read_activation(*x, false);
+      flag("use_bias", l.use_bias);
+      flag("return_sequences", l.return_sequences);
+      flag("go_backwards", l.go_backwards);
+      flag("reset_after", l.reset_after);
+      flag("unit_forget_bias", l.unit_forget_bias);
+      fraction("dropout", l.dropout);
+      fraction("recurrent_dropout", l.recurrent_dropout);
+      init("kernel_initializer", l.kernel_initializer);
+      init("recurrent_initializer", l.recurrent_initializer);
+      init("bias_initializer", l.bias_initializer);
+      break;
+    case LayerKind::Dense:
+      l.units = need_dim("units", "units: 10");
+      l.activation = Activation::Linear;
+      if (auto x = v.get("activation")) l.activation = read_activation(*x, true);
+      flag("use_bias", l.use_bias);
+      init("kernel_initializer", l.kernel_initializer);
+      init("bias_initializer", l.bias_initializer);
+      break;
+    case LayerKind::Dropout:
+      l.rate = v.need("rate", "; e.g. {type: Dropout, rate: 0.2}").as_double(0.0, 1.0, false, true);
+      break;
+    case LayerKind::Bidirectional:
+      if (auto x = v.get("merge_mode")) l.merge_mode = read_enum(*x, merge_modes(), "merge_mode");
+      [[fallthrough]];
+    case LayerKind::TimeDistributed: {
+      const char* example = l.kind == LayerKind::Bidirectional ? "layer: {type: LSTM, units: 32}" : "layer: {type: Dense, units: 10}";
+      const Value inner = v.need("layer", fmt::format("; {} needs the layer it wraps, e.g. {}", kind, example));
+      l.inner = std::make_shared<LayerSpec>(read_layer(inner, l.kind, true));
+      break;
+    }
+  }
+  return l;
+}
+
+// One place a layer is defined, for naming: the layer and its `name:` entry (if any).
+struct Site {
+  LayerSpec* layer;
+  std::optional<Value> name;
+  std::string path;
+};
+
+// User names must be unique HDF5-safe strings; the others get Keras' "lstm", "lstm_1", ... in
+// construction order (a wrapped layer before its wrapper), skipping names the user took.
+void assign_names(std::vector<LayerSpec>& layers, const std::vector<Value>& items) {
+  std::vector<Site> sites;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].inner) {
+      const Value inner = *items[i].get("layer");
+      sites.push_back({layers[i].inner.get(), inner.get("name"), inner.path()});
+    }
+    sites.push_back({&layers[i], items[i].get("name"), items[i].path()});
+  }
+  std::map<std::string, std::string> taken;  // name -> path of the layer that has it
+  for (const Site& s : sites) {
+    if (!s.name) continue;
+    const std::string& n = s.layer->name;
+    if (n.find('/') != std::string::npos)
+      s.name->fail(fmt::format("layer names may not contain '/' (they name groups in weight files), got \"{}\"", n));
+    auto [it, fresh] = taken.emplace(n, s.path);
+    if (!fresh) s.name->fail(fmt::format("the name '{}' is already used by {}; layer names must be unique", n, it->second));
+  }
+  std::map<std::string, int> counters;
+  for (const Site& s : sites) {
+    if (s.name) continue;
+    const std::string prefix = layer_prefix(s.layer->kind);
+    std::string n;
+    do {
+      const int c = counters[prefix]++;
+      n = c == 0 ? prefix : fmt::format("{}_{}", prefix, c);
+    } while (taken.count(n));
+    taken.emplace(n, s.path);
+    s.layer->name = n;
+  }
+}
+
+}  // namespace
+
+ModelSpec read_model(const Value& v) {
+  v.require_map(" with layers: [...]");
+  constexpr const char* keys[] = {"layers", "init_from"};
+  v.check_keys(keys, "model");
+  ModelSpec m;
+  if (auto x = v.get("init_from")) m.init_from = x->as_string();
+  const Value lv = v.need("layers", "; e.g. layers: [{type: Input, shape: [null, 8]}, {type: LSTM, units: 32}, {type: Dense, units: 1}]");
+  lv.require_seq(" of layers, e.g. [{type: Input, shape: [null, 8]}, {type: LSTM, units: 32}]");
+  const std::vector<Value> items = lv.items();
+  if (items.empty()) lv.fail("the model has no layers; start with {type: Input, shape: [...]}");
+  for (size_t i = 0; i < items.size(); ++i) {
+    m.layers.push_back(read_layer(items[i], LayerKind::Input, false));
+    const LayerKind k = m.layers.back().kind;
+    if (i == 0 && k != LayerKind::Input)
+      items[0].fail(fmt::format("the first layer must be {{type: Input, shape: [timesteps, features]}} (or [timesteps] "
+                                "for token ids), got {}", layer_kind_name(k)));
+    if (i > 0 && k == LayerKind::Input) items[i].fail("Input can only be the first layer");
+  }
+  if (items.size() == 1) lv.fail("the model has only an Input layer; add the layers that follow it");
+  assign_names(m.layers, items);
+  return m;
+}
+
+}  // namespace rnntrain::spec

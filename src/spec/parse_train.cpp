@@ -1,0 +1,205 @@
+// The `train:` section: loop settings, optimizer (Keras 3 defaults per kind), loss, metrics,
+// learning-rate schedule, early stopping and checkpointing. Not the model or the data.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "spec/sections.h"
+
+namespace rnntrain::spec {
+
+namespace {
+
+using Keys = std::span<const char* const>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double positive(const Value& v) { return v.as_double(0.0, kInf, true, false); }
+double non_negative(const Value& v) { return v.as_double(0.0, kInf, false, false); }
+double unit_open(const Value& v) { return v.as_double(0.0, 1.0, false, true); }  // [0, 1)
+
+// A section that is a plain name or a map with `type`: returns the map's `type` or the name itself.
+Value type_of(const Value& v, const char* example) {
+  if (v.is_scalar()) return v;
+  if (!v.is_map()) v.fail(fmt::format("expected a name or a map like {}, got {}", example, v.describe()));
+  return v.need("type", fmt::format("; e.g. {}", example));
+}
+
+constexpr const char* kClip[] = {"clipnorm", "clipvalue", "global_clipnorm"};
+constexpr const char* kSgdKeys[] = {"type", "learning_rate", "momentum", "nesterov", "weight_decay",
+                                    "clipnorm", "clipvalue", "global_clipnorm"};
+constexpr const char* kAdamKeys[] = {"type", "learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad", "weight_decay",
+                                     "clipnorm", "clipvalue", "global_clipnorm"};
+constexpr const char* kRmspropKeys[] = {"type", "learning_rate", "rho", "momentum", "epsilon", "centered",
+                                        "weight_decay", "clipnorm", "clipvalue", "global_clipnorm"};
+constexpr const char* kAdagradKeys[] = {"type", "learning_rate", "initial_accumulator_value", "epsilon",
+                                        "weight_decay", "clipnorm", "clipvalue", "global_clipnorm"};
+
+OptimizerSpec read_optimizer(const Value& v) {
+  OptimizerSpec o;  // a map without `type` is Adam, the default
+  const bool typed = !v.is_map() || v.has("type");
+  if (typed) o.kind = read_enum(type_of(v, "{type: adam, learning_rate: 0.001}"), optimizer_kinds(), "optimizer");
+  if (o.kind == OptimizerKind::SGD) o.learning_rate = 0.01;
+  if (o.kind == OptimizerKind::AdamW) o.weight_decay = 0.004;
+  if (!v.is_map()) return o;
+  Keys keys = o.kind == OptimizerKind::SGD       ? Keys(kSgdKeys)
+              : o.kind == OptimizerKind::RMSprop ? Keys(kRmspropKeys)
+              : o.kind == OptimizerKind::Adagrad ? Keys(kAdagradKeys)
+                                                 : Keys(kAdamKeys);
+  const Value::Sibling others[] = {{"sgd", kSgdKeys}, {"adam", kAdamKeys}, {"rmsprop", kRmspropKeys}, {"adagrad", kAdagradKeys}};
+  v.check_keys(keys, enum_name(optimizer_kinds(), o.kind), others);
+  if (auto x = v.get("learning_rate")) o.learning_rate = positive(*x);
+  if (auto x = v.get("momentum")) o.momentum = x->as_double(0.0, 1.0, false, false);
+  if (auto x = v.get("nesterov")) o.nesterov = x->as_bool();
+  if (auto x = v.get("beta_1")) o.beta_1 = unit_open(*x);
+  if (auto x = v.get("beta_2")) o.beta_2 = unit_open(*x);
+  if (auto x = v.get("epsilon")) o.epsilon = positive(*x);
+  if (auto x = v.get("amsgrad")) o.amsgrad = x->as_bool();
+  if (auto x = v.get("weight_decay")) o.weight_decay = non_negative(*x);
+  if (auto x = v.get("rho")) o.rho = unit_open(*x);
+  if (auto x = v.get("centered")) o.centered = x->as_bool();
+  if (auto x = v.get("initial_accumulator_value")) o.initial_accumulator_value = non_negative(*x);
+  std::optional<double>* clips[] = {&o.clipnorm, &o.clipvalue, &o.global_clipnorm};
+  const char* first = nullptr;
+  for (int i = 0; i < 3; ++i)
+    if (auto x = v.get(kClip[i])) {
+      if (first) x->fail(fmt::format("{} is already set; Keras allows only one of clipnorm, clipvalue, global_clipnorm", first));
+      *clips[i] = positive(*x);
+      first = kClip[i];
+    }
+  return o;
+}
+
+constexpr const char* kPlainLossKeys[] = {"type"};
+constexpr const char* kHuberKeys[] = {"type", "delta"};
+constexpr const char* kCrossentropyKeys[] = {"type", "from_logits", "label_smoothing"};
+
+LossSpec read_loss(const Value& v) {
+  const Value tv = type_of(v, "{type: sparse_categorical_crossentropy, from_logits: true}");
+  LossSpec l;
+  l.kind = read_enum(tv, loss_kinds(), "loss");
+  if (!v.is_map()) return l;
+  const bool xent = l.kind == LossKind::BinaryCrossentropy || l.kind == LossKind::CategoricalCrossentropy ||
+                    l.kind == LossKind::SparseCategoricalCrossentropy;
+  const Keys keys = xent ? Keys(kCrossentropyKeys) : l.kind == LossKind::Huber ? Keys(kHuberKeys) : Keys(kPlainLossKeys);
+  const Value::Sibling others[] = {{"huber", kHuberKeys}, {"the crossentropy losses", kCrossentropyKeys}};
+  v.check_keys(keys, tv.as_string(), others);
+  if (auto x = v.get("delta")) l.delta = positive(*x);
+  if (auto x = v.get("from_logits")) l.from_logits = x->as_bool();
+  if (auto x = v.get("label_smoothing")) l.label_smoothing = unit_open(*x);
+  return l;
+}
+
+std::vector<MetricSpec> read_metrics(const Value& v) {
+  v.require_seq(" of metric names, e.g. metrics: [accuracy]");
+  std::vector<MetricSpec> out;
+  for (const Value& item : v.items()) {
+    MetricSpec m{read_enum(item, metric_kinds(), "metric"), ""};
+    m.name = enum_name(metric_kinds(), m.kind);
+    for (const MetricSpec& o : out)
+      if (o.name == m.name) item.fail(fmt::format("the metric '{}' is listed twice", m.name));
+    out.push_back(m);
+  }
+  return out;
+}
+
+// A monitored quantity must be a logged one: loss, a metric, or either with "val_".
+void check_monitor(const Value& v, const std::string& monitor, const std::vector<MetricSpec>& metrics) {
+  std::vector<std::string> names = {"loss", "val_loss"};
+  for (const MetricSpec& m : metrics) names.push_back(m.name), names.push_back("val_" + m.name);
+  if (std::find(names.begin(), names.end(), monitor) != names.end()) return;
+  const std::string guess = closest(monitor, names);
+  v.fail(fmt::format("'{}' is not logged during training;{} choices: {} (add a metric to train.metrics to monitor it)",
+                     monitor, guess.empty() ? "" : fmt::format(" did you mean '{}'?", guess), join(names)));
+}
+
+constexpr const char* kConstantKeys[] = {"type"};
+constexpr const char* kExponentialKeys[] = {"type", "decay_steps", "decay_rate", "staircase"};
+constexpr const char* kCosineKeys[] = {"type", "warmup_steps", "decay_steps", "alpha"};
+constexpr const char* kStepKeys[] = {"type", "step_size", "gamma"};
+constexpr const char* kPlateauKeys[] = {"type", "monitor", "factor", "patience", "min_delta", "cooldown", "min_lr"};
+
+ScheduleSpec read_schedule(const Value& v, const std::vector<MetricSpec>& metrics) {
+  const Value tv = type_of(v, "{type: cosine, decay_steps: 1000}");
+  ScheduleSpec s;
+  s.kind = read_enum(tv, schedule_kinds(), "schedule");
+  const bool decays = s.kind == ScheduleKind::Exponential || s.kind == ScheduleKind::Cosine;
+  if (!v.is_map()) {
+    if (decays) v.fail(fmt::format("the {} schedule needs decay_steps; write {{type: {}, decay_steps: 1000}}", v.as_string(), v.as_string()));
+    return s;
+  }
+  const Keys keys = s.kind == ScheduleKind::Exponential ? Keys(kExponentialKeys)
+                    : s.kind == ScheduleKind::Cosine    ? Keys(kCosineKeys)
+                    : s.kind == ScheduleKind::Step      ? Keys(kStepKeys)
+                    : s.kind == ScheduleKind::ReduceOnPlateau ? Keys(kPlateauKeys)
+                                                              : Keys(kConstantKeys);
+  const Value::Sibling others[] = {{"exponential", kExponentialKeys}, {"cosine", kCosineKeys}, {"step", kStepKeys},
+                                   {"reduce_on_plateau", kPlateauKeys}};
+  const std::string name = tv.as_string();
+  v.check_keys(keys, name, others);
+  if (decays) s.decay_steps = v.need("decay_steps", fmt::format("; the {} schedule needs decay_steps, e.g. 1000", name)).as_int(1, kMaxCount);
+  if (auto x = v.get("decay_rate")) s.decay_rate = positive(*x);
+  if (auto x = v.get("staircase")) s.staircase = x->as_bool();
+  if (auto x = v.get("warmup_steps")) s.warmup_steps = x->as_int(0, kMaxCount);
+  if (auto x = v.get("alpha")) s.alpha = x->as_double(0.0, 1.0, false, false);
+  if (auto x = v.get("step_size")) s.step_size = x->as_int(1, kMaxCount);
+  if (auto x = v.get("gamma")) s.gamma = positive(*x);
+  if (auto x = v.get("monitor")) check_monitor(*x, s.monitor = x->as_string(), metrics);
+  if (auto x = v.get("factor")) s.factor = x->as_double(0.0, 1.0, true, true);
+  if (auto x = v.get("patience")) s.patience = x->as_int(0, kMaxCount);
+  if (auto x = v.get("min_delta")) s.min_delta = non_negative(*x);
+  if (auto x = v.get("cooldown")) s.cooldown = x->as_int(0, kMaxCount);
+  if (auto x = v.get("min_lr")) s.min_lr = non_negative(*x);
+  return s;
+}
+
+EarlyStoppingSpec read_early_stopping(const Value& v, const std::vector<MetricSpec>& metrics) {
+  v.require_map(" like {monitor: val_loss, patience: 3}");
+  constexpr const char* keys[] = {"monitor", "mode", "patience", "min_delta", "restore_best_weights", "baseline", "start_from_epoch"};
+  v.check_keys(keys, "early_stopping");
+  EarlyStoppingSpec e;
+  if (auto x = v.get("monitor")) check_monitor(*x, e.monitor = x->as_string(), metrics);
+  if (auto x = v.get("mode")) e.mode = read_enum(*x, monitor_modes(), "mode");
+  if (auto x = v.get("patience")) e.patience = x->as_int(0, kMaxCount);
+  if (auto x = v.get("min_delta")) e.min_delta = non_negative(*x);
+  if (auto x = v.get("restore_best_weights")) e.restore_best_weights = x->as_bool();
+  if (auto x = v.get("baseline")) e.baseline = x->as_finite();
+  if (auto x = v.get("start_from_epoch")) e.start_from_epoch = x->as_int(0, kMaxCount);
+  return e;
+}
+
+CheckpointSpec read_checkpoint(const Value& v, const std::vector<MetricSpec>& metrics) {
+  v.require_map(" like {monitor: val_loss, mode: auto}");
+  constexpr const char* keys[] = {"monitor", "mode", "every_epoch"};
+  v.check_keys(keys, "checkpoint");
+  CheckpointSpec c;
+  if (auto x = v.get("monitor")) check_monitor(*x, c.monitor = x->as_string(), metrics);
+  if (auto x = v.get("mode")) c.mode = read_enum(*x, monitor_modes(), "mode");
+  if (auto x = v.get("every_epoch")) c.every_epoch = x->as_bool();
+  return c;
+}
+
+}  // namespace
+
+TrainSpec read_train(const Value& v) {
+  v.require_map(" like {epochs: 10, batch_size: 32}");
+  constexpr const char* keys[] = {"epochs", "batch_size", "seed", "shuffle", "steps_per_epoch", "threads", "optimizer",
+                                  "loss", "metrics", "schedule", "early_stopping", "checkpoint"};
+  v.check_keys(keys, "train");
+  TrainSpec t;
+  if (auto x = v.get("epochs")) t.epochs = x->as_int(1, kMaxCount);
+  if (auto x = v.get("batch_size")) t.batch_size = x->as_int(1, kMaxDim);
+  if (auto x = v.get("seed")) t.seed = x->as_uint64();
+  if (auto x = v.get("shuffle")) t.shuffle = x->as_bool();
+  if (auto x = v.get("steps_per_epoch")) t.steps_per_epoch = x->as_int(0, kMaxCount);
+  if (auto x = v.get("threads")) t.threads = x->as_int(0, 4096);
+  if (auto x = v.get("optimizer")) t.optimizer = read_optimizer(*x);
+  if (auto x = v.get("loss")) t.loss = read_loss(*x);
+  if (auto x = v.get("metrics")) t.metrics = read_metrics(*x);
+  if (auto x = v.get("schedule")) t.schedule = read_schedule(*x, t.metrics);
+  if (auto x = v.get("early_stopping")) t.early_stopping = read_early_stopping(*x, t.metrics);
+  if (auto x = v.get("checkpoint")) t.checkpoint = read_checkpoint(*x, t.metrics);
+  return t;
+}
+
+}  // namespace rnntrain::spec

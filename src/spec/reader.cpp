@@ -1,0 +1,308 @@
+// Typed reading of YAML nodes with file:line:col and key-path errors, did-you-mean suggestions, and
+// the guards that keep yaml-cpp away from inputs it would recurse on deeply. No schema here.
+#include "spec/reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace rnntrain::spec {
+
+namespace {
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions), case-insensitive.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  auto low = [](char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); };
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j) {
+      const size_t cost = low(a[i - 1]) == low(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && low(a[i - 1]) == low(b[j - 2]) && low(a[i - 2]) == low(b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[n][m];
+}
+
+bool quoted(const YAML::Node& n) { return n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str"; }
+
+// Whole-string numeric parses (std::from_chars, with an optional leading '+').
+template <class T>
+bool parse_number(std::string s, T& out) {
+  if (!s.empty() && s[0] == '+') s.erase(0, 1);
+  if (s.empty()) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+std::string number_str(double x) { return fmt::format("{}", x); }
+
+std::string interval(double lo, double hi, bool lo_open, bool hi_open) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (lo == -inf && hi == inf) return "a number";
+  if (hi == inf && lo == 0) return lo_open ? "a positive number" : "a non-negative number";
+  if (hi == inf) return fmt::format("a number {} {}", lo_open ? ">" : ">=", number_str(lo));
+  return fmt::format("a number in {}{}, {}{}", lo_open ? "(" : "[", number_str(lo), number_str(hi), hi_open ? ")" : "]");
+}
+
+}  // namespace
+
+std::string join(const std::vector<std::string>& words, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) out += (i ? sep : "") + words[i];
+  return out;
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  if (word.size() > 64) return "";
+  const size_t limit = word.size() <= 4 ? 1 : word.size() <= 8 ? 2 : 3;
+  std::string best;
+  size_t best_d = limit + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  if (best.empty() && word.size() >= 3)  // an abbreviation: "val_acc" -> "val_accuracy"
+    for (const std::string& c : candidates)
+      if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) return c;
+  return best;
+}
+
+SourceLoc Value::loc() const {
+  // The last override whose subtree holds this path wins.
+  for (auto it = ctx_->owners.rbegin(); it != ctx_->owners.rend(); ++it) {
+    const std::string& p = it->path;
+    if (path_.compare(0, p.size(), p) == 0 &&
+        (path_.size() == p.size() || path_[p.size()] == '.' || path_[p.size()] == '['))
+      return SourceLoc{fmt::format("override '{}'", it->text), 0, 0};
+  }
+  YAML::Mark m = YAML::Mark::null_mark();
+  if (node_.IsDefined()) m = node_.Mark();
+  if (m.line < 0) return SourceLoc{ctx_->file, 0, 0};
+  return SourceLoc{ctx_->file, m.line + 1, m.column + 1};
+}
+
+void Value::fail(const std::string& msg) const {
+  throw ConfigError(fmt::format("{}: {}: {}", loc().str(), path_.empty() ? "(top level)" : path_, msg));
+}
+
+std::string Value::describe() const {
+  if (is_null()) return "nothing (null)";
+  if (is_map()) return "a map";
+  if (is_seq()) return "a list";
+  std::string s = node_.Scalar();
+  const bool cut = s.size() > 40;
+  if (cut) s = s.substr(0, 40);
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  double d;
+  if (!quoted(node_) && !cut && parse_number(s, d)) return s;
+  return fmt::format("\"{}{}\"", s, cut ? "..." : "");
+}
+
+int64_t Value::as_int(int64_t lo, int64_t hi) const {
+  const std::string what = lo == 1 ? "a positive integer"
+                           : lo == 0 ? "a non-negative integer"
+                                     : fmt::format("an integer >= {}", lo);
+  int64_t v = 0;
+  bool ok = is_scalar() && !quoted(node_) && parse_number(node_.Scalar(), v);
+  if (!ok && is_scalar() && !quoted(node_)) {  // 1e4 is an integer too
+    double d;
+    if (parse_number(node_.Scalar(), d) && std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
+      v = static_cast<int64_t>(d);
+      ok = true;
+    }
+  }
+  if (!ok || v < lo) fail(fmt::format("expected {}, got {}", what, describe()));
+  if (v > hi) fail(fmt::format("expected {} no larger than {}, got {}", what, hi, describe()));
+  return v;
+}
+
+uint64_t Value::as_uint64() const {
+  uint64_t v = 0;
+  if (!is_scalar() || quoted(node_) || !parse_number(node_.Scalar(), v))
+    fail(fmt::format("expected a non-negative integer below 2^64, got {}", describe()));
+  return v;
+}
+
+double Value::as_double(double lo, double hi, bool lo_open, bool hi_open) const {
+  double v = 0;
+  const bool ok = is_scalar() && !quoted(node_) && parse_number(node_.Scalar(), v) && std::isfinite(v);
+  if (!ok || v < lo || v > hi || (lo_open && v == lo) || (hi_open && v == hi))
+    fail(fmt::format("expected {}, got {}", interval(lo, hi, lo_open, hi_open), describe()));
+  return v;
+}
+
+double Value::as_finite() const {
+  const double inf = std::numeric_limits<double>::infinity();
+  return as_double(-inf, inf, false, false);
+}
+
+bool Value::as_bool() const {
+  bool b = false;
+  if (!is_scalar() || quoted(node_) || !YAML::convert<bool>::decode(node_, b))
+    fail(fmt::format("expected true or false, got {}", describe()));
+  return b;
+}
+
+std::string Value::as_string(bool allow_empty) const {
+  if (!is_scalar()) fail(fmt::format("expected a string, got {}", describe()));
+  if (!allow_empty && node_.Scalar().empty()) fail("expected a non-empty string, got \"\"");
+  return node_.Scalar();
+}
+
+std::vector<std::string> Value::as_string_list() const {
+  require_seq(" of strings, e.g. [a, b]");
+  std::vector<std::string> out;
+  for (const Value& v : items()) out.push_back(v.as_string());
+  return out;
+}
+
+void Value::require_map(const std::string& hint) const {
+  if (!is_map()) fail(fmt::format("expected a map{}, got {}", hint, describe()));
+}
+
+void Value::require_seq(const std::string& hint) const {
+  if (!is_seq()) fail(fmt::format("expected a list{}, got {}", hint, describe()));
+}
+
+std::optional<Value> Value::get(const std::string& key) const {
+  const YAML::Node& n = node_;
+  for (auto it = n.begin(); it != n.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == key) {
+      if (!it->second.IsDefined() || it->second.IsNull()) return std::nullopt;
+      return Value(ctx_, it->second, path_.empty() ? key : path_ + "." + key);
+    }
+  return std::nullopt;
+}
+
+Value Value::need(const std::string& key, const std::string& hint) const {
+  std::optional<Value> v = get(key);
+  if (!v) fail(fmt::format("missing key '{}'{}", key, hint));
+  return *v;
+}
+
+std::vector<Value> Value::items() const {
+  std::vector<Value> out;
+  const YAML::Node& n = node_;
+  for (size_t i = 0; i < n.size(); ++i) out.emplace_back(ctx_, n[i], fmt::format("{}[{}]", path_, i));
+  return out;
+}
+
+void Value::check_keys(std::span<const char* const> allowed, const std::string& owner,
+                       std::span<const Sibling> others) const {
+  std::vector<std::string> names(allowed.begin(), allowed.end());
+  std::vector<std::string> seen;
+  const YAML::Node& n = node_;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    Value key(ctx_, it->first, path_);
+    if (!it->first.IsScalar()) key.fail(fmt::format("keys must be plain names, got {}", key.describe()));
+    const std::string k = it->first.Scalar();
+    Value at(ctx_, it->first, path_.empty() ? k : path_ + "." + k);
+    if (std::find(seen.begin(), seen.end(), k) != seen.end())
+      at.fail(fmt::format("duplicate key '{}': {} sets it twice; keep one", k, owner));
+    seen.push_back(k);
+    if (std::find(names.begin(), names.end(), k) != names.end()) continue;
+
+    std::string msg = fmt::format("{} has no key '{}'", owner, k);
+    std::vector<std::string> holders;
+    for (const Sibling& s : others)
+      if (std::find_if(s.keys.begin(), s.keys.end(), [&](const char* x) { return k == x; }) != s.keys.end())
+        holders.push_back(s.owner);
+    if (!holders.empty()) msg += fmt::format(" (it is a key of {})", join(holders, ", "));
+    std::string guess = holders.empty() ? closest(k, names) : "";
+    if (k == "lr" && std::find(names.begin(), names.end(), "learning_rate") != names.end()) guess = "learning_rate";
+    if (!guess.empty())
+      msg += fmt::format("; did you mean '{}'?", guess);
+    else
+      msg += fmt::format("; valid keys: {}", join(names));
+    at.fail(msg);
+  }
+}
+
+void fail_choice(const Value& v, const std::string& got, const char* what, const std::vector<std::string>& choices) {
+  const std::string guess = closest(got, choices);
+  v.fail(fmt::format("unknown {} '{}';{} choices: {}", what, got,
+                     guess.empty() ? "" : fmt::format(" did you mean '{}'?", guess), join(choices)));
+}
+
+// The limits are far above any real config and far below what yaml-cpp or the stack can take.
+constexpr size_t kMaxBytes = 4u << 20;
+constexpr int kMaxFlowDepth = 64;
+constexpr int kMaxBlockDepth = 256;
+
+void check_yaml_text(const std::string& text, const std::string& file, const std::string& what) {
+  auto fail = [&](int line, int col, const std::string& msg) {
+    throw ConfigError(line ? fmt::format("{}:{}:{}: {}", file, line, col, msg) : fmt::format("{}: {}", file, msg));
+  };
+  if (text.size() > kMaxBytes)
+    fail(0, 0, fmt::format("{} is {} bytes; a config is a few kilobytes (is this the right file?)", what, text.size()));
+  int line = 1, col = 0, depth = 0, block = 0;
+  bool line_start = true;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char prev = i ? text[i - 1] : '\n';
+    ++col;
+    if (c == '\n') {
+      ++line, col = 0, line_start = true, block = 0;
+      continue;
+    }
+    if (quote) {  // inside a quoted scalar: brackets do not count
+      if (quote == '"' && c == '\\') ++i, ++col;
+      else if (c == quote) quote = 0;
+      continue;
+    }
+    if (line_start) {  // indentation and compact "- " / "? " indicators nest block collections
+      if (c == ' ' || ((c == '-' || c == '?') && i + 1 < text.size() && text[i + 1] == ' ')) {
+        if (++block > kMaxBlockDepth)
+          fail(line, col, fmt::format("{} is indented or nested deeper than {} levels; a config never needs this", what, kMaxBlockDepth));
+        continue;
+      }
+      line_start = false;
+    }
+    if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n')) {  // a comment: skip the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    const bool token_start = prev == ' ' || prev == '\t' || prev == '\n' || prev == '[' || prev == '{' || prev == ',';
+    if ((c == '"' || c == '\'') && token_start) quote = c;
+    if (c == '[' || c == '{') {
+      if (++depth > kMaxFlowDepth)
+        fail(line, col, fmt::format("{} nests '[' or '{{' deeper than {} levels; a config never needs this", what, kMaxFlowDepth));
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
+YAML::Node load_yaml(const std::string& text, const std::string& file, const std::string& what) {
+  check_yaml_text(text, file, what);
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    std::string msg = e.msg;  // may quote a byte of a binary file
+    for (char& c : msg)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    if (e.mark.line < 0) throw ConfigError(fmt::format("{}: {} is not valid YAML: {}", file, what, msg));
+    throw ConfigError(fmt::format("{}:{}:{}: {} is not valid YAML: {}", file, e.mark.line + 1, e.mark.column + 1, what, msg));
+  }
+  if (docs.empty()) return YAML::Node();
+  if (docs.size() > 1) {
+    const YAML::Mark m = docs[1].Mark();
+    throw ConfigError(fmt::format("{}:{}:{}: {} holds more than one YAML document; keep one (remove the second '---')",
+                                  file, m.line + 1, m.column + 1, what));
+  }
+  return docs[0];
+}
+
+}  // namespace rnntrain::spec

@@ -1,0 +1,107 @@
+// Helpers shared by the CPU backend tests: building small ModelSpecs by hand (no YAML), random
+// parameters with non-zero biases on every gate block, and random tensors. Not a test itself.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "model/params.h"
+#include "spec/config.h"
+
+namespace rnntrain::testing {
+
+inline LayerSpec input_layer(Shape shape) {
+  LayerSpec l;
+  l.kind = LayerKind::Input;
+  l.name = "input";
+  l.shape = std::move(shape);
+  return l;
+}
+
+inline LayerSpec recurrent(LayerKind kind, int64_t units, bool return_sequences = true) {
+  LayerSpec l;
+  l.kind = kind;
+  l.name = layer_kind_name(kind);
+  l.units = units;
+  l.return_sequences = return_sequences;
+  return l;
+}
+
+inline LayerSpec bidirectional(LayerSpec inner, MergeMode mode) {
+  LayerSpec l;
+  l.kind = LayerKind::Bidirectional;
+  l.name = "bidirectional";
+  l.merge_mode = mode;
+  l.inner = std::make_shared<LayerSpec>(std::move(inner));
+  return l;
+}
+
+inline LayerSpec dense(int64_t units, Activation act = Activation::Linear) {
+  LayerSpec l;
+  l.kind = LayerKind::Dense;
+  l.name = "dense";
+  l.units = units;
+  l.activation = act;
+  return l;
+}
+
+inline LayerSpec time_distributed(LayerSpec inner) {
+  LayerSpec l;
+  l.kind = LayerKind::TimeDistributed;
+  l.name = "time_distributed";
+  l.inner = std::make_shared<LayerSpec>(std::move(inner));
+  return l;
+}
+
+inline LayerSpec embedding(int64_t vocab, int64_t dim, bool mask_zero) {
+  LayerSpec l;
+  l.kind = LayerKind::Embedding;
+  l.name = "embedding";
+  l.input_dim = vocab;
+  l.output_dim = dim;
+  l.mask_zero = mask_zero;
+  return l;
+}
+
+inline LayerSpec masking(double value) {
+  LayerSpec l;
+  l.kind = LayerKind::Masking;
+  l.name = "masking";
+  l.mask_value = value;
+  return l;
+}
+
+inline LayerSpec dropout(double rate) {
+  LayerSpec l;
+  l.kind = LayerKind::Dropout;
+  l.name = "dropout";
+  l.rate = rate;
+  return l;
+}
+
+// Input first, then the layers, with unique names.
+inline ModelSpec model_of(std::vector<LayerSpec> layers) {
+  ModelSpec m;
+  m.layers = std::move(layers);
+  for (size_t i = 1; i < m.layers.size(); ++i) m.layers[i].name += "_" + std::to_string(i);
+  return m;
+}
+
+inline Tensor random_tensor(Shape shape, Rng& rng, double lo = -1.0, double hi = 1.0) {
+  Tensor t(std::move(shape));
+  for (float& v : t.data) v = static_cast<float>(rng.uniform(lo, hi));
+  return t;
+}
+
+// Keras-shaped parameters with every entry (biases included) drawn from U(-scale, scale).
+inline Params random_params(const ModelSpec& m, uint64_t seed, double scale = 0.6) {
+  Rng rng(seed);
+  Params p = init_params(m, rng);
+  for (Param* q : p.all())
+    for (float& v : q->value.data) v = static_cast<float>(rng.uniform(-scale, scale));
+  return p;
+}
+
+}  // namespace rnntrain::testing

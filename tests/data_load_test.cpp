@@ -1,0 +1,452 @@
+// Tests of load_source for each format on small files written here (HDF5, .npy of every dtype,
+// .npz stored and deflated, CSV windows and scaling checked by hand, text vocabulary and shifted
+// targets), their error messages, DataMeta's JSON, Dataset rows, and write_predictions.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/npy.h"
+#include "io/h5.h"
+#include "io/zip.h"
+
+namespace fs = std::filesystem;
+using namespace rnntrain;
+
+namespace {
+
+class LoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("rnntrain_data_load_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path(name), std::ios::binary) << bytes;
+  }
+  Dataset load(const DataSource& src) const {
+    DataMeta meta;
+    return load_source(src, dir_.string(), meta);
+  }
+  fs::path dir_;
+};
+
+template <typename E = DataError, typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception of the right type";
+  return "";
+}
+
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
+
+// A .npy file written by hand: header dict, padding to 64 bytes, raw little-endian data.
+std::string npy(const std::string& descr, const std::string& shape, const std::string& data, int version = 1,
+                bool fortran = false) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+                       ", 'shape': " + shape + ", }";
+  const size_t prefix = version == 1 ? 10 : 12;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(version);
+  out += '\0';
+  const uint32_t n = static_cast<uint32_t>(header.size());
+  for (size_t k = 0; k < (version == 1 ? 2u : 4u); ++k) out += static_cast<char>((n >> (8 * k)) & 0xff);
+  return out + header + data;
+}
+
+template <typename T>
+std::string raw(const std::vector<T>& v) {
+  std::string s(v.size() * sizeof(T), '\0');
+  std::memcpy(s.data(), v.data(), s.size());
+  return s;
+}
+
+void expect_values(const Tensor& t, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(t.data.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(t.data[i], want[i]) << what << ": first difference at " << i;
+}
+
+}  // namespace
+
+// ---- hdf5 --------------------------------------------------------------------------------------
+
+TEST_F(LoadTest, Hdf5ReadsInputsTargetsAndLengthsOfAnyNumericType) {
+  {
+    h5::File f = h5::File::create(path("d.h5"));
+    h5::Group r = f.root();
+    Tensor x({3, 2, 1});
+    for (int i = 0; i < 6; ++i) x[i] = 0.5f * i;
+    r.write("x", x);
+    r.write_int64("labels", {2, 0, 1});
+    r.write_double("len", {2, 1, 2}, {3});
+  }
+  DataSource src;
+  src.format = DataFormat::Hdf5;
+  src.path = "d.h5";  // relative to base_dir
+  src.targets = "labels";
+  src.lengths = "len";
+  Dataset d = load(src);
+  EXPECT_EQ(d.source, path("d.h5"));
+  EXPECT_EQ(d.x.shape, (Shape{3, 2, 1}));
+  expect_values(d.x, {0, 0.5f, 1, 1.5f, 2, 2.5f}, "x");
+  expect_values(d.y, {2, 0, 1}, "y from int64");
+  EXPECT_EQ(d.lengths, (std::vector<int32_t>{2, 1, 2}));
+  // The default targets name "y" may be absent: predict-only data.
+  src.targets = "y";
+  src.lengths = "";
+  EXPECT_TRUE(load(src).y.empty());
+}
+
+TEST_F(LoadTest, Hdf5ErrorsNameTheFileTheDatasetAndWhatIsThere) {
+  {
+    h5::File f = h5::File::create(path("d.h5"));
+    f.root().write("inputs", Tensor({2, 3}));
+    f.root().write_double("len", {1.5, 2}, {2});
+  }
+  DataSource src;
+  src.format = DataFormat::Hdf5;
+  src.path = "d.h5";
+  src.loc = {"configs/run.yaml", 12, 5};
+  std::string msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, path("d.h5"));
+  EXPECT_HAS(msg, "no dataset 'x'");
+  EXPECT_HAS(msg, "inputs, len");
+  EXPECT_HAS(msg, "configs/run.yaml:12:5");
+  src.inputs = "inputs";
+  src.targets = "labels";
+  msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, "no dataset 'labels' for `targets`");
+  src.targets = "";
+  src.lengths = "len";
+  msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, "not an integer");
+  src.path = "missing.h5";
+  msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, path("missing.h5"));
+  EXPECT_HAS(msg, "no such file");
+  src.path = "";
+  error_of<ConfigError>([&] { load(src); });
+}
+
+// ---- npy ---------------------------------------------------------------------------------------
+
+TEST_F(LoadTest, NpyParsesEveryNumericDtype) {
+  struct Case {
+    std::string descr, data;
+    std::vector<float> want;
+  };
+  const std::vector<Case> cases = {
+      {"<f4", raw<float>({1.5f, -2.25f, 3e-8f, 1e30f}), {1.5f, -2.25f, 3e-8f, 1e30f}},
+      {"<f8", raw<double>({1.5, -2.25, 0.1, 1e30}), {1.5f, -2.25f, 0.1f, 1e30f}},
+      {"<f2", raw<uint16_t>({0x3E00, 0xC000, 0x0001, 0x7BFF}), {1.5f, -2.0f, std::ldexp(1.0f, -24), 65504.0f}},
+      {"|i1", raw<int8_t>({-128, -1, 0, 127}), {-128, -1, 0, 127}},
+      {"<i2", raw<int16_t>({-32768, -1, 7, 32767}), {-32768, -1, 7, 32767}},
+      {"<i4", raw<int32_t>({-5, 0, 16777216, 3}), {-5, 0, 16777216, 3}},
+      {"<i8", raw<int64_t>({-5, 0, 1LL << 40, 3}), {-5, 0, 1099511627776.0f, 3}},
+      {"|u1", raw<uint8_t>({0, 1, 200, 255}), {0, 1, 200, 255}},
+      {"<u2", raw<uint16_t>({0, 1, 65535, 9}), {0, 1, 65535, 9}},
+      {"<u4", raw<uint32_t>({0, 1, 4000000000u, 9}), {0, 1, 4e9f, 9}},
+      {"<u8", raw<uint64_t>({0, 1, 5, 9}), {0, 1, 5, 9}},
+      {"|b1", raw<uint8_t>({0, 1, 1, 0}), {0, 1, 1, 0}},
+  };
+  for (const Case& c : cases) {
+    write("a.npy", npy(c.descr, "(2, 2)", c.data));
+    DataSource src;
+    src.format = DataFormat::Npy;
+    src.inputs = "a.npy";
+    Dataset d = load(src);
+    EXPECT_EQ(d.x.shape, (Shape{2, 2})) << c.descr;
+    expect_values(d.x, c.want, c.descr);
+  }
+  // Version 2.0 header, a 1-D shape written "(4,)", and a 0-D array.
+  Tensor t = parse_npy(npy("<i4", "(4,)", raw<int32_t>({1, 2, 3, 4}), 2), "v2.npy");
+  EXPECT_EQ(t.shape, Shape{4});
+  expect_values(t, {1, 2, 3, 4}, "v2");
+  EXPECT_EQ(parse_npy(npy("<f8", "()", raw<double>({2.5})), "scalar.npy").data, std::vector<float>{2.5f});
+}
+
+TEST_F(LoadTest, NpySourceUsesPathsForInputsTargetsAndLengths) {
+  write("x.npy", npy("<f4", "(2, 3, 1)", raw<float>({1, 2, 3, 4, 5, 6})));
+  write("y.npy", npy("<i8", "(2,)", raw<int64_t>({1, 0})));
+  write("len.npy", npy("<i4", "(2,)", raw<int32_t>({3, 2})));
+  DataSource src;
+  src.format = DataFormat::Npy;
+  src.inputs = "x.npy";
+  src.targets = "y.npy";
+  src.lengths = "len.npy";
+  Dataset d = load(src);
+  EXPECT_EQ(d.x.shape, (Shape{2, 3, 1}));
+  expect_values(d.y, {1, 0}, "y");
+  EXPECT_EQ(d.lengths, (std::vector<int32_t>{3, 2}));
+  // `path` alone names the inputs; the default targets "y" may be absent.
+  DataSource only;
+  only.format = DataFormat::Npy;
+  only.path = "x.npy";
+  Dataset p = load(only);
+  EXPECT_EQ(p.x.shape, (Shape{2, 3, 1}));
+  EXPECT_TRUE(p.y.empty());
+}
+
+TEST_F(LoadTest, NpyRejectsWhatItCannotReadWithReasons) {
+  auto msg_for = [&](const std::string& bytes) {
+    write("bad.npy", bytes);
+    DataSource src;
+    src.format = DataFormat::Npy;
+    src.inputs = "bad.npy";
+    return error_of([&] { load(src); });
+  };
+  std::string msg = msg_for(npy("<f4", "(2, 2)", raw<float>({1, 2, 3, 4}), 1, true));
+  EXPECT_HAS(msg, "Fortran order");
+  EXPECT_HAS(msg, "bad.npy");
+  EXPECT_HAS(msg_for(npy(">f4", "(2,)", raw<float>({1, 2}))), "big-endian");
+  EXPECT_HAS(msg_for(npy("<c8", "(1,)", raw<float>({1, 2}))), "dtype '<c8' is not supported");
+  EXPECT_HAS(msg_for(npy("<U3", "(1,)", std::string(12, 'a'))), "not supported");
+  EXPECT_HAS(msg_for(npy("<f4", "(3, 2)", raw<float>({1, 2, 3}))), "truncated");
+  EXPECT_HAS(msg_for("x,y\n1,2\n"), "not a .npy file");
+  DataSource src;
+  src.format = DataFormat::Npy;
+  src.inputs = "none.npy";
+  EXPECT_HAS(error_of([&] { load(src); }), "no such file");
+  src.inputs = "bad.npy";
+  write("bad.npy", npy("<f4", "(1,)", raw<float>({1})));
+  src.targets = "labels.npy";  // named explicitly, so it must exist
+  EXPECT_HAS(error_of([&] { load(src); }), path("labels.npy"));
+}
+
+// ---- npz ---------------------------------------------------------------------------------------
+
+TEST_F(LoadTest, NpzReadsStoredAndDeflatedMembers) {
+  if (!zip_supported()) GTEST_SKIP() << "built without libzip: .npz is not available";
+  std::vector<float> xs(2 * 50 * 3);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 7) - 3.0f;
+  const std::string x = npy("<f4", "(2, 50, 3)", raw<float>(xs));
+  const std::string y = npy("<i8", "(2,)", raw<int64_t>({4, 1}));
+  const std::string len = npy("|u1", "(2,)", raw<uint8_t>({50, 9}));
+  for (bool deflate : {false, true}) {
+    const std::string name = deflate ? "deflated.npz" : "stored.npz";
+    write_zip(path(name), {{"x.npy", x}, {"y.npy", y}, {"len.npy", len}}, deflate);
+    if (deflate) EXPECT_LT(fs::file_size(path(name)), x.size()) << "members should be compressed";
+    DataSource src;
+    src.format = DataFormat::Npz;
+    src.path = name;
+    src.lengths = "len";
+    Dataset d = load(src);
+    EXPECT_EQ(d.x.shape, (Shape{2, 50, 3})) << name;
+    expect_values(d.x, xs, name);
+    expect_values(d.y, {4, 1}, name);
+    EXPECT_EQ(d.lengths, (std::vector<int32_t>{50, 9})) << name;
+  }
+  DataSource src;
+  src.format = DataFormat::Npz;
+  src.path = "stored.npz";
+  src.inputs = "features";
+  std::string msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, "no array 'features'");
+  EXPECT_HAS(msg, "x, y, len");
+  write("fake.npz", "not a zip at all");
+  src.path = "fake.npz";
+  EXPECT_HAS(error_of([&] { load(src); }), "not a zip archive");
+}
+
+// ---- csv ---------------------------------------------------------------------------------------
+
+static const char* kCsv =
+    "date,temp,\"rain\",level\n"
+    "2020-01,1,10,100\n"
+    "2020-02,2,20,200\n"
+    "2020-03,3,30,300\n"
+    "\n"
+    "2020-04,4,40,400\r\n"
+    "2020-05,5,50,500\n"
+    "2020-06,6,60,600\n"
+    "2020-07,7,70,700\n";
+
+TEST_F(LoadTest, CsvWindowsPredictTheNextRowsOfTheTargetColumns) {
+  write("s.csv", kCsv);
+  DataSource src;
+  src.format = DataFormat::Csv;
+  src.path = "s.csv";
+  src.features = {"temp", "rain"};
+  src.target_columns = {"level"};
+  src.window = 3;
+  src.horizon = 2;
+  src.stride = 2;
+  DataMeta meta;
+  Dataset d = load_source(src, dir_.string(), meta);
+  // 7 rows: windows start at rows 0 and 2 (row 4 would need rows 4..8).
+  ASSERT_EQ(d.x.shape, (Shape{2, 3, 2}));
+  ASSERT_EQ(d.y.shape, (Shape{2, 2}));
+  expect_values(d.x, {1, 10, 2, 20, 3, 30, /**/ 3, 30, 4, 40, 5, 50}, "x");
+  expect_values(d.y, {400, 500, /**/ 600, 700}, "y");
+  EXPECT_EQ(meta.shift, (std::vector<double>{0, 0}));  // scaling none: identity, recorded
+  EXPECT_EQ(meta.scale, (std::vector<double>{1, 1}));
+}
+
+TEST_F(LoadTest, CsvScalingIsFittedOnTrainingDataAndReused) {
+  write("train.csv", "a,b\n1,10\n2,10\n3,10\n4,10\n");
+  write("val.csv", "a,b\n5,11\n6,12\n7,13\n");
+  DataSource src;
+  src.format = DataFormat::Csv;
+  src.path = "train.csv";
+  src.features = {"a", "b"};
+  src.target_columns = {"a"};
+  src.window = 2;
+  src.scaling = Scaling::Standard;
+  DataMeta meta;
+  Dataset tr = load_source(src, dir_.string(), meta);
+  // a: mean 2.5, population std sqrt(1.25); b is constant: shifted, scale 1.
+  const double sd = std::sqrt(1.25);
+  ASSERT_EQ(meta.shift.size(), 2u);
+  EXPECT_DOUBLE_EQ(meta.shift[0], 2.5);
+  EXPECT_DOUBLE_EQ(meta.scale[0], sd);
+  EXPECT_DOUBLE_EQ(meta.shift[1], 10.0);
+  EXPECT_DOUBLE_EQ(meta.scale[1], 1.0);
+  EXPECT_FLOAT_EQ(tr.x[0], static_cast<float>((1 - 2.5) / sd));
+  EXPECT_FLOAT_EQ(tr.y[0], static_cast<float>((3 - 2.5) / sd));
+  // The validation file is scaled with the training statistics, not its own.
+  src.path = "val.csv";
+  Dataset va = load_source(src, dir_.string(), meta);
+  ASSERT_EQ(va.x.shape, (Shape{1, 2, 2}));
+  EXPECT_FLOAT_EQ(va.x[0], static_cast<float>((5 - 2.5) / sd));
+  EXPECT_FLOAT_EQ(va.x[3], 2.0f);  // b = 12 -> 12 - 10
+  EXPECT_FLOAT_EQ(va.y[0], static_cast<float>((7 - 2.5) / sd));
+
+  DataMeta mm;
+  src.path = "train.csv";
+  src.scaling = Scaling::MinMax;
+  Dataset m = load_source(src, dir_.string(), mm);
+  EXPECT_EQ(mm.shift[0], 1.0);
+  EXPECT_EQ(mm.scale[0], 3.0);
+  expect_values(m.x, {0, 0, 1.0f / 3, 0, /**/ 1.0f / 3, 0, 2.0f / 3, 0}, "minmax x");
+}
+
+TEST_F(LoadTest, CsvErrorsNameFileLineAndColumn) {
+  write("s.csv", std::string(kCsv) + "2020-08,8,n/a,800\n");
+  DataSource src;
+  src.format = DataFormat::Csv;
+  src.path = "s.csv";
+  src.features = {"temp", "rain"};
+  src.target_columns = {"level"};
+  src.window = 2;
+  std::string msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, path("s.csv") + ":10");
+  EXPECT_HAS(msg, "column 'rain'");
+  EXPECT_HAS(msg, "'n/a'");
+  write("s.csv", kCsv);
+  src.features = {"temp", "wind"};
+  msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, "no column 'wind'");
+  EXPECT_HAS(msg, "date, temp, rain, level");
+  src.features = {"temp"};
+  src.window = 7;
+  EXPECT_HAS(error_of([&] { load(src); }), "too few");
+  src.window = 0;
+  error_of<ConfigError>([&] { load(src); });
+}
+
+// ---- text --------------------------------------------------------------------------------------
+
+TEST_F(LoadTest, TextBuildsASortedVocabularyAndShiftsTargetsByOne) {
+  write("t.txt", "\xEF\xBB\xBF" "abca\r\nbé");  // BOM dropped, CRLF read as LF, é is one character
+  DataSource src;
+  src.format = DataFormat::Text;
+  src.path = "t.txt";
+  src.seq_len = 3;
+  DataMeta meta;
+  Dataset d = load_source(src, dir_.string(), meta);
+  EXPECT_EQ(meta.vocab, (std::vector<std::string>{"", "\n", "a", "b", "c", "\xC3\xA9"}));
+  // Characters: a b c a \n b é -> ids 2 3 4 2 1 3 5; 7 characters give (7-1)/3 = 2 sequences.
+  ASSERT_EQ(d.x.shape, (Shape{2, 3}));
+  expect_values(d.x, {2, 3, 4, /**/ 2, 1, 3}, "x");
+  expect_values(d.y, {3, 4, 2, /**/ 1, 3, 5}, "y");
+
+  write("v.txt", "ab\nca\nxb");
+  src.path = "v.txt";
+  std::string msg = error_of([&] { load_source(src, dir_.string(), meta); });
+  EXPECT_HAS(msg, path("v.txt") + ":3");
+  EXPECT_HAS(msg, "'x'");
+  write("bad.txt", "ab\n\xC3(");
+  src.path = "bad.txt";
+  EXPECT_HAS(error_of([&] { load_source(src, dir_.string(), meta); }), "invalid UTF-8");
+}
+
+// ---- DataMeta, rows, predictions ---------------------------------------------------------------
+
+TEST(DataMetaTest, JsonRoundTripAndErrors) {
+  DataMeta m;
+  m.vocab = {"", "\n", "\"", "\xC3\xA9"};
+  m.shift = {0.1, -2.5};
+  m.scale = {1.0 / 3.0, 4.0};
+  m.target_shift = {7.0};
+  m.target_scale = {1e-9};
+  DataMeta back = DataMeta::from_json(m.to_json(), "meta.json");
+  EXPECT_EQ(back.vocab, m.vocab);
+  EXPECT_EQ(back.shift, m.shift);  // exact: doubles are written with round-trip precision
+  EXPECT_EQ(back.scale, m.scale);
+  EXPECT_EQ(back.target_shift, m.target_shift);
+  EXPECT_EQ(back.target_scale, m.target_scale);
+  EXPECT_TRUE(DataMeta::from_json("{}", "m.json").empty());
+  std::string msg = error_of([] { DataMeta::from_json("{\"vocab\": 3}", "runs/r/data_meta.json"); });
+  EXPECT_HAS(msg, "runs/r/data_meta.json");
+  EXPECT_HAS(error_of([] { DataMeta::from_json("{oops", "m.json"); }), "m.json");
+}
+
+TEST(DatasetRowsTest, GatherAndSliceCopyRowsOfEveryArray) {
+  Dataset d;
+  d.x = Tensor({4, 2});
+  d.y = Tensor({4});
+  for (int i = 0; i < 8; ++i) d.x[i] = static_cast<float>(i);
+  for (int i = 0; i < 4; ++i) d.y[i] = static_cast<float>(10 * i);
+  d.lengths = {1, 2, 1, 2};
+  d.source = "mem";
+  Batch b = d.gather({3, 0});
+  EXPECT_EQ(b.x.shape, (Shape{2, 2}));
+  expect_values(b.x, {6, 7, 0, 1}, "gather x");
+  expect_values(b.y, {30, 0}, "gather y");
+  EXPECT_EQ(b.lengths, (std::vector<int32_t>{2, 1}));
+  Dataset s = d.slice(1, 3);
+  EXPECT_EQ(s.size(), 2);
+  expect_values(s.x, {2, 3, 4, 5}, "slice x");
+  EXPECT_EQ(s.lengths, (std::vector<int32_t>{2, 1}));
+  EXPECT_THROW(d.gather({4}), RuntimeError);
+  EXPECT_THROW(d.slice(2, 5), RuntimeError);
+}
+
+TEST_F(LoadTest, WritePredictionsWritesNpyH5AndCsv) {
+  Tensor p({2, 3});
+  for (int i = 0; i < 6; ++i) p[i] = 0.5f * i - 1.0f;
+  write_predictions(path("out/p.npy"), p);
+  write_predictions(path("out/p.h5"), p);
+  write_predictions(path("out/p.csv"), p);
+  // .npy: the documented header, then float32 little-endian data.
+  std::ifstream in(path("out/p.npy"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  EXPECT_HAS(bytes, "'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+  EXPECT_EQ(bytes.size() % 64, 24u) << "header padded to 64 bytes, then 24 data bytes";
+  float first;
+  std::memcpy(&first, bytes.data() + bytes.size() - 24, 4);
+  EXPECT_EQ(first, -1.0f);
+  h5::File f = h5::File::open(path("out/p.h5"));
+  expect_values(f.root().read("predictions"), p.data, "h5");
+  std::ifstream csv(path("out/p.csv"));
+  std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "p0,p1,p2\n-1,-0.5,0\n0.5,1,1.5\n");
+  EXPECT_FALSE(fs::exists(path("out/p.csv.tmp")));
+  EXPECT_THROW(write_predictions(path("out/p.txt"), p), UsageError);
+}

@@ -1,0 +1,313 @@
+// Optimizers: the first three steps of each Keras 3 update rule on two small tensors against the
+// closed form written out here in double; clipping (clipnorm, clipvalue, global_clipnorm); slots.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "train/optimizer.h"
+
+using namespace rnntrain;
+
+namespace {
+
+// Two parameters: kernel [2, 3] and bias [3], with fixed starting values.
+struct Model {
+  std::vector<Param> params;
+  Model() {
+    params.push_back({"kernel", Tensor({2, 3}), Tensor({2, 3})});
+    params.push_back({"bias", Tensor({3}), Tensor({3})});
+    int64_t j = 0;
+    for (Param& p : params)
+      for (float& x : p.value.data) x = static_cast<float>(0.3 * std::cos(1.7 * static_cast<double>(j++)));
+  }
+  std::vector<Param*> ptrs() { return {&params[0], &params[1]}; }
+};
+
+// Gradient of flat element j (over both parameters) at step t (1-based): varied signs and sizes;
+// `shrink` scales step t by shrink^(t-1) (shrinking gradients exercise amsgrad's maximum).
+double grad_at(int64_t j, int t, double shrink) {
+  return std::pow(shrink, t - 1) * (0.5 * std::sin(0.9 * static_cast<double>(j) + 1.3 * t) + 0.05 * (j % 3 - 1));
+}
+
+void set_grads(Model& m, int t, double shrink) {
+  int64_t j = 0;
+  for (Param& p : m.params)
+    for (float& g : p.grad.data) g = static_cast<float>(grad_at(j++, t, shrink));
+}
+
+OptimizerSpec spec_of(OptimizerKind kind) {
+  OptimizerSpec s;
+  s.kind = kind;
+  return s;
+}
+
+// The Keras 3 update of one element in double. p: the value; s: the element's slots (m, v, ...),
+// all starting at zero except Adagrad's accumulator. t: 1-based step.
+struct Reference {
+  OptimizerSpec spec;
+  std::vector<double> p, s0, s1, s2;
+
+  void step(double lr, int t, const std::vector<double>& g) {
+    for (size_t j = 0; j < p.size(); ++j) {
+      if (spec.weight_decay > 0) p[j] = p[j] - p[j] * spec.weight_decay * lr;
+      switch (spec.kind) {
+        case OptimizerKind::SGD:
+          if (spec.momentum == 0) {
+            p[j] = p[j] - lr * g[j];
+          } else {
+            s0[j] = spec.momentum * s0[j] - lr * g[j];
+            p[j] = spec.nesterov ? p[j] + spec.momentum * s0[j] - lr * g[j] : p[j] + s0[j];
+          }
+          break;
+        case OptimizerKind::Adam:
+        case OptimizerKind::AdamW: {
+          s0[j] = spec.beta_1 * s0[j] + (1 - spec.beta_1) * g[j];         // m
+          s1[j] = spec.beta_2 * s1[j] + (1 - spec.beta_2) * g[j] * g[j];  // v
+          double v = s1[j];
+          if (spec.amsgrad) v = s2[j] = std::max(s2[j], s1[j]);          // v_hat
+          const double alpha = lr * std::sqrt(1 - std::pow(spec.beta_2, t)) / (1 - std::pow(spec.beta_1, t));
+          p[j] = p[j] - alpha * s0[j] / (std::sqrt(v) + spec.epsilon);
+          break;
+        }
+        case OptimizerKind::RMSprop: {
+          s0[j] = spec.rho * s0[j] + (1 - spec.rho) * g[j] * g[j];  // velocity
+          double denom = s0[j] + spec.epsilon;
+          if (spec.centered) {
+            s2[j] = spec.rho * s2[j] + (1 - spec.rho) * g[j];  // average gradient
+            denom = s0[j] - s2[j] * s2[j] + spec.epsilon;
+          }
+          const double inc = lr * g[j] / std::sqrt(denom);
+          if (spec.momentum > 0) {
+            s1[j] = spec.momentum * s1[j] + inc;
+            p[j] -= s1[j];
+          } else {
+            p[j] -= inc;
+          }
+          break;
+        }
+        case OptimizerKind::Adagrad:
+          s0[j] += g[j] * g[j];
+          p[j] = p[j] - lr * g[j] / std::sqrt(s0[j] + spec.epsilon);
+          break;
+      }
+    }
+  }
+};
+
+// Runs 3 steps of the optimizer and of the reference with learning rates 0.1, 0.05, 0.02 and
+// compares every value after each step: |got - want| <= 1e-6 + 2e-5 |want| (float32 arithmetic).
+void check_three_steps(const OptimizerSpec& spec, double shrink = 1.0) {
+  Model m;
+  auto opt = make_optimizer(spec, m.ptrs());
+  Reference ref{spec, {}, {}, {}, {}};
+  for (const Param& p : m.params)
+    for (float x : p.value.data) ref.p.push_back(x);
+  const size_t n = ref.p.size();
+  ref.s0.assign(n, spec.kind == OptimizerKind::Adagrad ? static_cast<float>(spec.initial_accumulator_value) : 0.0);
+  ref.s1.assign(n, 0.0);
+  ref.s2.assign(n, 0.0);
+  const double lrs[] = {0.1, 0.05, 0.02};
+  for (int t = 1; t <= 3; ++t) {
+    set_grads(m, t, shrink);
+    std::vector<double> g(n);
+    for (size_t j = 0; j < n; ++j) g[j] = static_cast<float>(grad_at(static_cast<int64_t>(j), t, shrink));
+    opt->step(lrs[t - 1]);
+    ref.step(lrs[t - 1], t, g);
+    EXPECT_EQ(opt->iterations(), t);
+    double worst = 0.0;
+    size_t worst_at = 0, j = 0;
+    std::vector<double> got;
+    for (const Param& p : m.params)
+      for (float x : p.value.data) got.push_back(x);
+    for (j = 0; j < n; ++j) {
+      const double excess = std::fabs(got[j] - ref.p[j]) - (1e-6 + 2e-5 * std::fabs(ref.p[j]));
+      if (j == 0 || excess > worst) {
+        worst = excess;
+        worst_at = j;
+      }
+    }
+    EXPECT_LE(worst, 0.0) << "step " << t << ": worst at element " << worst_at << " got " << got[worst_at]
+                          << " want " << ref.p[worst_at] << "; first values got " << got[0] << ", " << got[1]
+                          << " want " << ref.p[0] << ", " << ref.p[1];
+  }
+}
+
+}  // namespace
+
+TEST(Optimizer, SGDPlain) { check_three_steps(spec_of(OptimizerKind::SGD)); }
+
+TEST(Optimizer, SGDMomentum) {
+  OptimizerSpec s = spec_of(OptimizerKind::SGD);
+  s.momentum = 0.9;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, SGDNesterov) {
+  OptimizerSpec s = spec_of(OptimizerKind::SGD);
+  s.momentum = 0.8;
+  s.nesterov = true;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, SGDWithWeightDecay) {
+  OptimizerSpec s = spec_of(OptimizerKind::SGD);
+  s.weight_decay = 0.1;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, Adam) { check_three_steps(spec_of(OptimizerKind::Adam)); }
+
+TEST(Optimizer, AdamNonDefaultBetasAndEpsilon) {
+  OptimizerSpec s = spec_of(OptimizerKind::Adam);
+  s.beta_1 = 0.7;
+  s.beta_2 = 0.8;
+  s.epsilon = 0.01;  // large enough that its place (outside the sqrt) shows
+  check_three_steps(s);
+}
+
+TEST(Optimizer, AdamAmsgradWithShrinkingGradients) {
+  OptimizerSpec s = spec_of(OptimizerKind::Adam);
+  s.amsgrad = true;
+  s.beta_2 = 0.5;  // v falls quickly when the gradients shrink, so v_hat differs from v
+  check_three_steps(s, 0.1);
+}
+
+TEST(Optimizer, AdamWDecoupledWeightDecay) {
+  OptimizerSpec s = spec_of(OptimizerKind::AdamW);
+  s.weight_decay = 0.3;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, RMSprop) {
+  OptimizerSpec s = spec_of(OptimizerKind::RMSprop);
+  s.epsilon = 1e-3;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, RMSpropCenteredWithMomentum) {
+  OptimizerSpec s = spec_of(OptimizerKind::RMSprop);
+  s.centered = true;
+  s.momentum = 0.5;
+  s.rho = 0.8;
+  s.epsilon = 1e-3;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, Adagrad) {
+  OptimizerSpec s = spec_of(OptimizerKind::Adagrad);
+  s.initial_accumulator_value = 0.2;
+  s.epsilon = 1e-2;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, SlotsHaveStableNamesAndRestoreExactly) {
+  OptimizerSpec s = spec_of(OptimizerKind::Adam);
+  s.amsgrad = true;
+  Model a;
+  auto opt_a = make_optimizer(s, a.ptrs());
+  std::vector<std::string> names;
+  for (const NamedTensor& t : opt_a->slots()) names.push_back(t.name);
+  const std::vector<std::string> want = {"momentum/0", "momentum/1", "velocity/0",
+                                         "velocity/1", "velocity_hat/0", "velocity_hat/1"};
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(opt_a->slots()[1].tensor->shape, Shape{3});
+  for (int t = 1; t <= 2; ++t) {
+    set_grads(a, t, 1.0);
+    opt_a->step(0.01);
+  }
+  // A second optimizer resumed from a's parameters, slots and iteration count steps identically.
+  Model b;
+  b.params = a.params;
+  auto opt_b = make_optimizer(s, b.ptrs());
+  auto sa = opt_a->slots(), sb = opt_b->slots();
+  for (size_t i = 0; i < sa.size(); ++i) *sb[i].tensor = *sa[i].tensor;
+  opt_b->set_iterations(opt_a->iterations());
+  set_grads(a, 3, 1.0);
+  set_grads(b, 3, 1.0);
+  opt_a->step(0.01);
+  opt_b->step(0.01);
+  for (size_t i = 0; i < a.params.size(); ++i)
+    EXPECT_EQ(a.params[i].value.data, b.params[i].value.data) << "parameter " << i;
+
+  // Names of the other kinds.
+  OptimizerSpec r = spec_of(OptimizerKind::RMSprop);
+  r.centered = true;
+  r.momentum = 0.1;
+  Model c;
+  names.clear();
+  for (const NamedTensor& t : make_optimizer(r, c.ptrs())->slots()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"velocity/0", "velocity/1", "momentum/0", "momentum/1",
+                                             "average_gradient/0", "average_gradient/1"}));
+  EXPECT_TRUE(make_optimizer(spec_of(OptimizerKind::SGD), c.ptrs())->slots().empty());
+  auto ada = make_optimizer(spec_of(OptimizerKind::Adagrad), c.ptrs());
+  ASSERT_EQ(ada->slots().size(), 2u);
+  EXPECT_EQ(ada->slots()[0].name, "accumulator/0");
+  EXPECT_FLOAT_EQ((*ada->slots()[0].tensor)[0], 0.1f);  // initial_accumulator_value
+}
+
+namespace {
+
+// Gradients: kernel (3, 4, 0, 0, 0, 0) with norm 5; bias (0.3, -0.4, 0) with norm 0.5.
+Model clip_model() {
+  Model m;
+  m.params[0].grad.data = {3, 4, 0, 0, 0, 0};
+  m.params[1].grad.data = {0.3f, -0.4f, 0};
+  return m;
+}
+
+}  // namespace
+
+TEST(Optimizer, ClipNormPerVariable) {
+  OptimizerSpec s;
+  s.clipnorm = 1.0;
+  Model m = clip_model();
+  EXPECT_NEAR(clip_gradients(s, m.ptrs()), std::sqrt(25.25), 1e-6);
+  EXPECT_NEAR(m.params[0].grad[0], 0.6, 1e-7);
+  EXPECT_NEAR(m.params[0].grad[1], 0.8, 1e-7);
+  EXPECT_FLOAT_EQ(m.params[1].grad[0], 0.3f);  // norm 0.5 <= 1: unchanged
+  EXPECT_FLOAT_EQ(m.params[1].grad[1], -0.4f);
+}
+
+TEST(Optimizer, GlobalClipNorm) {
+  OptimizerSpec s;
+  s.global_clipnorm = 1.0;
+  Model m = clip_model();
+  const double norm = std::sqrt(25.25);
+  EXPECT_NEAR(clip_gradients(s, m.ptrs()), norm, 1e-6);
+  EXPECT_NEAR(m.params[0].grad[1], 4 / norm, 1e-7);
+  EXPECT_NEAR(m.params[1].grad[1], -0.4 / norm, 1e-7);
+  s.global_clipnorm = 10.0;  // above the norm: no change
+  Model k = clip_model();
+  clip_gradients(s, k.ptrs());
+  EXPECT_FLOAT_EQ(k.params[0].grad[1], 4.0f);
+}
+
+TEST(Optimizer, ClipValueElementwise) {
+  OptimizerSpec s;
+  s.clipvalue = 0.35;
+  Model m = clip_model();
+  clip_gradients(s, m.ptrs());
+  EXPECT_FLOAT_EQ(m.params[0].grad[0], 0.35f);
+  EXPECT_FLOAT_EQ(m.params[0].grad[2], 0.0f);
+  EXPECT_FLOAT_EQ(m.params[1].grad[0], 0.3f);
+  EXPECT_FLOAT_EQ(m.params[1].grad[1], -0.35f);
+}
+
+TEST(Optimizer, StepClipsBeforeUpdating) {
+  OptimizerSpec s = spec_of(OptimizerKind::SGD);
+  s.clipnorm = 1.0;
+  Model m = clip_model();
+  const float before = m.params[0].value[1];
+  make_optimizer(s, m.ptrs())->step(0.5);
+  EXPECT_NEAR(m.params[0].value[1], before - 0.5 * 0.8, 1e-6);
+}
+
+TEST(Optimizer, MoreThanOneClipIsAConfigError) {
+  OptimizerSpec s;
+  s.clipnorm = 1.0;
+  s.clipvalue = 1.0;
+  Model m;
+  EXPECT_THROW(make_optimizer(s, m.ptrs()), ConfigError);
+}
