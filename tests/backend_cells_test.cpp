@@ -250,8 +250,9 @@ TEST(Bidirectional, MergeModesAndZeroMaskedOutputs) {
       }
       const Tensor y = run(m, x, &lengths);
       expect_close(y, want, "merged output");
-      if (seq && mode == MergeMode::Concat)
+      if (seq && mode == MergeMode::Concat) {
         for (int64_t j = 0; j < 2 * H; ++j) EXPECT_EQ(y[(1 * T + 3) * 2 * H + j], 0.0f) << "masked step output is 0";
+      }
     }
   }
 }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "spec/parse.h"
+#include "plan/plan.h"
 #include "spec/shapes.h"
 #include "train/trainer.h"
 
@@ -132,6 +133,7 @@ int cmd_plan(const CommandArgs& a) {
   std::printf("%s\n Total params: %s (%s)\n Trainable params: %s\n Non-trainable params: 0\n%s\n", dbl.c_str(),
               with_commas(total).c_str(), fmt::format("{:.2f} KB", total * 4 / 1024.0).c_str(), with_commas(total).c_str(),
               rule.c_str());
+  std::printf("%s", describe_plan(cfg.model, make_plan(cfg.model, cfg.plan.fuse)).c_str());
   return 0;
 }
 

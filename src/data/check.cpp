@@ -161,9 +161,13 @@ void check_targets(const Dataset& d, const std::vector<LayerShape>& shapes, cons
                                       "(or probability) rows.", what, v, where(d.y, r * K + k)));
         sum += v;
       }
-      if (std::fabs(sum - 1.0) > 1e-3)
-        throw DataError(fmt::format("{}: the row at {} sums to {:.6g}: categorical_crossentropy needs one-hot (or "
-                                    "probability) rows that sum to 1.", what, where(d.y, r * K), sum));
+      if (std::fabs(sum - 1.0) > 1e-3) {
+        const int64_t per_sample = d.y.numel() / K / N;  // 1, or T for sequence targets
+        const std::string row = per_sample == 1 ? fmt::format("sample {}", r)
+                                                : fmt::format("sample {}, step {}", r / per_sample, r % per_sample);
+        throw DataError(fmt::format("{}: the row of {} sums to {:.6g}: categorical_crossentropy needs one-hot (or "
+                                    "probability) rows that sum to 1.", what, row, sum));
+      }
     }
   } else if (loss.kind == LossKind::BinaryCrossentropy) {
     for (int64_t i = 0; i < d.y.numel(); ++i)

@@ -44,7 +44,7 @@ Header parse_header(const std::string& h, const std::string& source) {
   if (p == std::string::npos || p >= h.size()) bad_header(source, "the header has no 'descr'");
   if (h[p] != '\'' && h[p] != '"')
     throw DataError(fmt::format("{}: structured numpy arrays (dtype {}) are not supported. Save a plain numeric "
-                                "array, e.g. x.astype('float32').", source, h.substr(p, 40)));
+                                "array, e.g. x.astype('float32').", source, h.substr(p, h.find(']', p) + 1 - p)));
   const size_t e = h.find(h[p], p + 1);
   if (e == std::string::npos) bad_header(source, "the 'descr' string is not closed");
   out.descr = h.substr(p + 1, e - p - 1);

@@ -1,1 +1,139 @@
-// placeholder
+// Merge rules for cuDNN stacks (see plan.h and docs/planner.md).
+#include "plan/plan.h"
+
+#include <fmt/format.h>
+
+#include "spec/shapes.h"
+
+namespace rnntrain {
+
+namespace {
+
+// The recurrent layer itself (the wrapped one for Bidirectional), or null.
+const LayerSpec* cell_of(const LayerSpec& l) {
+  if (is_recurrent(l.kind)) return &l;
+  if (l.kind == LayerKind::Bidirectional) return l.inner.get();
+  return nullptr;
+}
+
+bool bidirectional(const LayerSpec& l) { return l.kind == LayerKind::Bidirectional; }
+
+// Why layers a and b (consecutive recurrent layers, with `between` Dropout layers in between) cannot
+// share one cuDNN descriptor; "" if they can.
+std::string merge_blocker(const LayerSpec& a, const LayerSpec& b, const std::vector<const LayerSpec*>& between) {
+  const LayerSpec& ca = *cell_of(a);
+  const LayerSpec& cb = *cell_of(b);
+  if (std::string w = cudnn_ineligible(a); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", a.name, w);
+  if (std::string w = cudnn_ineligible(b); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", b.name, w);
+  for (const LayerSpec* d : between)
+    if (d->kind != LayerKind::Dropout) return fmt::format("'{}' ({}) sits between them", d->name, layer_kind_name(d->kind));
+  if (between.size() > 1) return "more than one Dropout layer between them (cuDNN has one inter-layer dropout)";
+  if (ca.kind != cb.kind) return fmt::format("different cells ({} then {})", layer_kind_name(ca.kind), layer_kind_name(cb.kind));
+  if (ca.units != cb.units) return fmt::format("different units ({} then {})", ca.units, cb.units);
+  if (bidirectional(a) != bidirectional(b)) return "one is Bidirectional and the other is not";
+  if (ca.activation != cb.activation) return "different activations";
+  if (!ca.return_sequences) return fmt::format("'{}' has return_sequences: false", a.name);
+  if (bidirectional(a) && a.merge_mode != MergeMode::Concat)
+    return fmt::format("'{}' merges its directions with merge_mode other than concat", a.name);
+  if (cb.dropout > 0) return fmt::format("'{}' has input dropout {} (per-sequence masks cannot run inside a cuDNN stack)", b.name, cb.dropout);
+  return "";
+}
+
+}  // namespace
+
+std::string cudnn_ineligible(const LayerSpec& layer) {
+  const LayerSpec* c = cell_of(layer);
+  if (!c) return "not a recurrent layer";
+  if (c->kind == LayerKind::SimpleRNN) {
+    if (c->activation != Activation::Tanh && c->activation != Activation::Relu)
+      return fmt::format("SimpleRNN activation {} (cuDNN has tanh and relu)", activation_name(c->activation));
+  } else {
+    if (c->activation != Activation::Tanh)
+      return fmt::format("activation {} (cuDNN needs tanh)", activation_name(c->activation));
+    if (c->recurrent_activation != Activation::Sigmoid)
+      return fmt::format("recurrent_activation {} (cuDNN needs sigmoid)", activation_name(c->recurrent_activation));
+  }
+  if (c->kind == LayerKind::GRU && !c->reset_after) return "GRU reset_after: false (cuDNN's GRU is reset_after: true)";
+  if (!c->use_bias) return "use_bias: false";
+  if (c->recurrent_dropout > 0) return fmt::format("recurrent_dropout {}", c->recurrent_dropout);
+  if (c->go_backwards) return "go_backwards: true";
+  return "";
+}
+
+Plan make_plan(const ModelSpec& model, FuseMode fuse) {
+  Plan plan;
+  const auto& L = model.layers;
+  size_t i = 0;
+  while (i < L.size()) {
+    if (!cell_of(L[i])) {
+      plan.stages.push_back({StageKind::Layer, {i}, 0, ""});
+      ++i;
+      continue;
+    }
+    Stage st;
+    st.layers = {i};
+    st.rnn_layers = 1;
+    st.why_generic = cudnn_ineligible(L[i]);
+    st.kind = st.why_generic.empty() ? StageKind::CudnnStack : StageKind::GenericRnn;
+    size_t last = i, j = i + 1;
+    double stack_dropout = -1.0;  // cuDNN has one inter-layer dropout rate per stack
+    while (true) {
+      // The next recurrent layer, and the layers between it and `last`.
+      std::vector<const LayerSpec*> between;
+      size_t k = j;
+      for (; k < L.size() && !cell_of(L[k]); ++k) between.push_back(&L[k]);
+      if (k >= L.size()) break;
+      Boundary bd{last, k, false, ""};
+      std::string why = merge_blocker(L[last], L[k], between);
+      const double rate = between.empty() ? 0.0 : between[0]->rate;
+      if (why.empty() && stack_dropout >= 0 && rate != stack_dropout)
+        why = fmt::format("inter-layer dropout {} differs from the stack's {} (cuDNN has one rate per stack)", rate, stack_dropout);
+      if (why.empty() && fuse == FuseMode::Never) why = "plan.fuse: never";
+      if (!why.empty()) {
+        bd.reason = why;
+        plan.boundaries.push_back(bd);
+        break;
+      }
+      bd.merged = true;
+      stack_dropout = rate;
+      plan.boundaries.push_back(bd);
+      for (size_t m = j; m <= k; ++m) st.layers.push_back(m);
+      ++st.rnn_layers;
+      last = k;
+      j = k + 1;
+    }
+    plan.stages.push_back(st);
+    i = st.layers.back() + 1;
+  }
+  return plan;
+}
+
+std::string describe_plan(const ModelSpec& model, const Plan& plan) {
+  const auto shapes = infer_shapes(model);
+  std::string out = "Plan:\n";
+  int n = 0;
+  for (const Stage& s : plan.stages) {
+    if (s.kind == StageKind::Layer && model.layers[s.layers[0]].kind == LayerKind::Input) continue;
+    int64_t params = 0;
+    std::string names;
+    for (size_t i : s.layers) {
+      params += shapes[i].params;
+      names += (names.empty() ? "" : ", ") + model.layers[i].name;
+    }
+    const char* kind = s.kind == StageKind::CudnnStack ? "cudnn" : s.kind == StageKind::GenericRnn ? "generic-rnn" : "layer";
+    out += fmt::format("  stage {:<2} {:<12} {:<44} params={}", ++n, kind, names, params);
+    if (s.kind == StageKind::CudnnStack) out += fmt::format(" rnn_layers={}", s.rnn_layers);
+    if (s.kind == StageKind::GenericRnn) out += " (" + s.why_generic + ")";
+    out += "\n";
+  }
+  bool header = false;
+  for (const Boundary& b : plan.boundaries) {
+    if (b.merged) continue;
+    if (!header) out += "Not merged:\n";
+    header = true;
+    out += fmt::format("  {} | {}: {}\n", model.layers[b.first].name, model.layers[b.second].name, b.reason);
+  }
+  return out;
+}
+
+}  // namespace rnntrain

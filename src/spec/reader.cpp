@@ -2,12 +2,15 @@
 // the guards that keep yaml-cpp away from inputs it would recurse on deeply. No schema here.
 #include "spec/reader.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -284,25 +287,58 @@ void check_yaml_text(const std::string& text, const std::string& file, const std
   }
 }
 
+namespace {
+
+// Records where each document starts. yaml-cpp (0.7, 0.8) returns an endless run of empty documents
+// for a stray ',' at the top level (jbeder/yaml-cpp#1040), so LoadAll would never return; counting
+// the documents ourselves lets us stop when the parser makes no progress.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+std::string at(const std::string& file, const YAML::Mark& m) {
+  return m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+}
+
+}  // namespace
+
 YAML::Node load_yaml(const std::string& text, const std::string& file, const std::string& what) {
   check_yaml_text(text, file, what);
-  std::vector<YAML::Node> docs;
+  DocumentStarts docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (docs.marks.size() < 3 && parser.HandleNextDocument(docs)) {
+      const size_t n = docs.marks.size();
+      if (n >= 2 && docs.marks[n - 1].pos == docs.marks[n - 2].pos) {
+        const YAML::Mark& m = docs.marks[n - 1];
+        const char c = m.pos >= 0 && static_cast<size_t>(m.pos) < text.size() ? text[m.pos] : '?';
+        throw ConfigError(fmt::format("{}: {} is not valid YAML: unexpected '{}'", at(file, m), what,
+                                      static_cast<unsigned char>(c) >= 0x20 && c != 0x7f ? c : '?'));
+      }
+    }
+    if (docs.marks.size() > 1)
+      throw ConfigError(fmt::format("{}: {} holds more than one YAML document; keep one (remove the second '---')",
+                                    at(file, docs.marks[1]), what));
+    if (!docs.marks.empty()) root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     std::string msg = e.msg;  // may quote a byte of a binary file
     for (char& c : msg)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    if (e.mark.line < 0) throw ConfigError(fmt::format("{}: {} is not valid YAML: {}", file, what, msg));
-    throw ConfigError(fmt::format("{}:{}:{}: {} is not valid YAML: {}", file, e.mark.line + 1, e.mark.column + 1, what, msg));
+    throw ConfigError(fmt::format("{}: {} is not valid YAML: {}", at(file, e.mark), what, msg));
   }
-  if (docs.empty()) return YAML::Node();
-  if (docs.size() > 1) {
-    const YAML::Mark m = docs[1].Mark();
-    throw ConfigError(fmt::format("{}:{}:{}: {} holds more than one YAML document; keep one (remove the second '---')",
-                                  file, m.line + 1, m.column + 1, what));
-  }
-  return docs[0];
+  return root;
 }
 
 }  // namespace rnntrain::spec

@@ -31,11 +31,11 @@ class EmbeddingOp : public Op {
   // x: token ids [B, T] as floats -> [B, T, E]
   Tensor forward(LayerParams& p, const Tensor& x, Mask& mask, bool, Rng&, std::unique_ptr<Saved>&) override {
     const int64_t V = spec_.input_dim, E = spec_.output_dim, B = x.dim(0), T = x.dim(1);
-    const Param& emb = layer_param(spec_, p, 0, {V, E});
+    const Param* emb = &layer_param(spec_, p, 0, {V, E});
     Tensor y({B, T, E});
     for (int64_t k = 0; k < B * T; ++k) {
       const int64_t id = token(x[k], k, T);
-      std::memcpy(y.ptr() + k * E, emb.value.ptr() + id * E, sizeof(float) * E);
+      std::memcpy(y.ptr() + k * E, emb->value.ptr() + id * E, sizeof(float) * E);
     }
     if (spec_.mask_zero) {
       if (mask.empty()) mask.assign(B * T, 1);

@@ -1,0 +1,46 @@
+// The planner: a pure function from the model spec to stages. A cuDNN stack is the longest run of
+// consecutive recurrent layers that one cuDNN RNN descriptor computes; every boundary between two
+// recurrent layers that were not merged carries the reason. No device, no files: tested in
+// milliseconds and printed by `rnntrain plan`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "spec/config.h"
+
+namespace rnntrain {
+
+enum class StageKind {
+  CudnnStack,  // recurrent layers (and Dropouts between them) run as one cuDNN multi-layer RNN
+  GenericRnn,  // a recurrent layer cuDNN cannot run (GEMMs and element-wise kernels)
+  Layer,       // any other layer (Input, Embedding, Masking, Dropout, Dense, TimeDistributed)
+};
+
+struct Stage {
+  StageKind kind = StageKind::Layer;
+  std::vector<size_t> layers;  // indices into ModelSpec::layers, consecutive
+  int64_t rnn_layers = 0;      // recurrent layers in the stage (cuDNN numLayers)
+  std::string why_generic;     // GenericRnn: why cuDNN cannot run this layer
+};
+
+struct Boundary {
+  size_t first = 0, second = 0;  // the two recurrent layers (model indices)
+  bool merged = false;
+  std::string reason;  // why not merged ("" when merged)
+};
+
+struct Plan {
+  std::vector<Stage> stages;
+  std::vector<Boundary> boundaries;  // one per pair of consecutive recurrent layers
+};
+
+// Why cuDNN cannot compute this recurrent layer (LSTM, GRU, SimpleRNN or Bidirectional) at all;
+// "" if it can.
+std::string cudnn_ineligible(const LayerSpec& layer);
+
+Plan make_plan(const ModelSpec& model, FuseMode fuse);
+
+// The plan as text: stages, their layers and parameter counts, and every unmerged boundary's reason.
+std::string describe_plan(const ModelSpec& model, const Plan& plan);
+
+}  // namespace rnntrain
