@@ -89,7 +89,8 @@ void passes(const Dataset& d, const ModelSpec& m, LossKind loss, bool need_targe
   }
 }
 
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
+#define EXPECT_HAS(msg, part) \
+  EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 constexpr auto kSparse = LossKind::SparseCategoricalCrossentropy;
 

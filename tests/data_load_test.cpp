@@ -51,7 +51,8 @@ std::string error_of(F&& f) {
   return "";
 }
 
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
+#define EXPECT_HAS(msg, part) \
+  EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 // A .npy file written by hand: header dict, padding to 64 bytes, raw little-endian data.
 std::string npy(const std::string& descr, const std::string& shape, const std::string& data, int version = 1,
@@ -240,7 +241,9 @@ TEST_F(LoadTest, NpzReadsStoredAndDeflatedMembers) {
   for (bool deflate : {false, true}) {
     const std::string name = deflate ? "deflated.npz" : "stored.npz";
     write_zip(path(name), {{"x.npy", x}, {"y.npy", y}, {"len.npy", len}}, deflate);
-    if (deflate) EXPECT_LT(fs::file_size(path(name)), x.size()) << "members should be compressed";
+    if (deflate) {
+      EXPECT_LT(fs::file_size(path(name)), x.size()) << "members should be compressed";
+    }
     DataSource src;
     src.format = DataFormat::Npz;
     src.path = name;
@@ -383,108 +386,4 @@ TEST_F(LoadTest, TextBuildsASortedVocabularyAndShiftsTargetsByOne) {
   write("bad.txt", "ab\n\xC3(");
   src.path = "bad.txt";
   EXPECT_HAS(error_of([&] { load_source(src, dir_.string(), meta); }), "invalid UTF-8");
-}
-
-// ---- DataMeta, rows, predictions ---------------------------------------------------------------
-
-TEST(DataMetaTest, JsonRoundTripAndErrors) {
-  DataMeta m;
-  m.vocab = {"", "\n", "\"", "\xC3\xA9"};
-  m.shift = {0.1, -2.5};
-  m.scale = {1.0 / 3.0, 4.0};
-  m.target_shift = {7.0};
-  m.target_scale = {1e-9};
-  DataMeta back = DataMeta::from_json(m.to_json(), "meta.json");
-  EXPECT_EQ(back.vocab, m.vocab);
-  EXPECT_EQ(back.shift, m.shift);  // exact: doubles are written with round-trip precision
-  EXPECT_EQ(back.scale, m.scale);
-  EXPECT_EQ(back.target_shift, m.target_shift);
-  EXPECT_EQ(back.target_scale, m.target_scale);
-  EXPECT_TRUE(DataMeta::from_json("{}", "m.json").empty());
-  std::string msg = error_of([] { DataMeta::from_json("{\"vocab\": 3}", "runs/r/data_meta.json"); });
-  EXPECT_HAS(msg, "runs/r/data_meta.json");
-  EXPECT_HAS(error_of([] { DataMeta::from_json("{oops", "m.json"); }), "m.json");
-}
-
-TEST(DatasetRowsTest, GatherAndSliceCopyRowsOfEveryArray) {
-  Dataset d;
-  d.x = Tensor({4, 2});
-  d.y = Tensor({4});
-  for (int i = 0; i < 8; ++i) d.x[i] = static_cast<float>(i);
-  for (int i = 0; i < 4; ++i) d.y[i] = static_cast<float>(10 * i);
-  d.lengths = {1, 2, 1, 2};
-  d.source = "mem";
-  Batch b = d.gather({3, 0});
-  EXPECT_EQ(b.x.shape, (Shape{2, 2}));
-  expect_values(b.x, {6, 7, 0, 1}, "gather x");
-  expect_values(b.y, {30, 0}, "gather y");
-  EXPECT_EQ(b.lengths, (std::vector<int32_t>{2, 1}));
-  Dataset s = d.slice(1, 3);
-  EXPECT_EQ(s.size(), 2);
-  expect_values(s.x, {2, 3, 4, 5}, "slice x");
-  EXPECT_EQ(s.lengths, (std::vector<int32_t>{2, 1}));
-  EXPECT_THROW(d.gather({4}), RuntimeError);
-  EXPECT_THROW(d.slice(2, 5), RuntimeError);
-}
-
-TEST_F(LoadTest, WritePredictionsWritesNpyH5AndCsv) {
-  Tensor p({2, 3});
-  for (int i = 0; i < 6; ++i) p[i] = 0.5f * i - 1.0f;
-  write_predictions(path("out/p.npy"), p);
-  write_predictions(path("out/p.h5"), p);
-  write_predictions(path("out/p.csv"), p);
-  // .npy: the documented header, then float32 little-endian data.
-  std::ifstream in(path("out/p.npy"), std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
-  EXPECT_HAS(bytes, "'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
-  EXPECT_EQ(bytes.size() % 64, 24u) << "header padded to 64 bytes, then 24 data bytes";
-  float first;
-  std::memcpy(&first, bytes.data() + bytes.size() - 24, 4);
-  EXPECT_EQ(first, -1.0f);
-  h5::File f = h5::File::open(path("out/p.h5"));
-  expect_values(f.root().read("predictions"), p.data, "h5");
-  std::ifstream csv(path("out/p.csv"));
-  std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "p0,p1,p2\n-1,-0.5,0\n0.5,1,1.5\n");
-  EXPECT_FALSE(fs::exists(path("out/p.csv.tmp")));
-  EXPECT_THROW(write_predictions(path("out/p.txt"), p), UsageError);
-}
-
-// ---- the real datasets in data/ (sizes documented in data/README.md) ---------------------------
-
-TEST(RealDataTest, SunspotsMonthlyCsvLoadsWithTheDocumentedSize) {
-  DataSource src;
-  src.format = DataFormat::Csv;
-  src.path = "data/sunspots_monthly.csv";
-  src.features = {"sunspots"};
-  src.target_columns = {"sunspots"};
-  src.window = 24;
-  src.scaling = Scaling::MinMax;
-  DataMeta meta;
-  Dataset d = load_source(src, RNNTRAIN_SOURCE_DIR, meta);
-  // 3126 months (1749-01 .. 2009-06): 3126 - 24 - 1 + 1 windows.
-  EXPECT_EQ(d.x.shape, (Shape{3102, 24, 1}));
-  EXPECT_EQ(d.y.shape, (Shape{3102, 1}));
-  EXPECT_DOUBLE_EQ(meta.shift[0], 0.0);     // the smallest monthly mean
-  EXPECT_DOUBLE_EQ(meta.scale[0], 253.8);  // the largest (1957-10)
-  // The first window is January 1749 (58.0) ..., its target January 1751 (70.0).
-  EXPECT_FLOAT_EQ(d.x[0], static_cast<float>(58.0 / 253.8));
-  EXPECT_FLOAT_EQ(d.y[0], static_cast<float>(70.0 / 253.8));
-}
-
-TEST(RealDataTest, BotchanTextLoadsWithTheDocumentedSize) {
-  DataSource src;
-  src.format = DataFormat::Text;
-  src.path = "data/botchan.txt";
-  src.seq_len = 100;
-  DataMeta meta;
-  Dataset d = load_source(src, RNNTRAIN_SOURCE_DIR, meta);
-  // 255141 characters, 78 distinct (+ padding id 0).
-  EXPECT_EQ(meta.vocab.size(), 79u);
-  EXPECT_EQ(d.x.shape, (Shape{2551, 100}));
-  EXPECT_EQ(d.y.shape, (Shape{2551, 100}));
-  for (int64_t i = 0; i + 1 < d.x.numel(); ++i)
-    if (i % 100 != 99) ASSERT_EQ(d.y[i], d.x[i + 1]) << "targets are the inputs shifted by one, at " << i;
-  EXPECT_EQ(meta.vocab[static_cast<size_t>(d.x[0])], "B");  // "BOTCHAN (MASTER DARLING)"
 }

@@ -120,6 +120,27 @@ TEST_F(H5Test, DatasetsRoundTripEveryShapeAndType) {
   H5Fclose(fid);
 }
 
+TEST_F(H5Test, ReadsNumpyBoolEnumsAsIntegers) {
+  // h5py stores numpy bool as an int8 enum {FALSE = 0, TRUE = 1}.
+  hid_t f = H5Fcreate(path("b.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+  int8_t no = 0, yes = 1;
+  H5Tenum_insert(t, "FALSE", &no);
+  H5Tenum_insert(t, "TRUE", &yes);
+  hsize_t n = 5;
+  hid_t s = H5Screate_simple(1, &n, nullptr);
+  hid_t d = H5Dcreate2(f, "mask", t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const int8_t v[5] = {1, 0, 0, 1, 1};
+  H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+  H5Dclose(d);
+  H5Sclose(s);
+  H5Tclose(t);
+  H5Fclose(f);
+  h5::File file = h5::File::open(path("b.h5"));
+  EXPECT_EQ(file.root().read("mask").data, (std::vector<float>{1, 0, 0, 1, 1}));
+  EXPECT_EQ(file.root().read_int64("mask"), (std::vector<int64_t>{1, 0, 0, 1, 1}));
+}
+
 TEST_F(H5Test, NamesWithSlashesCreateIntermediateGroups) {
   Tensor k({3, 8}, 0.5f);
   {

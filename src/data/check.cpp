@@ -3,6 +3,7 @@
 // change. It reads values; it does not repair or convert them.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"

@@ -1,12 +1,12 @@
-// CSV time series -> supervised windows: `window` consecutive rows of the `features` columns predict
-// the next `horizon` rows of the `target_columns`. Scaling (none, standard, minmax) is fitted on the
-// training source and stored in DataMeta, then applied unchanged to later sources. Only the columns
-// used are parsed, so a date column may sit beside them. Not a general CSV reader: no quoted newlines.
+// CSV time series -> windows: `window` rows of the `features` columns predict the next `horizon` rows
+// of the target columns; scaling is fitted on the training source (DataMeta) and reused later. Only
+// the used columns are parsed. Not a general CSV reader: no newlines inside quoted fields.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "data/loaders.h"
@@ -106,7 +106,8 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
     if (!trim(line).empty()) lines.emplace_back(lineno, std::move(line));
     pos = nl + 1;
   }
-  if (lines.empty()) throw DataError(fmt::format("{}: the file is empty; a CSV needs a header row of column names.", path));
+  if (lines.empty())
+    throw DataError(fmt::format("{}: the file is empty; a CSV needs a header row of column names.", path));
   const char delim = detect_delimiter(lines[0].second);
   const std::vector<std::string> names = split_fields(lines[0].second, delim);
 

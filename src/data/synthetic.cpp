@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <numbers>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -12,6 +13,8 @@
 namespace rnntrain {
 
 namespace {
+
+constexpr double kTwoPi = 2.0 * std::numbers::pi;
 
 // Adding problem (Hochreiter & Schmidhuber 1997): x [N, T, 2], channel 0 uniform [0, 1), channel 1
 // marks one step in the first half and one in the second; y [N, 1] = sum of the two marked values.
@@ -39,10 +42,10 @@ Dataset sine(int64_t N, int64_t T, Rng& rng) {
   d.x = Tensor({N, T, 1});
   d.y = Tensor({N, 1});
   for (int64_t n = 0; n < N; ++n) {
-    const double period = rng.uniform(8.0, 32.0), phase = rng.uniform(0.0, 2.0 * M_PI);
+    const double period = rng.uniform(8.0, 32.0), phase = rng.uniform(0.0, kTwoPi);
     for (int64_t t = 0; t < T; ++t)
-      d.x[n * T + t] = static_cast<float>(std::sin(2.0 * M_PI * t / period + phase) + 0.1 * rng.normal());
-    d.y[n] = static_cast<float>(std::sin(2.0 * M_PI * T / period + phase));
+      d.x[n * T + t] = static_cast<float>(std::sin(kTwoPi * t / period + phase) + 0.1 * rng.normal());
+    d.y[n] = static_cast<float>(std::sin(kTwoPi * T / period + phase));
   }
   return d;
 }

@@ -1,10 +1,10 @@
-// Plain UTF-8 text -> a character-level language-model dataset: non-overlapping sequences of seq_len
-// characters and, as targets, the same sequences shifted by one character. The vocabulary (sorted
-// distinct characters; id 0 is padding, so ids start at 1) is built from the training text and kept
-// in DataMeta. Characters are Unicode code points, not grapheme clusters; CRLF is read as LF.
+// UTF-8 text -> a character-level LM dataset: non-overlapping seq_len-character sequences and, as
+// targets, the same shifted by one. The vocabulary (sorted code points, ids from 1; 0 pads) comes from
+// the training text via DataMeta. Code points, not grapheme clusters; CRLF is read as LF.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 

@@ -1,8 +1,9 @@
-// The HDF5 layer's files, groups and datasets (attributes and the string codec: h5_attr.cpp).
-// Every HDF5 call goes through H5_CALL, which throws DataError naming the file, the object and
-// the call. Not thread-safe beyond what the HDF5 build is.
+// The HDF5 layer's ids, errors, files and groups; datasets are in h5_dataset.cpp, attributes in
+// h5_attr.cpp. Every HDF5 call goes through H5_CALL, which throws DataError naming the file, the
+// object and the call. Not thread-safe beyond what the HDF5 build is.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -79,6 +80,13 @@ std::string join(const std::string& path, const std::string& name) {
   return path == "/" ? "/" + name : path + "/" + name;
 }
 
+std::string list_or_none(const std::vector<std::string>& names) {
+  if (names.empty()) return "none";
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 Handle intermediate_lcpl(const std::string& file, const std::string& object) {
   Handle lcpl = own_plist(H5_CALL(H5Pcreate(H5P_LINK_CREATE), file, object));
   H5_CALL(H5Pset_create_intermediate_group(lcpl.id(), 1), file, object);
@@ -136,6 +144,10 @@ File File::open(const std::string& path, bool writable) {
   hid_t id = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     std::string reason = hdf5_reason();
+    if (reason.find("lock") != std::string::npos)
+      throw DataError(fmt::format("{}: cannot open this HDF5 file ({}). Another program may have it open for "
+                                  "writing; on file systems without locking (some NFS mounts) set "
+                                  "HDF5_USE_FILE_LOCKING=FALSE.", path, reason));
     throw DataError(fmt::format("{}: cannot open this HDF5 file ({}). It is probably truncated or damaged, for "
                                 "example cut short while being written: re-create it (for a checkpoint, use the "
                                 "previous one).", path, reason.empty() ? "unknown reason" : reason));
@@ -202,12 +214,6 @@ std::vector<std::string> Group::children() const {
   return out;
 }
 
-static std::string list_or_none(const std::vector<std::string>& names) {
-  if (names.empty()) return "none";
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 
 Group Group::group(const std::string& name) const {
   if (!has_group(name))
@@ -228,131 +234,6 @@ Group Group::create_group(const std::string& name) const {
 
 Group Group::require_group(const std::string& name) const {
   return has_group(name) ? group(name) : create_group(name);
-}
-
-// ---- Group: datasets ---------------------------------------------------------------------------
-
-static Handle open_dataset(const Group& g, const std::string& name) {
-  const std::string full = join(g.path(), name);
-  if (!g.has_dataset(name))
-    throw DataError(fmt::format("{}: no dataset '{}' (children of '{}': {}). Check the dataset name.", g.file(),
-                                full, g.path(), list_or_none(g.children())));
-  return own_dataset(H5_CALL(H5Dopen2(g.id(), name.c_str(), H5P_DEFAULT), g.file(), full));
-}
-
-static Shape space_shape(hid_t space, const std::string& file, const std::string& object) {
-  const int rank = H5_CALL(H5Sget_simple_extent_ndims(space), file, object);
-  std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  if (rank > 0) H5_CALL(H5Sget_simple_extent_dims(space, dims.data(), nullptr), file, object);
-  return Shape(dims.begin(), dims.end());
-}
-
-Shape Group::shape(const std::string& name) const {
-  Handle ds = open_dataset(*this, name);
-  Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), file_, join(path_, name)));
-  return space_shape(space.id(), file_, join(path_, name));
-}
-
-// Reads a numeric dataset into `out` (resized to its element count) as `memtype`.
-template <typename T>
-static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype, std::vector<T>& out) {
-  const std::string full = join(g.path(), name);
-  Handle ds = open_dataset(g, name);
-  Handle type = own_type(H5_CALL(H5Dget_type(ds.id()), g.file(), full));
-  const H5T_class_t cls = H5_CALL(H5Tget_class(type.id()), g.file(), full);
-  if (cls != H5T_INTEGER && cls != H5T_FLOAT)
-    throw DataError(fmt::format("{}: dataset '{}' holds {} values, not numbers. Store it as an integer or float "
-                                "array.", g.file(), full, class_name(cls)));
-  Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), g.file(), full));
-  Shape shape = space_shape(space.id(), g.file(), full);
-  out.assign(static_cast<size_t>(shape_numel(shape)), T{});
-  if (!out.empty()) H5_CALL(H5Dread(ds.id(), memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), g.file(), full);
-  return shape;
-}
-
-Tensor Group::read(const std::string& name) const {
-  Tensor t;
-  t.shape = read_numeric(*this, name, H5T_NATIVE_FLOAT, t.data);
-  return t;
-}
-
-std::vector<int64_t> Group::read_int64(const std::string& name) const {
-  std::vector<int64_t> v;
-  read_numeric(*this, name, H5T_NATIVE_INT64, v);
-  return v;
-}
-
-std::vector<double> Group::read_double(const std::string& name) const {
-  std::vector<double> v;
-  read_numeric(*this, name, H5T_NATIVE_DOUBLE, v);
-  return v;
-}
-
-// Creates (replacing an existing dataset of that name) and fills a dataset.
-static void write_dataset(const Group& g, const std::string& name, hid_t filetype, hid_t memtype, const Shape& shape,
-                          bool scalar, const void* data) {
-  const std::string full = join(g.path(), name);
-  for (int64_t d : shape)
-    if (d < 0) throw RuntimeError(fmt::format("{}: cannot write '{}' with shape {}", g.file(), full, shape_str(shape)));
-  if (g.has_dataset(name)) H5_CALL(H5Ldelete(g.id(), name.c_str(), H5P_DEFAULT), g.file(), full);
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  Handle space = own_space(scalar ? H5_CALL(H5Screate(H5S_SCALAR), g.file(), full)
-                                  : H5_CALL(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                                            g.file(), full));
-  Handle lcpl = intermediate_lcpl(g.file(), full);
-  Handle ds = own_dataset(H5_CALL_HINT(H5Dcreate2(g.id(), name.c_str(), filetype, space.id(), lcpl.id(), H5P_DEFAULT,
-                                                  H5P_DEFAULT),
-                                       g.file(), full,
-                                       "Check that no group of that name exists and that the file is open for writing."));
-  if (scalar || shape_numel(shape) > 0)
-    H5_CALL(H5Dwrite(ds.id(), memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), g.file(), full);
-}
-
-void Group::write(const std::string& name, const Tensor& t) const {
-  if (t.numel() != shape_numel(t.shape))
-    throw RuntimeError(fmt::format("{}: tensor for '{}' has {} values but shape {}", file_, join(path_, name),
-                                   t.numel(), shape_str(t.shape)));
-  write_dataset(*this, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t.shape, t.shape.empty(), t.ptr());
-}
-
-void Group::write_int64(const std::string& name, const std::vector<int64_t>& v, bool scalar) const {
-  if (scalar && v.size() != 1)
-    throw RuntimeError(fmt::format("{}: scalar dataset '{}' needs exactly one value, got {}", file_,
-                                   join(path_, name), v.size()));
-  write_dataset(*this, name, H5T_STD_I64LE, H5T_NATIVE_INT64, Shape{static_cast<int64_t>(v.size())}, scalar,
-                v.data());
-}
-
-void Group::write_double(const std::string& name, const std::vector<double>& v, const Shape& shape) const {
-  if (static_cast<int64_t>(v.size()) != shape_numel(shape))
-    throw RuntimeError(fmt::format("{}: '{}' has {} values but shape {}", file_, join(path_, name), v.size(),
-                                   shape_str(shape)));
-  write_dataset(*this, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, shape, shape.empty(), v.data());
-}
-
-void Group::write_strings(const std::string& name, const std::vector<std::string>& v) const {
-  const std::string full = join(path_, name);
-  const size_t size = fixed_size(v);
-  Handle type = fixed_string_type(size, file_, full);
-  std::vector<char> buf = pack_fixed(v, size);
-  write_dataset(*this, name, type.id(), type.id(), Shape{static_cast<int64_t>(v.size())}, false, buf.data());
-}
-
-std::vector<std::string> Group::read_strings(const std::string& name) const {
-  const std::string full = join(path_, name);
-  Handle ds = open_dataset(*this, name);
-  Handle type = own_type(H5_CALL(H5Dget_type(ds.id()), file_, full));
-  Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), file_, full));
-  const int64_t n = H5_CALL(H5Sget_simple_extent_npoints(space.id()), file_, full);
-  const H5T_class_t cls = H5_CALL(H5Tget_class(type.id()), file_, full);
-  if (cls != H5T_STRING) {
-    if (n == 0) return {};  // an empty numeric array stands for "no strings", as in Keras attributes
-    throw DataError(fmt::format("{}: dataset '{}' holds {} values, not strings.", file_, full, class_name(cls)));
-  }
-  hid_t dsid = ds.id();
-  return detail::read_strings(
-      type.id(), n, [&](hid_t mt, void* buf) { return H5Dread(dsid, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, file_,
-      full);
 }
 
 }  // namespace rnntrain::h5

@@ -1,7 +1,6 @@
-// The HDF5 layer's attributes and its string codec. Strings are written fixed-length ASCII,
-// NUL-padded (numpy 'S<n>', what every Keras version can read); empty string lists as an empty
-// float64 (0,) array, as Keras/h5py write them. Reading accepts fixed or variable length, ASCII
-// or UTF-8, scalar or 1-D.
+// The HDF5 layer's attributes and string codec. Writes fixed-length ASCII NUL-padded strings (numpy
+// 'S<n>', readable by every Keras) and empty lists as float64 (0,), as Keras/h5py do; reads fixed or
+// variable length, ASCII or UTF-8, scalar or 1-D.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -56,6 +56,9 @@ std::vector<std::string> read_strings(hid_t ftype, int64_t n, const std::functio
 // "integer", "float", "string", ... for messages.
 const char* class_name(H5T_class_t c);
 
+// "a, b, c", or "none", for messages.
+std::string list_or_none(const std::vector<std::string>& names);
+
 // A link-creation property list that creates missing intermediate groups.
 Handle intermediate_lcpl(const std::string& file, const std::string& object);
 

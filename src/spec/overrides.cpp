@@ -80,6 +80,9 @@ void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
       }
       continue;
     }
+    if (!cur.IsMap())
+      fail(fmt::format("{} is a single value ({}), so it has no '{}' inside it", path,
+                       cur.IsScalar() ? cur.Scalar() : "null", part));
     path += (path.empty() ? "" : ".") + part;
     if (last) {
       cur[part] = value;

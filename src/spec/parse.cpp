@@ -51,7 +51,13 @@ Config parse_config(const std::string& yaml_text, const std::string& filename,
                     const std::vector<std::string>& overrides) {
   spec::Context ctx{filename, {}};
   YAML::Node root = spec::load_yaml(yaml_text, filename, "the config");
-  for (const std::string& o : overrides) spec::apply_override(root, o, ctx);
+  for (const std::string& o : overrides) {
+    try {
+      spec::apply_override(root, o, ctx);
+    } catch (const YAML::Exception& e) {  // a safety net: apply_override checks node types first
+      throw ConfigError(fmt::format("override '{}': cannot apply it: {}", o, e.msg));
+    }
+  }
   Config c;
   try {
     c = type_config(spec::Value(&ctx, root, ""), filename);

@@ -73,9 +73,15 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
     const size_t d = edit_distance(word, c);
     if (d < best_d) best_d = d, best = c;
   }
-  if (best.empty() && word.size() >= 3)  // an abbreviation: "val_acc" -> "val_accuracy"
-    for (const std::string& c : candidates)
-      if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) return c;
+  if (!best.empty() || word.size() < 3) return best;
+  // Otherwise the longest shared start, if it is most of a candidate: "val_acc" -> "val_accuracy",
+  // "fusion" -> "fuse".
+  size_t best_common = 0;
+  for (const std::string& c : candidates) {
+    size_t n = 0;
+    while (n < c.size() && n < word.size() && c[n] == word[n]) ++n;
+    if (n >= 3 && 2 * n >= c.size() && n > best_common) best_common = n, best = c;
+  }
   return best;
 }
 
@@ -231,8 +237,11 @@ void Value::check_keys(std::span<const char* const> allowed, const std::string& 
   }
 }
 
-void fail_choice(const Value& v, const std::string& got, const char* what, const std::vector<std::string>& choices) {
-  const std::string guess = closest(got, choices);
+void fail_choice(const Value& v, const std::string& got, const char* what, const std::vector<std::string>& choices,
+                 const std::vector<std::string>& aliases) {
+  std::vector<std::string> all = choices;
+  all.insert(all.end(), aliases.begin(), aliases.end());
+  const std::string guess = closest(got, all);
   v.fail(fmt::format("unknown {} '{}';{} choices: {}", what, got,
                      guess.empty() ? "" : fmt::format(" did you mean '{}'?", guess), join(choices)));
 }

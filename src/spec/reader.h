@@ -91,18 +91,19 @@ struct Choice {
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
 std::string join(const std::vector<std::string>& words, const char* sep = ", ");
 
+// "unknown <what> 'x'; did you mean 'y'? choices: ..." (aliases are suggested but not listed).
 [[noreturn]] void fail_choice(const Value& v, const std::string& got, const char* what,
-                              const std::vector<std::string>& choices);
+                              const std::vector<std::string>& choices, const std::vector<std::string>& aliases = {});
 
 template <class E>
 E read_enum(const Value& v, std::span<const Choice<E>> table, const char* what) {
   const std::string s = v.as_string();
-  std::vector<std::string> names;
+  std::vector<std::string> names, aliases;
   for (const Choice<E>& c : table) {
     if (s == c.name) return c.value;
-    if (!c.alias) names.push_back(c.name);
+    (c.alias ? aliases : names).push_back(c.name);
   }
-  fail_choice(v, s, what, names);
+  fail_choice(v, s, what, names, aliases);
 }
 
 template <class E>

@@ -92,8 +92,8 @@ EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data) {
     rows.resize(std::min(bs, n - b));
     std::iota(rows.begin(), rows.end(), b);
     LossValue lv = engine.eval_step(data.gather(rows), ms);
-    sum += lv.sum;
-    count += lv.count;
+    sum += lv.mean() * rows.size();  // as Keras' loss tracker: batch means weighted by batch size
+    count += rows.size();
   }
   EvalResult r;
   r.loss = count > 0 ? sum / count : std::nan("");
@@ -238,8 +238,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       if (!std::isfinite(lv.sum))
         throw RuntimeError(fmt::format("epoch {} step {}: the loss is {}; lower train.optimizer.learning_rate, "
                                        "add clipnorm, or check the data for extreme values", epoch + 1, s + 1, lv.sum));
-      sum += lv.sum;
-      count += lv.count;
+      sum += lv.mean() * rows.size();  // as Keras' loss tracker: batch means weighted by batch size
+      count += rows.size();
       std::vector<std::pair<std::string, double>> shown{{"loss", sum / count}};
       for (auto* m : ms) shown.emplace_back(m->name(), m->result());
       progress.update(s + 1, std::min(n, b + bs), shown);

@@ -54,7 +54,8 @@ void lstm_forward(const CellArgs& a, RnnTape& tape) {
 
 void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
   const int64_t B = a.B, H = a.H, G4 = 4 * H, BH = B * H;
-  std::vector<float> dh(BH, 0.0f), dc(BH, 0.0f), dhr(BH), tmp(H);
+  std::vector<float> dh(BH, 0.0f), dc(BH, 0.0f), dhr(BH), tmp_buf(H);
+  float* tmp = tmp_buf.data();  // [H]
   for (int64_t s = a.T - 1; s >= 0; --s) {
     const float* dys = dyp + s * BH;
     for (int64_t k = 0; k < BH; ++k) dh[k] += dys[k];
@@ -75,15 +76,17 @@ void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
       float* dhb = dh.data() + b * H;
       float* dcb = dc.data() + b * H;
       for (int64_t j = 0; j < H; ++j) tmp[j] = dhb[j] * o[j];
-      mul_act_grad(a.act, ac, tmp.data(), H);  // d h / d c = o * act'(c)
-      for (int64_t j = 0; j < H; ++j) {
-        const float dcj = dcb[j] + tmp[j];
-        d[j] = dcj * g[j];              // d i
-        d[H + j] = dcj * cp[j];         // d f
-        d[2 * H + j] = dcj * i[j];      // d g
-        d[3 * H + j] = dhb[j] * ac[j];  // d o
-        dcb[j] = dcj * f[j];            // d c_{t-1}
-      }
+      mul_act_grad(a.act, ac, tmp, H);  // d h / d c = o * act'(c)
+      for (int64_t j = 0; j < H; ++j) dcb[j] += tmp[j];  // d c_t
+      float* di = d;  // one loop per gate block: each vectorises
+      float* df = d + H;
+      float* dg = d + 2 * H;
+      float* dout = d + 3 * H;
+      for (int64_t j = 0; j < H; ++j) di[j] = dcb[j] * g[j];
+      for (int64_t j = 0; j < H; ++j) df[j] = dcb[j] * cp[j];
+      for (int64_t j = 0; j < H; ++j) dg[j] = dcb[j] * i[j];
+      for (int64_t j = 0; j < H; ++j) dout[j] = dhb[j] * ac[j];
+      for (int64_t j = 0; j < H; ++j) dcb[j] *= f[j];  // d c_{t-1}
       mul_act_grad(a.ract, i, d, 2 * H);
       mul_act_grad(a.act, g, d + 2 * H, H);
       mul_act_grad(a.ract, o, d + 3 * H, H);
