@@ -4,6 +4,7 @@
 // Embedding mask_zero, the mask handed to the loss, and the errors a user can trigger.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 

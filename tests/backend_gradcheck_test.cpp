@@ -3,6 +3,7 @@
 // and every input feature is perturbed by +-eps. Also the Dropout layer's contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -83,7 +84,8 @@ void gradcheck(Case c, uint64_t seed = 7) {
     if (c.kinks && std::fabs(central - analytic) > kAtol + kRtol * std::fabs(analytic)) {
       // A relu / hard_sigmoid corner inside [v-eps, v+eps]: backward must match one one-sided slope.
       const double l0 = loss();
-      const double up = (lp - l0) / (static_cast<double>(hi) - orig), down = (l0 - lm) / (static_cast<double>(orig) - lo);
+      const double up = (lp - l0) / (static_cast<double>(hi) - orig);
+      const double down = (l0 - lm) / (static_cast<double>(orig) - lo);
       const double best = std::fabs(up - analytic) < std::fabs(down - analytic) ? up : down;
       if (std::fabs(best - analytic) <= kKinkAtol + kKinkRtol * std::fabs(analytic)) {
         ++kinks;
@@ -109,7 +111,8 @@ void gradcheck(Case c, uint64_t seed = 7) {
     EXPECT_TRUE(dx.empty()) << "token-id inputs have no gradient";
   }
   ASSERT_GT(worst.checked, 0);
-  EXPECT_LE(kinks * 4, worst.checked) << kinks << " of " << worst.checked << " entries sat on a kink: too many to trust";
+  EXPECT_LE(kinks * 4, worst.checked) << kinks << " of " << worst.checked
+                                      << " entries sat on a kink: too many to trust";
   EXPECT_LE(worst.excess, 0.0) << "worst of " << worst.checked << " entries: " << worst.what
                                << " finite-difference=" << worst.fd << " backward=" << worst.an
                                << " (tolerance " << kAtol << " + " << kRtol << "*|g|)";
@@ -287,6 +290,28 @@ TEST(Gradcheck, RecurrentDropoutWithFixedMasks) {
       c.training = true;
       c.lengths = {4, 3};
       gradcheck(c);
+    }
+  }
+}
+
+TEST(Dropout, RecurrentDropoutActsInTrainingOnly) {
+  // Each of dropout and recurrent_dropout alone changes the training output and not inference.
+  for (LayerKind k : {LayerKind::LSTM, LayerKind::GRU, LayerKind::SimpleRNN}) {
+    for (bool on_input : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << layer_kind_name(k) << (on_input ? " dropout" : " recurrent_dropout"));
+      LayerSpec r = rnn(k, true);
+      (on_input ? r.dropout : r.recurrent_dropout) = 0.5;
+      Case c = features_case({r});
+      Params params = random_params(c.model, 2);
+      CpuModel model(c.model, params);
+      Rng a(1), b(2), d(3);
+      const Tensor infer1 = model.forward(c.x, nullptr, false, a);
+      const Tensor infer2 = model.forward(c.x, nullptr, false, b);
+      const Tensor train = model.forward(c.x, nullptr, true, d);
+      EXPECT_EQ(infer1.data, infer2.data) << "inference must not draw dropout masks";
+      double diff = 0.0;
+      for (int64_t i = 0; i < train.numel(); ++i) diff = std::max(diff, std::fabs(double(train[i]) - infer1[i]));
+      EXPECT_GT(diff, 1e-3) << "training output equals inference output: the dropout was not applied";
     }
   }
 }

@@ -3,6 +3,7 @@
 // Each case here builds the same model as the generator's case of the same name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>

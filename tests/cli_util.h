@@ -12,7 +12,7 @@
 
 namespace rnntrain::test {
 
-struct Run {
+struct CmdResult {
   int code = -1;
   std::string out, err;
 };
@@ -32,11 +32,11 @@ inline std::filesystem::path scratch(const std::string& name) {
 }
 
 // Runs `rnntrain <args>` from the source tree (so configs/ and data/ resolve).
-inline Run rnntrain(const std::string& args, const std::filesystem::path& tmp) {
+inline CmdResult rnntrain(const std::string& args, const std::filesystem::path& tmp) {
   const std::string out = (tmp / "stdout.txt").string(), err = (tmp / "stderr.txt").string();
   const std::string cmd = std::string("cd ") + RNNTRAIN_SOURCE_DIR + " && " + RNNTRAIN_BINARY + " " + args + " >" + out +
                           " 2>" + err;
-  Run r;
+  CmdResult r;
   const int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);

@@ -3,6 +3,7 @@
 // and determinism from the seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 

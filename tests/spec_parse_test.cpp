@@ -168,6 +168,25 @@ TEST(Defaults, DataFormatComesFromTheSuffixAndPathsStayAsWritten) {
   EXPECT_EQ(c.data.test->targets, "y.npy");
 }
 
+TEST(Defaults, OptionalDataKeysStayEmptyForTheLoaders) {
+  const Config c = parse_config(std::string(kHead) + "    - {type: Dense, units: 1}\n" + R"(data:
+  train: {path: series.csv, window: 5, targets: [temp]}
+  validation: {path: only_inputs.npy}
+  test: {format: synthetic, task: classify}
+)", "q.yaml");
+  EXPECT_TRUE(c.data.train->features.empty()) << "csv without features: the loader picks them";
+  EXPECT_EQ(c.data.train->target_columns, std::vector<std::string>{"temp"});
+  EXPECT_EQ(c.data.train->horizon, 1);
+  EXPECT_EQ(c.data.train->stride, 1);
+  EXPECT_EQ(c.data.train->scaling, Scaling::None);
+  EXPECT_EQ(c.data.validation->format, DataFormat::Npy);
+  EXPECT_EQ(c.data.validation->inputs, "only_inputs.npy") << "npy path: is the inputs file";
+  EXPECT_EQ(c.data.validation->targets, "") << "predict-only npy data has no targets";
+  EXPECT_EQ(c.data.test->task, "classify") << "task names are the generator's to check";
+  EXPECT_EQ(c.data.test->samples, 0) << "0 = the generator's default";
+  EXPECT_EQ(c.data.test->timesteps, 0);
+}
+
 TEST(Defaults, LayersGetKerasStyleNames) {
   const Config c = parse_config(std::string(kHead) + R"(    - {type: LSTM, units: 4, return_sequences: true}
     - {type: Bidirectional, layer: {type: LSTM, units: 4, return_sequences: true}}
@@ -283,7 +302,6 @@ TEST(Errors, UnknownEnumValuesListTheChoices) {
       {h + dense + "plan: {fuse: alway}\n", "plan.fuse", "always", "never"},
       {h + dense + "data: {train: {format: hdf, path: x}}\n", "data.train.format", "hdf5", "synthetic"},
       {h + dense + "data: {train: {path: a.csv, window: 2, features: [a], targets: [a], scaling: standart}}\n", "data.train.scaling", "standard", "minmax"},
-      {h + dense + "data: {train: {format: synthetic, task: addng, samples: 1, timesteps: 1}}\n", "data.train.task", "adding", "parity"},
   };
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);
@@ -341,7 +359,8 @@ TEST(Errors, StructureRulesNameTheFix) {
       {h + "    - {type: Dense, units: 3, units: 4}\n", "model.layers[1].units: duplicate key 'units'"},
       {h + dense + "train: {optimizer: {type: adam, clipnorm: 1, global_clipnorm: 1}}\n", "train.optimizer.global_clipnorm: clipnorm is already set"},
       {h + dense + "data: {validation: {path: v.h5}, validation_split: 0.2}\n", "not both"},
-      {h + dense + "data: {train: {path: x.npy}}\n", "format: npy"},
+      {h + dense + "data: {train: {path: x.npy, inputs: y.npy}}\n", "data.train.path: npy data takes inputs: (or path:), not both"},
+      {h + dense + "data: {train: {format: synthetic, samples: 10}}\n", "data.train: missing key 'task'"},
       {h + dense + "data: {train: {format: csv, path: a.csv, features: [a], targets: [a]}}\n", "data.train: missing key 'window'"},
       {h + dense + "train: {schedule: cosine}\n", "needs decay_steps"},
       {h + dense + "train: {early_stopping: {monitor: val_acc}, metrics: [accuracy]}\n", "did you mean 'val_accuracy'?"},

@@ -1,6 +1,8 @@
 // Keras 3 weight initialisers on host tensors (fill_init), drawing from the one seeded Rng.
 // Includes the orthogonal initialiser's Householder QR in double. Not the per-layer layout: params.cpp.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -41,66 +43,54 @@ void fill_truncated_normal(Tensor& t, double stddev, Rng& rng) {
   }
 }
 
-// Reduced Householder QR of a: [m, n] row-major, m >= n. Returns q: [m, n] with columns sign-fixed
-// so that diag(R) >= 0 (Keras: q *= sign(diag(r))).
+// Dot product with eight partial sums: vectorises (SIMD lanes = partial sums) without reassociation flags.
+double dot(const double* a, const double* b, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  for (; i < n; ++i) acc[0] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// x -= (2 v.x) v for a unit vector v of length n: one Householder reflection of one column.
+void reflect(const double* v, double* x, int64_t n) {
+  const double w = 2.0 * dot(v, x, n);
+  for (int64_t i = 0; i < n; ++i) x[i] -= w * v[i];
+}
+
+// Reduced Householder QR of a: [m, n] column-major (column j at a[j*m]), m >= n. Returns q: [m, n]
+// row-major with columns sign-fixed so that diag(R) >= 0 (Keras: q *= sign(diag(r))). Working on
+// whole columns keeps each reflection in cache: about 4 m n^2 flops (~0.5 s for (2048, 512)).
 std::vector<double> orthonormal_columns(std::vector<double> a, int64_t m, int64_t n) {
-  std::vector<std::vector<double>> vs(n);  // reflector k acts on rows k..m-1
-  std::vector<double> rdiag(n), w(n);
+  std::vector<double> rdiag(n, 0.0);
+  std::vector<uint8_t> has_reflector(n, 0);
   for (int64_t k = 0; k < n; ++k) {
-    double norm = 0.0;
-    for (int64_t i = k; i < m; ++i) norm += a[i * n + k] * a[i * n + k];
-    norm = std::sqrt(norm);
-    if (norm == 0.0) {
-      rdiag[k] = 0.0;
-      continue;
-    }
-    const double x0 = a[k * n + k];
-    const double alpha = x0 >= 0.0 ? -norm : norm;  // R[k, k]
-    std::vector<double>& v = vs[k];
-    v.assign(m - k, 0.0);
-    for (int64_t i = k; i < m; ++i) v[i - k] = a[i * n + k];
+    double* v = &a[k * m + k];  // column k, rows k..m-1: becomes the unit reflector v_k
+    const int64_t len = m - k;
+    const double norm = std::sqrt(dot(v, v, len));
+    if (norm == 0.0) continue;
+    const double alpha = v[0] >= 0.0 ? -norm : norm;  // R[k, k]
     v[0] -= alpha;
-    double vn = 0.0;
-    for (double e : v) vn += e * e;
-    vn = std::sqrt(vn);
-    for (double& e : v) e /= vn;
-    // A[k:, k:] -= 2 v (v^T A[k:, k:])
-    std::fill(w.begin() + k, w.end(), 0.0);
-    for (int64_t i = k; i < m; ++i) {
-      const double vi = v[i - k];
-      const double* row = &a[i * n];
-      for (int64_t j = k; j < n; ++j) w[j] += vi * row[j];
-    }
-    for (int64_t i = k; i < m; ++i) {
-      const double vi = 2.0 * v[i - k];
-      double* row = &a[i * n];
-      for (int64_t j = k; j < n; ++j) row[j] -= vi * w[j];
-    }
+    const double vn = std::sqrt(dot(v, v, len));
+    for (int64_t i = 0; i < len; ++i) v[i] /= vn;
+    for (int64_t j = k + 1; j < n; ++j) reflect(v, &a[j * m + k], len);
     rdiag[k] = alpha;
+    has_reflector[k] = 1;
   }
-  // Q = H_0 H_1 ... H_{n-1} I[:, :n], applied from the last reflector to the first.
-  std::vector<double> q(m * n, 0.0);
-  for (int64_t j = 0; j < n; ++j) q[j * n + j] = 1.0;
+  // Q = H_0 H_1 ... H_{n-1} I[:, :n], column by column; H_k leaves columns j < k untouched.
+  std::vector<double> q(m * n, 0.0);  // column-major
+  for (int64_t j = 0; j < n; ++j) q[j * m + j] = 1.0;
   for (int64_t k = n - 1; k >= 0; --k) {
-    const std::vector<double>& v = vs[k];
-    if (v.empty()) continue;
-    std::fill(w.begin(), w.end(), 0.0);
-    for (int64_t i = k; i < m; ++i) {
-      const double vi = v[i - k];
-      const double* row = &q[i * n];
-      for (int64_t j = 0; j < n; ++j) w[j] += vi * row[j];
-    }
-    for (int64_t i = k; i < m; ++i) {
-      const double vi = 2.0 * v[i - k];
-      double* row = &q[i * n];
-      for (int64_t j = 0; j < n; ++j) row[j] -= vi * w[j];
-    }
+    if (!has_reflector[k]) continue;
+    for (int64_t j = k; j < n; ++j) reflect(&a[k * m + k], &q[j * m + k], m - k);
   }
+  std::vector<double> out(m * n);
   for (int64_t j = 0; j < n; ++j) {
-    if (rdiag[j] >= 0.0) continue;  // sign(0) taken as +1 (a measure-zero event)
-    for (int64_t i = 0; i < m; ++i) q[i * n + j] = -q[i * n + j];
+    const double sign = rdiag[j] < 0.0 ? -1.0 : 1.0;  // sign(0) taken as +1 (a measure-zero event)
+    for (int64_t i = 0; i < m; ++i) out[i * n + j] = sign * q[j * m + i];
   }
-  return q;
+  return out;
 }
 
 // Keras' Orthogonal: QR of a normal (max, min) matrix, transposed when rows < cols, times gain.
@@ -113,9 +103,10 @@ void fill_orthogonal(Tensor& t, double gain, Rng& rng) {
   for (int i = 0; i + 1 < t.rank(); ++i) rows *= t.shape[i];
   const int64_t cols = t.shape.back();
   const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
-  std::vector<double> a(m * n);
-  for (double& e : a) e = rng.normal();
-  const std::vector<double> q = orthonormal_columns(std::move(a), m, n);  // [m, n]
+  std::vector<double> a(m * n);  // column-major; drawn in row-major order of the (m, n) matrix
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) a[j * m + i] = rng.normal();
+  const std::vector<double> q = orthonormal_columns(std::move(a), m, n);  // [m, n] row-major
   if (rows >= cols) {
     for (int64_t i = 0; i < m * n; ++i) t.data[i] = static_cast<float>(gain * q[i]);
   } else {

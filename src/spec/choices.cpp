@@ -87,7 +87,6 @@ constexpr Choice<ScheduleKind> kSchedules[] = {
 constexpr Choice<MonitorMode> kModes[] = {{"auto", MonitorMode::Auto}, {"min", MonitorMode::Min}, {"max", MonitorMode::Max}};
 constexpr Choice<FuseMode> kFuse[] = {{"auto", FuseMode::Auto}, {"always", FuseMode::Always}, {"never", FuseMode::Never}};
 constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::Cpu}, {"cuda", Device::Cuda}};
-constexpr const char* kTasks[] = {"adding", "sine", "parity", "copy"};
 
 }  // namespace
 
@@ -104,7 +103,6 @@ std::span<const Choice<ScheduleKind>> schedule_kinds() { return kSchedules; }
 std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
 std::span<const Choice<Device>> devices() { return kDevices; }
-std::span<const char* const> synthetic_tasks() { return kTasks; }
 
 const char* layer_prefix(LayerKind k) {
   switch (k) {

@@ -53,7 +53,7 @@ void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
   const std::vector<std::string> parts = split_path(key);
   for (const std::string& p : parts)
     if (p.empty()) fail(fmt::format("the key path '{}' has an empty part; write it like model.layers.1.units", key));
-  YAML::Node value = load_yaml(text.substr(eq + 1), where, "the value");
+  YAML::Node value = load_yaml(text.substr(eq + 1), where, "the value", false);
 
   if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) fail("the config file is not a map of sections, so nothing can be set in it");

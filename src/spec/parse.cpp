@@ -50,7 +50,7 @@ Config type_config(const spec::Value& root, const std::string& filename) {
 Config parse_config(const std::string& yaml_text, const std::string& filename,
                     const std::vector<std::string>& overrides) {
   spec::Context ctx{filename, {}};
-  YAML::Node root = spec::load_yaml(yaml_text, filename, "the config");
+  YAML::Node root = spec::load_yaml(yaml_text, filename, "the config", true);
   for (const std::string& o : overrides) {
     try {
       spec::apply_override(root, o, ctx);

@@ -2,7 +2,7 @@
 // the path's suffix, and validation_split. Paths stay as written; the loaders resolve and open them.
 #include <fmt/format.h>
 
-#include <algorithm>
+#include <set>
 
 #include "spec/sections.h"
 
@@ -13,7 +13,7 @@ namespace {
 using Keys = std::span<const char* const>;
 
 constexpr const char* kArrayKeys[] = {"format", "path", "inputs", "targets", "lengths"};  // hdf5, npz
-constexpr const char* kNpyKeys[] = {"format", "inputs", "targets", "lengths"};
+constexpr const char* kNpyKeys[] = {"format", "path", "inputs", "targets", "lengths"};
 constexpr const char* kCsvKeys[] = {"format", "path", "window", "horizon", "stride", "features", "targets", "scaling"};
 constexpr const char* kTextKeys[] = {"format", "path", "seq_len"};
 constexpr const char* kSyntheticKeys[] = {"format", "task", "samples", "timesteps", "seed"};
@@ -41,8 +41,8 @@ std::string lower_suffix(const std::string& path) {
 
 const char* kFormatHint = "add format: hdf5, npy, npz, csv, text or synthetic";
 
-// The format: given, or from the suffix of `path` (.h5 .hdf5 .npz .csv .txt), or npy when the
-// inputs are .npy files.
+// The format: given, or from the suffix of `path` (.h5 .hdf5 .npz .npy .csv .txt), or npy when
+// the inputs are .npy files.
 DataFormat infer_format(const Value& v) {
   if (auto f = v.get("format")) return read_enum(*f, data_formats(), "data format");
   if (auto p = v.get("path")) {
@@ -51,8 +51,7 @@ DataFormat infer_format(const Value& v) {
     if (suffix == ".npz") return DataFormat::Npz;
     if (suffix == ".csv") return DataFormat::Csv;
     if (suffix == ".txt") return DataFormat::Text;
-    if (suffix == ".npy")
-      p->fail("a .npy file holds one array; write {format: npy, inputs: x.npy, targets: y.npy} instead of path");
+    if (suffix == ".npy") return DataFormat::Npy;
     p->fail(fmt::format("cannot tell the data format from the suffix '{}'; {}", suffix, kFormatHint));
   }
   if (auto in = v.get("inputs"))
@@ -65,9 +64,9 @@ DataFormat infer_format(const Value& v) {
 std::vector<std::string> read_columns(const Value& v) {
   std::vector<std::string> cols = v.is_scalar() ? std::vector<std::string>{v.as_string()} : v.as_string_list();
   if (cols.empty()) v.fail("expected at least one column name, got an empty list");
-  for (size_t i = 0; i < cols.size(); ++i)
-    if (std::find(cols.begin(), cols.begin() + i, cols[i]) != cols.begin() + i)
-      v.fail(fmt::format("the column '{}' is listed twice", cols[i]));
+  std::set<std::string> seen;
+  for (const std::string& c : cols)
+    if (!seen.insert(c).second) v.fail(fmt::format("the column '{}' is listed twice", c));
   return cols;
 }
 
@@ -92,8 +91,9 @@ DataSource read_source(const Value& v) {
       if (auto x = v.get("targets")) s.targets = x->as_string();
       if (auto x = v.get("lengths")) s.lengths = x->as_string(true);
       break;
-    case DataFormat::Npy:
-      s.inputs = v.need("inputs", "; npy data needs inputs: path/to/x.npy").as_string();
+    case DataFormat::Npy:  // `path` is another name for `inputs` (the one file of predict-only data)
+      if (v.has("path") && v.has("inputs")) v.get("path")->fail("npy data takes inputs: (or path:), not both");
+      s.inputs = (v.has("path") ? *v.get("path") : v.need("inputs", "; npy data needs inputs: path/to/x.npy")).as_string();
       s.targets.clear();  // optional: predict-only data has none
       if (auto x = v.get("targets")) s.targets = x->as_string(true);
       if (auto x = v.get("lengths")) s.lengths = x->as_string(true);
@@ -103,25 +103,21 @@ DataSource read_source(const Value& v) {
       s.window = count("window", 1, kMaxDim, "window: 24 (rows per input sequence)");
       if (auto x = v.get("horizon")) s.horizon = x->as_int(1, kMaxDim);
       if (auto x = v.get("stride")) s.stride = x->as_int(1, kMaxDim);
-      s.features = read_columns(v.need("features", "; csv data needs the input columns, e.g. features: [temp, rain]"));
-      s.target_columns = read_columns(v.need("targets", "; csv data needs the target columns, e.g. targets: [temp]"));
+      // Either list may be left out: the loader then uses the other one (or the only column).
+      if (auto x = v.get("features")) s.features = read_columns(*x);
+      if (auto x = v.get("targets")) s.target_columns = read_columns(*x);
       if (auto x = v.get("scaling")) s.scaling = read_enum(*x, scalings(), "scaling");
       break;
     case DataFormat::Text:
       s.path = v.need("path", "; text data needs the file, e.g. path: data/text.txt").as_string();
       s.seq_len = count("seq_len", 1, kMaxDim, "seq_len: 100");
       break;
-    case DataFormat::Synthetic: {
-      const Value tv = v.need("task", "; synthetic data needs a task: adding, sine, parity or copy");
-      s.task = tv.as_string();
-      const auto tasks = synthetic_tasks();
-      if (std::find_if(tasks.begin(), tasks.end(), [&](const char* t) { return s.task == t; }) == tasks.end())
-        fail_choice(tv, s.task, "synthetic task", std::vector<std::string>(tasks.begin(), tasks.end()));
-      s.samples = count("samples", 1, kMaxCount, "samples: 2000");
-      s.timesteps = count("timesteps", 1, kMaxDim, "timesteps: 30");
+    case DataFormat::Synthetic:  // the task names and their defaults belong to the generator (data/synthetic.h)
+      s.task = v.need("task", "; synthetic data needs a task, e.g. task: adding (see data/README.md)").as_string();
+      if (auto x = v.get("samples")) s.samples = x->as_int(0, kMaxCount);
+      if (auto x = v.get("timesteps")) s.timesteps = x->as_int(0, kMaxDim);
       if (auto x = v.get("seed")) s.seed = x->as_uint64();
       break;
-    }
   }
   return s;
 }

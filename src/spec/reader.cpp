@@ -48,6 +48,14 @@ bool parse_number(std::string s, T& out) {
 
 std::string number_str(double x) { return fmt::format("{}", x); }
 
+// User text inside a message: control bytes replaced, at most `max` bytes.
+std::string printable(const std::string& text, size_t max) {
+  std::string s = text.size() > max ? text.substr(0, max) + "..." : text;
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
 std::string interval(double lo, double hi, bool lo_open, bool hi_open) {
   const double inf = std::numeric_limits<double>::infinity();
   if (lo == -inf && hi == inf) return "a number";
@@ -100,21 +108,17 @@ SourceLoc Value::loc() const {
 }
 
 void Value::fail(const std::string& msg) const {
-  throw ConfigError(fmt::format("{}: {}: {}", loc().str(), path_.empty() ? "(top level)" : path_, msg));
+  throw ConfigError(fmt::format("{}: {}: {}", loc().str(), path_.empty() ? "(top level)" : printable(path_, 160), msg));
 }
 
 std::string Value::describe() const {
   if (is_null()) return "nothing (null)";
   if (is_map()) return "a map";
   if (is_seq()) return "a list";
-  std::string s = node_.Scalar();
-  const bool cut = s.size() > 40;
-  if (cut) s = s.substr(0, 40);
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  const std::string s = printable(node_.Scalar(), 40);
   double d;
-  if (!quoted(node_) && !cut && parse_number(s, d)) return s;
-  return fmt::format("\"{}{}\"", s, cut ? "..." : "");
+  if (!quoted(node_) && parse_number(s, d)) return s;
+  return fmt::format("\"{}\"", s);
 }
 
 int64_t Value::as_int(int64_t lo, int64_t hi) const {
@@ -217,11 +221,11 @@ void Value::check_keys(std::span<const char* const> allowed, const std::string& 
     const std::string k = it->first.Scalar();
     Value at(ctx_, it->first, path_.empty() ? k : path_ + "." + k);
     if (std::find(seen.begin(), seen.end(), k) != seen.end())
-      at.fail(fmt::format("duplicate key '{}': {} sets it twice; keep one", k, owner));
+      at.fail(fmt::format("duplicate key '{}': {} sets it twice; keep one", printable(k, 40), owner));
     seen.push_back(k);
     if (std::find(names.begin(), names.end(), k) != names.end()) continue;
 
-    std::string msg = fmt::format("{} has no key '{}'", owner, k);
+    std::string msg = fmt::format("{} has no key '{}'", owner, printable(k, 40));
     std::vector<std::string> holders;
     for (const Sibling& s : others)
       if (std::find_if(s.keys.begin(), s.keys.end(), [&](const char* x) { return k == x; }) != s.keys.end())
@@ -242,7 +246,7 @@ void fail_choice(const Value& v, const std::string& got, const char* what, const
   std::vector<std::string> all = choices;
   all.insert(all.end(), aliases.begin(), aliases.end());
   const std::string guess = closest(got, all);
-  v.fail(fmt::format("unknown {} '{}';{} choices: {}", what, got,
+  v.fail(fmt::format("unknown {} '{}';{} choices: {}", what, printable(got, 40),
                      guess.empty() ? "" : fmt::format(" did you mean '{}'?", guess), join(choices)));
 }
 
@@ -251,10 +255,14 @@ constexpr size_t kMaxBytes = 4u << 20;
 constexpr int kMaxFlowDepth = 64;
 constexpr int kMaxBlockDepth = 256;
 
-void check_yaml_text(const std::string& text, const std::string& file, const std::string& what) {
-  auto fail = [&](int line, int col, const std::string& msg) {
-    throw ConfigError(line ? fmt::format("{}:{}:{}: {}", file, line, col, msg) : fmt::format("{}: {}", file, msg));
-  };
+std::string located(const std::string& origin, bool in_file, int line, int col, const std::string& msg) {
+  if (line <= 0) return fmt::format("{}: {}", origin, msg);
+  if (in_file) return fmt::format("{}:{}:{}: {}", origin, line, col, msg);
+  return fmt::format("{}: {} (at line {}, column {} of the value)", origin, msg, line, col);
+}
+
+void check_yaml_text(const std::string& text, const std::string& origin, const std::string& what, bool in_file) {
+  auto fail = [&](int line, int col, const std::string& msg) { throw ConfigError(located(origin, in_file, line, col, msg)); };
   if (text.size() > kMaxBytes)
     fail(0, 0, fmt::format("{} is {} bytes; a config is a few kilobytes (is this the right file?)", what, text.size()));
   int line = 1, col = 0, depth = 0, block = 0;
@@ -315,14 +323,14 @@ class DocumentStarts : public YAML::EventHandler {
   void OnMapEnd() override {}
 };
 
-std::string at(const std::string& file, const YAML::Mark& m) {
-  return m.line < 0 ? file : fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
-}
 
 }  // namespace
 
-YAML::Node load_yaml(const std::string& text, const std::string& file, const std::string& what) {
-  check_yaml_text(text, file, what);
+YAML::Node load_yaml(const std::string& text, const std::string& origin, const std::string& what, bool in_file) {
+  check_yaml_text(text, origin, what, in_file);
+  auto fail = [&](const YAML::Mark& m, const std::string& msg) {
+    throw ConfigError(located(origin, in_file, m.line + 1, m.column + 1, msg));
+  };
   DocumentStarts docs;
   YAML::Node root;
   try {
@@ -333,19 +341,17 @@ YAML::Node load_yaml(const std::string& text, const std::string& file, const std
       if (n >= 2 && docs.marks[n - 1].pos == docs.marks[n - 2].pos) {
         const YAML::Mark& m = docs.marks[n - 1];
         const char c = m.pos >= 0 && static_cast<size_t>(m.pos) < text.size() ? text[m.pos] : '?';
-        throw ConfigError(fmt::format("{}: {} is not valid YAML: unexpected '{}'", at(file, m), what,
-                                      static_cast<unsigned char>(c) >= 0x20 && c != 0x7f ? c : '?'));
+        fail(m, fmt::format("{} is not valid YAML: unexpected '{}'", what, static_cast<unsigned char>(c) >= 0x20 && c != 0x7f ? c : '?'));
       }
     }
     if (docs.marks.size() > 1)
-      throw ConfigError(fmt::format("{}: {} holds more than one YAML document; keep one (remove the second '---')",
-                                    at(file, docs.marks[1]), what));
+      fail(docs.marks[1], fmt::format("{} holds more than one YAML document; keep one (remove the second '---')", what));
     if (!docs.marks.empty()) root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     std::string msg = e.msg;  // may quote a byte of a binary file
     for (char& c : msg)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    throw ConfigError(fmt::format("{}: {} is not valid YAML: {}", at(file, e.mark), what, msg));
+    fail(e.mark, fmt::format("{} is not valid YAML: {}", what, msg));
   }
   return root;
 }

@@ -114,10 +114,11 @@ const char* enum_name(std::span<const Choice<E>> table, E value) {
 }
 
 // Rejects inputs that would make yaml-cpp recurse deeply or take long: too large, or nested deeper
-// than any config needs. Throws ConfigError with file:line:col.
-void check_yaml_text(const std::string& text, const std::string& file, const std::string& what);
+// than any config needs. Throws ConfigError with origin:line:col (in_file) or "origin: ... (at
+// line L, column C of the value)" for an override's value. `what` names the text: "the config".
+void check_yaml_text(const std::string& text, const std::string& origin, const std::string& what, bool in_file);
 
-// Parses YAML text (one document) into a node; syntax errors become ConfigError with file:line:col.
-YAML::Node load_yaml(const std::string& text, const std::string& file, const std::string& what);
+// Parses YAML text (one document) into a node; syntax errors become ConfigError as above.
+YAML::Node load_yaml(const std::string& text, const std::string& origin, const std::string& what, bool in_file);
 
 }  // namespace rnntrain::spec

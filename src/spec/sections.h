@@ -28,7 +28,6 @@ std::span<const Choice<ScheduleKind>> schedule_kinds();
 std::span<const Choice<MonitorMode>> monitor_modes();
 std::span<const Choice<FuseMode>> fuse_modes();
 std::span<const Choice<Device>> devices();
-std::span<const char* const> synthetic_tasks();  // "adding", "sine", "parity", "copy"
 
 // Keras-style default layer name prefix: "lstm", "simple_rnn", "time_distributed", "input_layer".
 const char* layer_prefix(LayerKind k);

@@ -47,7 +47,8 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params) : spec_(spec), params_
       case LayerKind::Dense: layer->op = cpu::make_dense(l, l); break;
       case LayerKind::TimeDistributed:
         if (!l.inner || l.inner->kind != LayerKind::Dense)
-          throw ConfigError(fmt::format("{}: layer '{}' (TimeDistributed) must wrap a Dense layer", l.loc.str(), l.name));
+          throw ConfigError(
+              fmt::format("{}: layer '{}' (TimeDistributed) must wrap a Dense layer", l.loc.str(), l.name));
         layer->op = cpu::make_dense(l, *l.inner);
         break;
     }
@@ -66,7 +67,8 @@ void check_input(const LayerSpec& in, const Tensor& x) {
   if (x.rank() != want_rank)
     throw DataError(fmt::format("the input batch has shape {} but Input layer '{}' ({}) declares shape {}; {}",
                                 shape_str(x.shape), in.name, in.loc.str(), shape_str(in.shape),
-                                tokens ? "token ids must be (batch, timesteps)" : "features must be (batch, timesteps, features)"));
+                                tokens ? "token ids must be (batch, timesteps)"
+                                       : "features must be (batch, timesteps, features)"));
   if (!tokens && in.shape[1] > 0 && x.dim(2) != in.shape[1])
     throw DataError(fmt::format("the input has {} features per step but Input layer '{}' ({}) declares {}; fix the "
                                 "data or the Input shape",
