@@ -40,37 +40,37 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, VersionAndHelp) {
-  CmdResult v = rnntrain("--version", tmp);
+  CmdResult v = run_rnntrain("--version", tmp);
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("rnntrain"), std::string::npos) << v.out;
-  CmdResult h = rnntrain("--help", tmp);
+  CmdResult h = run_rnntrain("--help", tmp);
   EXPECT_EQ(h.code, 0);
   for (const char* cmd : {"train", "eval", "predict", "plan"})
     EXPECT_NE(h.out.find(std::string("rnntrain ") + cmd), std::string::npos) << "no example for " << cmd << ":\n" << h.out;
 }
 
 TEST_F(Cli, UsageErrorsExitWith2) {
-  EXPECT_EQ(rnntrain("", tmp).code, 2);
-  EXPECT_EQ(rnntrain("frobnicate", tmp).code, 2);
-  CmdResult r = rnntrain("train " + (tmp / "missing.yaml").string(), tmp);
+  EXPECT_EQ(run_rnntrain("", tmp).code, 2);
+  EXPECT_EQ(run_rnntrain("frobnicate", tmp).code, 2);
+  CmdResult r = run_rnntrain("train " + (tmp / "missing.yaml").string(), tmp);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
-  r = rnntrain("train " + cfg + " train.epochz=3", tmp);
+  r = run_rnntrain("train " + cfg + " train.epochz=3", tmp);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("epochs"), std::string::npos) << "no did-you-mean: " << r.err;
-  r = rnntrain("eval " + cfg, tmp);  // --weights is required
+  r = run_rnntrain("eval " + cfg, tmp);  // --weights is required
   EXPECT_EQ(r.code, 2);
 }
 
 TEST_F(Cli, MissingDataFileExitsWith1AndNamesIt) {
-  CmdResult r = rnntrain("train " + cfg + " data.train={path: nowhere.h5} output.dir=" + (tmp / "run").string(), tmp);
+  CmdResult r = run_rnntrain("train " + cfg + " 'data.train={path: nowhere.h5}' output.dir=" + (tmp / "run").string(), tmp);
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("nowhere.h5"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, TrainThenEvalJsonThenPredict) {
   const std::string run = (tmp / "run").string();
-  CmdResult t = rnntrain("train " + cfg + " output.dir=" + run, tmp);
+  CmdResult t = run_rnntrain("train " + cfg + " output.dir=" + run, tmp);
   ASSERT_EQ(t.code, 0) << t.err;
   auto summary = nlohmann::json::parse(t.out);
   EXPECT_EQ(summary["epochs"], 2);
@@ -79,7 +79,7 @@ TEST_F(Cli, TrainThenEvalJsonThenPredict) {
   const std::string csv = slurp(run + "/history.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "epoch,learning_rate,loss,mae,val_loss,val_mae") << csv;
 
-  CmdResult e = rnntrain("eval " + cfg + " --weights " + run + "/last.h5 --json", tmp);
+  CmdResult e = run_rnntrain("eval " + cfg + " --weights " + run + "/last.h5 --json", tmp);
   ASSERT_EQ(e.code, 0) << e.err;
   auto j = nlohmann::json::parse(e.out);
   EXPECT_EQ(j["samples"], 64);  // data.validation is the default when there is no data.test
@@ -89,14 +89,14 @@ TEST_F(Cli, TrainThenEvalJsonThenPredict) {
   EXPECT_NEAR(j["loss"].get<double>(), hist["val_loss"][1].get<double>(), 1e-5);
 
   const std::string pred = (tmp / "pred.h5").string();
-  CmdResult p = rnntrain("predict " + cfg + " --weights " + run + "/last.h5 -o " + pred, tmp);
+  CmdResult p = run_rnntrain("predict " + cfg + " --weights " + run + "/last.h5 -o " + pred, tmp);
   ASSERT_EQ(p.code, 0) << p.err;
   h5::File f = h5::File::open(pred);
   EXPECT_EQ(f.root().shape("predictions"), (Shape{64, 1}));
 }
 
 TEST_F(Cli, PlanPrintsShapesAndTotal) {
-  CmdResult r = rnntrain("plan " + cfg + " model.layers.1.units=16", tmp);
+  CmdResult r = run_rnntrain("plan " + cfg + " model.layers.1.units=16", tmp);
   ASSERT_EQ(r.code, 0) << r.err;
   // LSTM(16) on 2 features: 4*16*(2+16) + 4*16 = 1216; Dense(1): 16 + 1 = 17.
   EXPECT_NE(r.out.find("(None, 16)"), std::string::npos) << r.out;
@@ -107,7 +107,7 @@ TEST_F(Cli, PlanPrintsShapesAndTotal) {
 TEST_F(Cli, CorruptWeightsFileIsAnErrorAndIsNotOverwritten) {
   const std::string bad = (tmp / "bad.h5").string();
   write_file(bad, "this is not HDF5");
-  CmdResult r = rnntrain("eval " + cfg + " --weights " + bad, tmp);
+  CmdResult r = run_rnntrain("eval " + cfg + " --weights " + bad, tmp);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("bad.h5"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(bad), "this is not HDF5");

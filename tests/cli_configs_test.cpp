@@ -12,9 +12,9 @@ TEST(Configs, EveryExampleTrainsOneShortEpoch) {
     if (e.path().extension() != ".yaml") continue;
     ++n;
     const std::string name = e.path().stem().string();
-    CmdResult p = rnntrain("plan " + e.path().string(), tmp);
+    CmdResult p = run_rnntrain("plan " + e.path().string(), tmp);
     EXPECT_EQ(p.code, 0) << name << ": " << p.err;
-    CmdResult r = rnntrain("train " + e.path().string() + " train.epochs=1 train.steps_per_epoch=2 output.dir=" +
+    CmdResult r = run_rnntrain("train " + e.path().string() + " train.epochs=1 train.steps_per_epoch=2 output.dir=" +
                          (tmp / name).string(), tmp);
     EXPECT_EQ(r.code, 0) << name << ": " << r.err;
     EXPECT_TRUE(std::filesystem::exists(tmp / name / "last.h5")) << name;

@@ -54,11 +54,11 @@ TEST(Resume, TwoPlusTwoEqualsFour) {
   write_file(cfg, kConfig);
   const std::string straight = (tmp / "straight").string(), split = (tmp / "split").string();
 
-  CmdResult a = rnntrain("train " + cfg + " output.dir=" + straight, tmp);
+  CmdResult a = run_rnntrain("train " + cfg + " output.dir=" + straight, tmp);
   ASSERT_EQ(a.code, 0) << a.err;
-  CmdResult b1 = rnntrain("train " + cfg + " train.epochs=2 output.dir=" + split, tmp);
+  CmdResult b1 = run_rnntrain("train " + cfg + " train.epochs=2 output.dir=" + split, tmp);
   ASSERT_EQ(b1.code, 0) << b1.err;
-  CmdResult b2 = rnntrain("train --resume " + split + " train.epochs=4", tmp);
+  CmdResult b2 = run_rnntrain("train --resume " + split + " train.epochs=4", tmp);
   ASSERT_EQ(b2.code, 0) << b2.err;
   EXPECT_NE(b2.err.find("resuming"), std::string::npos) << b2.err;
 
@@ -77,7 +77,7 @@ TEST(Resume, TwoPlusTwoEqualsFour) {
 
 TEST(Resume, MissingRunDirectoryIsAUsageError) {
   auto tmp = scratch("resume_missing");
-  CmdResult r = rnntrain("train --resume " + (tmp / "nothing").string(), tmp);
+  CmdResult r = run_rnntrain("train --resume " + (tmp / "nothing").string(), tmp);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("nothing"), std::string::npos) << r.err;
   std::filesystem::remove_all(tmp);

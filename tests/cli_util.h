@@ -32,7 +32,7 @@ inline std::filesystem::path scratch(const std::string& name) {
 }
 
 // Runs `rnntrain <args>` from the source tree (so configs/ and data/ resolve).
-inline CmdResult rnntrain(const std::string& args, const std::filesystem::path& tmp) {
+inline CmdResult run_rnntrain(const std::string& args, const std::filesystem::path& tmp) {
   const std::string out = (tmp / "stdout.txt").string(), err = (tmp / "stderr.txt").string();
   const std::string cmd = std::string("cd ") + RNNTRAIN_SOURCE_DIR + " && " + RNNTRAIN_BINARY + " " + args + " >" + out +
                           " 2>" + err;

@@ -29,6 +29,7 @@ int run_cli(int argc, char** argv) {
   app.footer(kExamples);
   app.set_version_flag("--version", std::string("rnntrain ") + RNNTRAIN_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // -v and -q also after the subcommand
   CommandArgs a;
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging");

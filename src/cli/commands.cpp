@@ -116,9 +116,9 @@ static std::string with_commas(int64_t n) {
 int cmd_plan(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
   const auto shapes = infer_shapes(cfg.model);
-  const std::string rule(78, '_'), dbl(78, '=');
+  const std::string rule(80, '_'), dbl(80, '=');
   std::printf("Model: %s\n%s\n", cfg.path.c_str(), rule.c_str());
-  std::printf(" %-36s %-28s %10s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl.c_str());
+  std::printf(" %-40s %-26s %10s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl.c_str());
   int64_t total = 0;
   for (size_t i = 0; i < cfg.model.layers.size(); ++i) {
     const LayerSpec& l = cfg.model.layers[i];
@@ -126,7 +126,7 @@ int cmd_plan(const CommandArgs& a) {
     if (l.inner) type += fmt::format("({})", layer_kind_name(l.inner->kind));
     Shape out{-1};
     out.insert(out.end(), shapes[i].out.begin(), shapes[i].out.end());
-    std::printf(" %-36s %-28s %10s\n", fmt::format("{} ({})", l.name, type).c_str(), shape_str(out).c_str(),
+    std::printf(" %-40s %-26s %10s\n", fmt::format("{} ({})", l.name, type).c_str(), shape_str(out).c_str(),
                 with_commas(shapes[i].params).c_str());
     total += shapes[i].params;
   }

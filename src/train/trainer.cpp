@@ -223,8 +223,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
 
-  std::vector<int64_t> order = iota(n), rows;
+  std::vector<int64_t> order, rows;
   for (int64_t epoch = start_epoch; epoch < cfg.train.epochs; ++epoch) {
+    order = iota(n);  // each epoch's order depends only on the RNG state, so resume draws the same
     if (cfg.train.shuffle) shuffle(order, rng);
     for (auto* m : ms) m->reset();
     Progress progress(epoch, cfg.train.epochs, steps, opt.progress);
