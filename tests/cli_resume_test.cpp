@@ -75,6 +75,19 @@ TEST(Resume, TwoPlusTwoEqualsFour) {
   std::filesystem::remove_all(tmp);
 }
 
+TEST(Resume, FromTheRunDirectoryAloneFindsRelativeDataPaths) {
+  // configs/classify.yaml names its data relative to configs/; the run's config.yaml must still
+  // find it when --resume is given no config file.
+  auto tmp = scratch("resume_paths");
+  const std::string run = (tmp / "run").string();
+  CmdResult a = run_rnntrain("train configs/classify.yaml -q train.epochs=1 output.dir=" + run, tmp);
+  ASSERT_EQ(a.code, 0) << a.err;
+  CmdResult b = run_rnntrain("train -q --resume " + run + " train.epochs=2", tmp);
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(slurp(run + "/history.csv").find("\n1,"), std::string::npos) << slurp(run + "/history.csv");
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Resume, MissingRunDirectoryIsAUsageError) {
   auto tmp = scratch("resume_missing");
   CmdResult r = run_rnntrain("train --resume " + (tmp / "nothing").string(), tmp);

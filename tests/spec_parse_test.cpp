@@ -306,7 +306,9 @@ TEST(Errors, UnknownEnumValuesListTheChoices) {
   for (const Case& c : cases) {
     const std::string msg = error_of(c.text);
     EXPECT_HAS(msg, ": " + c.path + ": unknown ");
-    if (!c.guess.empty()) EXPECT_HAS(msg, "did you mean '" + c.guess + "'?");
+    if (!c.guess.empty()) {
+      EXPECT_HAS(msg, "did you mean '" + c.guess + "'?");
+    }
     EXPECT_HAS(msg, "choices: ");
     EXPECT_HAS(msg, c.choice);
   }

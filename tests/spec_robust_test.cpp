@@ -69,7 +69,9 @@ void expect_config_error(const std::string& text, const std::string& what, const
   std::string msg;
   const Outcome o = parse_with_watchdog(text, what, &msg);
   EXPECT_EQ(o, Outcome::ConfigErr) << what << " was accepted";
-  if (!says.empty()) EXPECT_NE(msg.find(says), std::string::npos) << what << ": \"" << says << "\" not in: " << msg;
+  if (!says.empty()) {
+    EXPECT_NE(msg.find(says), std::string::npos) << what << ": \"" << says << "\" not in: " << msg;
+  }
 }
 
 TEST(Robust, TheGoodConfigParses) {  // the baseline the other tests cut up

@@ -116,7 +116,7 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   if (fcols.empty()) fcols = tcols;
   if (tcols.empty() && fcols.size() == 1) tcols = fcols;
   if (fcols.empty() || tcols.empty())
-    throw ConfigError(fmt::format("{}: a csv data source needs `features` (input columns) and `target_columns` "
+    throw ConfigError(fmt::format("{}: a csv data source needs `features` (input columns) and `targets` "
                                   "(columns to predict); the columns of {} are: {}.", src.loc.str(), path,
                                   join_names(names)));
   auto index_of = [&](const std::string& col, const char* key) {
@@ -128,7 +128,7 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   };
   std::vector<size_t> fidx, tidx;
   for (const auto& c : fcols) fidx.push_back(index_of(c, "features"));
-  for (const auto& c : tcols) tidx.push_back(index_of(c, "target_columns"));
+  for (const auto& c : tcols) tidx.push_back(index_of(c, "targets"));
 
   // Values of the used columns: feat [R, F], targ [R, Tc].
   const size_t F = fidx.size(), Tc = tidx.size();
@@ -165,7 +165,7 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
     fit_scaling(src.scaling, targ, Tc, meta.target_shift, meta.target_scale);
   } else if (meta.shift.size() != F || meta.target_shift.size() != Tc) {
     throw DataError(fmt::format("{}: the training data had {} feature and {} target columns, this file has {} and "
-                                "{}. Validation and test CSVs must use the same `features` and `target_columns` as "
+                                "{}. Validation and test CSVs must use the same `features` and `targets` as "
                                 "the training one.", path, meta.shift.size(), meta.target_shift.size(), F, Tc));
   }
 

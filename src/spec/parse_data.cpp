@@ -52,12 +52,13 @@ DataFormat infer_format(const Value& v) {
     if (suffix == ".csv") return DataFormat::Csv;
     if (suffix == ".txt") return DataFormat::Text;
     if (suffix == ".npy") return DataFormat::Npy;
-    p->fail(fmt::format("cannot tell the data format from the suffix '{}'; {}", suffix, kFormatHint));
+    p->fail(fmt::format("cannot tell the data format from {}; {}",
+                        suffix.empty() ? "a path without a suffix" : "the suffix '" + suffix + "'", kFormatHint));
   }
   if (auto in = v.get("inputs"))
     if (in->is_scalar() && lower_suffix(in->as_string()) == ".npy") return DataFormat::Npy;
   if (v.has("task")) v.fail("synthetic data needs format: synthetic");
-  v.fail(fmt::format("cannot tell the data format: give path: with a .h5/.npz/.csv/.txt file, or {}", kFormatHint));
+  v.fail(fmt::format("cannot tell the data format: give path: with a .h5/.npz/.npy/.csv/.txt file, or {}", kFormatHint));
 }
 
 // csv `features` and `targets`: column names, a single name allowed for one column.

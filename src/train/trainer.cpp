@@ -47,6 +47,24 @@ static void write_text(const std::string& path, const std::string& text) {
   });
 }
 
+Config with_absolute_paths(const Config& cfg) {
+  Config out = cfg;
+  auto fix = [&](std::string& p) {
+    if (!p.empty()) p = fs::absolute(resolve_path(cfg, p)).lexically_normal().string();
+  };
+  for (auto* src : {&out.data.train, &out.data.validation, &out.data.test}) {
+    if (!*src) continue;
+    fix((*src)->path);
+    if ((*src)->format == DataFormat::Npy) {
+      fix((*src)->inputs);
+      fix((*src)->targets);
+      fix((*src)->lengths);
+    }
+  }
+  if (out.model.init_from) fix(*out.model.init_from);
+  return out;
+}
+
 DataMeta read_meta(const std::string& dir) {
   const std::string p = (fs::path(dir) / "data_meta.json").string();
   if (!fs::exists(p)) return {};
@@ -167,7 +185,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   Splits data = load_splits(cfg, meta, shapes);
 
   fs::create_directories(run_dir);
-  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(cfg));
+  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(cfg)));
   if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
 
   Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout

@@ -38,6 +38,9 @@ Tensor predict_all(Engine& engine, const Dataset& data, int64_t batch_size);
 
 // A path from the config, resolved against the config file's folder (absolute paths unchanged).
 std::string resolve_path(const Config& cfg, const std::string& path);
+// The config with every file path made absolute: what a run directory's config.yaml holds, so that
+// `--resume RUN_DIR` finds the data from anywhere.
+Config with_absolute_paths(const Config& cfg);
 // Loads a data source of the config, resolving its path.
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta);
 // Reads <dir>/data_meta.json if present (empty meta otherwise).
