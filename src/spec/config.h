@@ -217,6 +217,6 @@ struct Config {
 }  // namespace rnntrain
 
 namespace rnntrain {
-// The data format a path's suffix implies (.h5 .hdf5 -> Hdf5, .npy, .npz, .csv, .txt -> Text), if any.
+// The data format a path's suffix implies, in any case (.h5 .hdf5 -> Hdf5, .npy, .npz, .csv, .txt -> Text).
 std::optional<DataFormat> data_format_from_path(const std::string& path);
 }  // namespace rnntrain

@@ -1,6 +1,8 @@
 // Names of enum values as they appear in configs and in Keras, and SourceLoc formatting.
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include "spec/config.h"
 
 namespace rnntrain {
@@ -46,9 +48,11 @@ const char* activation_name(Activation a) {
 namespace rnntrain {
 
 std::optional<DataFormat> data_format_from_path(const std::string& path) {
+  std::string lower = path;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   auto ends = [&](const char* s) {
     const std::string suf(s);
-    return path.size() >= suf.size() && path.compare(path.size() - suf.size(), suf.size(), suf) == 0;
+    return lower.size() >= suf.size() && lower.compare(lower.size() - suf.size(), suf.size(), suf) == 0;
   };
   if (ends(".h5") || ends(".hdf5")) return DataFormat::Hdf5;
   if (ends(".npy")) return DataFormat::Npy;

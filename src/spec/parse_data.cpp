@@ -46,12 +46,8 @@ const char* kFormatHint = "add format: hdf5, npy, npz, csv, text or synthetic";
 DataFormat infer_format(const Value& v) {
   if (auto f = v.get("format")) return read_enum(*f, data_formats(), "data format");
   if (auto p = v.get("path")) {
+    if (auto f = data_format_from_path(p->as_string())) return *f;
     const std::string suffix = lower_suffix(p->as_string());
-    if (suffix == ".h5" || suffix == ".hdf5") return DataFormat::Hdf5;
-    if (suffix == ".npz") return DataFormat::Npz;
-    if (suffix == ".csv") return DataFormat::Csv;
-    if (suffix == ".txt") return DataFormat::Text;
-    if (suffix == ".npy") return DataFormat::Npy;
     p->fail(fmt::format("cannot tell the data format from {}; {}",
                         suffix.empty() ? "a path without a suffix" : "the suffix '" + suffix + "'", kFormatHint));
   }

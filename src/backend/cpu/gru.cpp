@@ -16,12 +16,7 @@ void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
     const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * B * G3;  // [B, 3H]: x@W + b_x, becomes z, r, hh
-    const float* hin = hprev;
-    if (!tape.rec_drop.empty()) {
-      float* hd = tape.hd.ptr() + s * BH;
-      for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
-      hin = hd;
-    }
+    const float* hin = recurrent_input(tape, s, hprev);
     if (reset_after) {
       float beta = 0.0f;
       if (a.b_rec) {

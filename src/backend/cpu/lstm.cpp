@@ -17,12 +17,7 @@ void lstm_forward(const CellArgs& a, RnnTape& tape) {
     float* cnext = tape.c.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * B * G4;  // [B, 4H]
     float* act_c = tape.aux.ptr() + s * BH;
-    const float* hin = hprev;
-    if (!tape.rec_drop.empty()) {
-      float* hd = tape.hd.ptr() + s * BH;
-      for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
-      hin = hd;
-    }
+    const float* hin = recurrent_input(tape, s, hprev);
     gemm(false, false, B, G4, H, 1.0f, hin, H, a.U, G4, 1.0f, zs, G4);  // zs += hin @ U
     for (int64_t b = 0; b < B; ++b) {
       float* z = zs + b * G4;
@@ -95,14 +90,7 @@ void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
     gemm(false, true, B, H, G4, 1.0f, dzs, G4, a.U, G4, 0.0f, dhr.data(), H);
     for (int64_t b = 0; b < B; ++b) {
       if (!tape.used(s, b)) continue;
-      float* dhb = dh.data() + b * H;
-      const float* r = dhr.data() + b * H;
-      if (tape.rec_drop.empty()) {
-        std::memcpy(dhb, r, sizeof(float) * H);
-      } else {
-        const float* m = tape.rec_drop.data() + b * H;
-        for (int64_t j = 0; j < H; ++j) dhb[j] = r[j] * m[j];
-      }
+      carry_dh(tape, b, H, dhr.data() + b * H, dh.data() + b * H);
     }
   }
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]).

@@ -190,4 +190,21 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   return dx;
 }
 
+const float* recurrent_input(RnnTape& tape, int64_t s, const float* hprev) {
+  if (tape.rec_drop.empty()) return hprev;
+  const int64_t BH = static_cast<int64_t>(tape.rec_drop.size());
+  float* hd = tape.hd.ptr() + s * BH;
+  for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
+  return hd;
+}
+
+void carry_dh(const RnnTape& tape, int64_t b, int64_t H, const float* dhr, float* dh) {
+  if (tape.rec_drop.empty()) {
+    std::memcpy(dh, dhr, sizeof(float) * H);
+    return;
+  }
+  const float* m = tape.rec_drop.data() + b * H;
+  for (int64_t j = 0; j < H; ++j) dh[j] = dhr[j] * m[j];
+}
+
 }  // namespace rnntrain::cpu

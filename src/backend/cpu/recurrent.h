@@ -43,6 +43,12 @@ struct CellArgs {
   const float* b_rec;  // GRU reset_after: [3H] recurrent bias, else null
 };
 
+// h_{t-1} as the recurrent GEMM of step s sees it: hprev [B, H], or hprev times the recurrent
+// dropout mask (kept in tape.hd for backward).
+const float* recurrent_input(RnnTape& tape, int64_t s, const float* hprev);
+// Row b of d h_{t-1}: dhr [H] (= dz @ U^T for that row), times the recurrent dropout mask if any.
+void carry_dh(const RnnTape& tape, int64_t b, int64_t H, const float* dhr, float* dh);
+
 // Forward time loops: tape.z holds x@W + b_x on entry; fill h (and c, aux, hd, rh).
 void lstm_forward(const CellArgs& a, RnnTape& tape);
 void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape);

@@ -13,12 +13,7 @@ void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
     const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * BH;  // [B, H]: x@W + b, becomes h
-    const float* hin = hprev;
-    if (!tape.rec_drop.empty()) {
-      float* hd = tape.hd.ptr() + s * BH;
-      for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
-      hin = hd;
-    }
+    const float* hin = recurrent_input(tape, s, hprev);
     gemm(false, false, B, H, H, 1.0f, hin, H, a.U, H, 1.0f, zs, H);
     for (int64_t b = 0; b < B; ++b) {
       float* hn = hnext + b * H;
@@ -53,14 +48,7 @@ void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dy
     gemm(false, true, B, H, H, 1.0f, dzs, H, a.U, H, 0.0f, dhr.data(), H);
     for (int64_t b = 0; b < B; ++b) {
       if (!tape.used(s, b)) continue;
-      float* dhb = dh.data() + b * H;
-      const float* r = dhr.data() + b * H;
-      if (tape.rec_drop.empty()) {
-        std::memcpy(dhb, r, sizeof(float) * H);
-      } else {
-        const float* m = tape.rec_drop.data() + b * H;
-        for (int64_t j = 0; j < H; ++j) dhb[j] = r[j] * m[j];
-      }
+      carry_dh(tape, b, H, dhr.data() + b * H, dh.data() + b * H);
     }
   }
   gemm(true, false, H, H, a.T * B, 1.0f, tape.h_in(), H, dz, H, 1.0f, dU, H);
