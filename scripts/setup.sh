@@ -25,10 +25,21 @@ else
   echo "setup: Debian packages already installed" >&2
 fi
 
-# Python: numpy and h5py for the data scripts and the tests that write fixtures.
+# Python: numpy and h5py for the data scripts and the tests that write fixtures; Keras 3 with its JAX
+# CPU backend for the Keras interchange suite (tests/keras/, ctest label `keras`), which skips with a
+# printed reason when keras is missing. Pinned; reinstalled only when a version differs.
 PY=${PYTHON:-python3}
-PIP_PACKAGES=(numpy==1.26.4 h5py==3.11.0)
-if ! "$PY" -c "import numpy, h5py" 2>/dev/null; then
+PIP_PACKAGES=(numpy==2.4.6 h5py==3.11.0 keras==3.15.1 "jax[cpu]==0.10.2" jaxlib==0.10.2)
+if ! "$PY" - "${PIP_PACKAGES[@]}" <<'PYEOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    name = name.split("[")[0]
+    if version(name) != want:
+        sys.exit(1)
+PYEOF
+then
   echo "setup: installing Python packages: ${PIP_PACKAGES[*]}" >&2
   "$PY" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
     || "$PY" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"

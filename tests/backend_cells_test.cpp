@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "backend/cpu/cpu_math.h"
@@ -327,6 +328,81 @@ TEST(Activations, FastSigmoidAndTanhAreAccurate) {
   }
   EXPECT_LE(worst_s, 3e-7) << "sigmoid worst absolute error at x=" << at_s;
   EXPECT_LE(worst_t, 1e-6) << "tanh worst relative error at x=" << at_t;
+}
+
+// Formats values for failure messages: "[nan, 0.5, inf]".
+std::string values_str(const float* v, int64_t n) {
+  std::ostringstream os;
+  os << "[";
+  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << v[i];
+  return os.str() + "]";
+}
+
+TEST(Activations, NanPropagatesAndInfinitiesSaturate) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Scalar versions.
+  EXPECT_TRUE(std::isnan(cpu::sigmoid_f(nan))) << "sigmoid(NaN) = " << cpu::sigmoid_f(nan);
+  EXPECT_TRUE(std::isnan(cpu::tanh_f(nan))) << "tanh(NaN) = " << cpu::tanh_f(nan);
+  EXPECT_EQ(cpu::sigmoid_f(inf), 1.0f);
+  EXPECT_NEAR(cpu::sigmoid_f(-inf), 0.0f, 1e-30f);
+  EXPECT_GE(cpu::sigmoid_f(-inf), 0.0f);
+  EXPECT_EQ(cpu::tanh_f(inf), 1.0f);
+  EXPECT_EQ(cpu::tanh_f(-inf), -1.0f);
+
+  // The array versions (vectorised loops): 37 values so that both the vector body and the scalar
+  // tail see NaN, with ordinary values between them that must be unaffected.
+  struct Case {
+    Activation act;
+    const char* name;
+    float at_inf, at_minus_inf;
+  };
+  const Case cases[] = {{Activation::Sigmoid, "sigmoid", 1.0f, 0.0f},
+                        {Activation::Tanh, "tanh", 1.0f, -1.0f},
+                        {Activation::HardSigmoid, "hard_sigmoid", 1.0f, 0.0f},
+                        {Activation::HardSigmoidKeras2, "hard_sigmoid_keras2", 1.0f, 0.0f},
+                        {Activation::Relu, "relu", inf, 0.0f}};
+  for (const Case& c : cases) {
+    std::vector<float> v(37);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * static_cast<float>(i % 9) - 1.0f;
+    const std::vector<size_t> nans = {0, 5, 17, 35}, pinf = {3, 36}, minf = {8, 21};
+    for (size_t i : nans) v[i] = nan;
+    for (size_t i : pinf) v[i] = inf;
+    for (size_t i : minf) v[i] = -inf;
+    const std::vector<float> in = v;
+    cpu::apply_act(c.act, v.data(), static_cast<int64_t>(v.size()));
+    const std::string got = values_str(v.data(), static_cast<int64_t>(v.size()));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::find(nans.begin(), nans.end(), i) != nans.end())
+        EXPECT_TRUE(std::isnan(v[i])) << c.name << "(NaN) at " << i << " gave " << v[i] << "; all: " << got;
+      else if (std::find(pinf.begin(), pinf.end(), i) != pinf.end())
+        EXPECT_EQ(v[i], c.at_inf) << c.name << "(+Inf) at " << i << "; all: " << got;
+      else if (std::find(minf.begin(), minf.end(), i) != minf.end())
+        EXPECT_NEAR(v[i], c.at_minus_inf, 1e-30f) << c.name << "(-Inf) at " << i << "; all: " << got;
+      else
+        EXPECT_TRUE(std::isfinite(v[i])) << c.name << "(" << in[i] << ") at " << i << "; all: " << got;
+    }
+  }
+
+  // Softmax rows: a NaN anywhere makes its row NaN; -Inf gets probability 0; a +Inf gets all of it
+  // (the limit); the other rows are untouched.
+  const int64_t cols = 5;
+  std::vector<float> rows = {0.5f, nan, 1.0f, 2.0f, -1.0f,   // NaN in the middle
+                             nan,  0.0f, 1.0f, 2.0f, 3.0f,   // NaN first (it is also the running max)
+                             -inf, 0.0f, 0.0f, -inf, 0.0f,   // masked-out entries
+                             1.0f, inf,  0.0f, -inf, 2.0f,   // one +Inf
+                             0.0f, 0.0f, 0.0f, 0.0f, 0.0f};  // ordinary
+  cpu::softmax_rows(rows.data(), 5, cols);
+  auto row = [&](int64_t r) { return values_str(rows.data() + r * cols, cols); };
+  for (int64_t r : {0, 1})
+    for (int64_t j = 0; j < cols; ++j)
+      EXPECT_TRUE(std::isnan(rows[r * cols + j])) << "softmax row " << r << " with a NaN: " << row(r);
+  const std::vector<float> masked = {0.0f, 1.0f / 3, 1.0f / 3, 0.0f, 1.0f / 3};
+  const std::vector<float> one_inf = {0.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t j = 0; j < cols; ++j) {
+    EXPECT_NEAR(rows[2 * cols + j], masked[j], 1e-6f) << "softmax with -Inf entries: " << row(2);
+    EXPECT_NEAR(rows[3 * cols + j], one_inf[j], 1e-6f) << "softmax with a +Inf entry: " << row(3);
+    EXPECT_NEAR(rows[4 * cols + j], 0.2f, 1e-6f) << "softmax of zeros: " << row(4);
+  }
 }
 
 TEST(Errors, BadInputsAreNamed) {

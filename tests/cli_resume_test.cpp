@@ -88,6 +88,55 @@ TEST(Resume, FromTheRunDirectoryAloneFindsRelativeDataPaths) {
   std::filesystem::remove_all(tmp);
 }
 
+TEST(Resume, ADifferentModelIsRefusedAndTheRunIsLeftIntact) {
+  auto tmp = scratch("resume_changed");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + run, tmp).code, 0);
+  const std::string before = slurp(run + "/config.yaml");
+  CmdResult r = run_rnntrain("train -q --resume " + run + " " + cfg + " model.layers.3.units=7", tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("model differs"), std::string::npos) << r.err;
+  r = run_rnntrain("train -q --resume " + run + " train.optimizer.type=sgd", tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("optimizer"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(run + "/config.yaml"), before);
+  EXPECT_EQ(run_rnntrain("train -q --resume " + run + " train.epochs=2", tmp).code, 0);
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(Resume, NothingToDoLeavesTheRunUntouched) {
+  auto tmp = scratch("resume_done");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=2 output.dir=" + run, tmp).code, 0);
+  const std::string final_before = slurp(run + "/final.h5"), last_before = slurp(run + "/last.h5");
+  CmdResult r = run_rnntrain("train --resume " + run, tmp);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("nothing to do"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(run + "/final.h5"), final_before);
+  EXPECT_EQ(slurp(run + "/last.h5"), last_before);
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(Resume, RestoreBestWeightsAppliesAtTheEndOfTraining) {
+  // Keras restores the best epoch's weights at the end of training even when it did not stop early.
+  auto tmp = scratch("restore_best");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  CmdResult r = run_rnntrain("train -q " + cfg + " output.dir=" + run +
+                                 " train.optimizer.learning_rate=0.05 'train.early_stopping={monitor: val_loss, "
+                                 "patience: 50, restore_best_weights: true}'", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto fin = state_of(run + "/final.h5"), best = state_of(run + "/early_stopping_best.h5");
+  for (const auto& [name, t] : fin)
+    if (name.rfind("model_weights", 0) == 0) {
+      ASSERT_TRUE(best.count(name)) << name;
+      for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t[i], best[name][i]) << name;
+    }
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Resume, MissingRunDirectoryIsAUsageError) {
   auto tmp = scratch("resume_missing");
   CmdResult r = run_rnntrain("train --resume " + (tmp / "nothing").string(), tmp);

@@ -47,6 +47,7 @@ int run_cli(int argc, char** argv) {
   eval->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
   eval->add_option("--weights", a.weights, "Weights to evaluate (a checkpoint or Keras .h5)")->required();
   eval->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
+  eval->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   eval->add_flag("--json", a.json, "Print {\"loss\", \"metrics\", \"samples\"} as JSON on stdout");
 
   auto* predict = app.add_subcommand("predict", "Write the model's predictions for a dataset");
@@ -54,11 +55,23 @@ int run_cli(int argc, char** argv) {
   predict->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
   predict->add_option("--weights", a.weights, "Weights (a checkpoint or Keras .h5)")->required();
   predict->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
+  predict->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   predict->add_option("-o,--output", a.output, "Predictions file: .npy, .h5 or .csv")->required();
 
   auto* plan = app.add_subcommand("plan", "Print the model's layers, output shapes and parameter counts");
   plan->footer("Example: rnntrain plan configs/quickstart.yaml model.layers.1.units=128");
   plan->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
+
+  auto* exp = app.add_subcommand("export", "Write a config's model and weights as a Keras file (.h5, .keras, .weights.h5)");
+  exp->footer("Example: rnntrain export configs/quickstart.yaml --weights runs/quickstart/best.h5 -o model.keras");
+  exp->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
+  exp->add_option("--weights", a.weights, "Weights to export (a checkpoint or any Keras file)")->required();
+  exp->add_option("-o,--output", a.output, "Keras file: .h5 (legacy full model), .keras or .weights.h5")->required();
+
+  auto* imp = app.add_subcommand("import", "Turn a Keras model (.h5 or .keras) into a config plus a weights file");
+  imp->footer("Example: rnntrain import model.keras -o model.yaml   # writes model.yaml and model_weights.h5");
+  imp->add_option("args", a.args, "KERAS_FILE (.h5 full model or .keras)")->required();
+  imp->add_option("-o,--output", a.output, "Config to write (default: the Keras file's name with .yaml)");
 
   try {
     app.parse(argc, argv);
@@ -76,6 +89,8 @@ int run_cli(int argc, char** argv) {
     if (eval->parsed()) return cmd_eval(a);
     if (predict->parsed()) return cmd_predict(a);
     if (plan->parsed()) return cmd_plan(a);
+    if (exp->parsed()) return cmd_export(a);
+    if (imp->parsed()) return cmd_import(a);
   } catch (const UsageError& e) {  // ConfigError too
     log_error("{}", e.what());
     return 2;

@@ -35,6 +35,8 @@ Config load_config_args(const std::vector<std::string>& args, const std::string&
 }
 
 int cmd_train(const CommandArgs& a) {
+  if (!a.resume.empty() && !a.weights.empty())
+    throw UsageError("--resume continues a run with its own weights; --weights starts a new run from others: use one of them");
   Config cfg = load_config_args(a.args, a.resume);
   TrainOptions opt;
   opt.resume_dir = a.resume;
@@ -53,22 +55,40 @@ int cmd_train(const CommandArgs& a) {
 }
 
 // The data for eval and predict: --data replaces the path of data.test (else validation, else
-// train) and keeps its other keys; the run's data_meta.json (next to the weights) is applied.
+// train) and keeps its other keys while the format stays; the training run's data_meta.json (next
+// to the weights, or --meta) supplies CSV scaling and the text vocabulary.
 static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targets) {
   const DataSource* tmpl = cfg.data.test ? &*cfg.data.test : cfg.data.validation ? &*cfg.data.validation
                            : cfg.data.train ? &*cfg.data.train : nullptr;
   if (!tmpl && a.data.empty())
     throw ConfigError(fmt::format("{}: no data to use: pass --data FILE or set data.test in the config", cfg.path));
-  DataSource src = tmpl ? *tmpl : DataSource{};
+  DataSource src;
+  if (tmpl) src = *tmpl;
   if (!a.data.empty()) {
-    if (auto f = data_format_from_path(a.data)) src.format = *f;
-    else if (!tmpl) throw UsageError(fmt::format("--data {}: cannot tell the format from the suffix (.h5 .npy .npz .csv .txt)", a.data));
+    const auto f = data_format_from_path(a.data);
+    if (!f && !tmpl) throw UsageError(fmt::format("--data {}: cannot tell the format from the suffix (.h5 .npy .npz .csv .txt)", a.data));
+    if (f && *f != src.format) {  // another format: the template's dataset names do not apply
+      const DataSource defaults;
+      src.format = *f;
+      src.inputs = defaults.inputs;
+      src.targets = defaults.targets;
+      src.lengths = "";
+    }
     src.path = fs::absolute(a.data).string();
     if (src.format == DataFormat::Npy) src.inputs = src.path;
   }
   if (!need_targets) src.targets = "";
-  DataMeta meta = read_meta(fs::path(a.weights).parent_path().string());
+  const std::string meta_dir = a.meta.empty() ? fs::path(a.weights).parent_path().string() : "";
+  DataMeta meta = a.meta.empty() ? read_meta(meta_dir) : read_meta_file(a.meta);
+  if (meta.empty() && (src.format == DataFormat::Csv || src.format == DataFormat::Text))
+    throw UsageError(fmt::format("{} data needs the training run's {} (data_meta.json), and there is none in '{}'; "
+                                 "pass --meta RUN_DIR/data_meta.json", src.format == DataFormat::Csv ? "csv" : "text",
+                                 src.format == DataFormat::Csv ? "scaling" : "vocabulary", meta_dir.empty() ? "." : meta_dir));
   Dataset d = load_data(cfg, src, meta);
+  if (tmpl == &*cfg.data.train && !cfg.data.test && !cfg.data.validation && a.data.empty() && cfg.data.validation_split > 0) {
+    log_info("evaluating the validation split of data.train (its last {} of rows)", cfg.data.validation_split);
+    d = d.slice(training_rows(cfg, d.size()), d.size());
+  }
   check_dataset(d, cfg.model, infer_shapes(cfg.model), cfg.train.loss, need_targets);
   return d;
 }

@@ -9,7 +9,7 @@ namespace rnntrain {
 
 struct CommandArgs {
   std::vector<std::string> args;  // CONFIG then KEY=VALUE overrides
-  std::string resume, weights, data, output;
+  std::string resume, weights, data, output, meta;
   bool json = false, progress = true;
 };
 
@@ -17,6 +17,8 @@ int cmd_train(const CommandArgs& a);
 int cmd_eval(const CommandArgs& a);
 int cmd_predict(const CommandArgs& a);
 int cmd_plan(const CommandArgs& a);
+int cmd_export(const CommandArgs& a);  // keras_commands.cpp
+int cmd_import(const CommandArgs& a);
 
 // Splits args into the config path and the overrides, and loads the config. With resume_dir and
 // no config path, the run directory's config.yaml is used.

@@ -3,7 +3,9 @@
 // exist; lengths are optional. Values of any integer or float type become float32.
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -18,6 +20,25 @@ namespace fs = std::filesystem;
 
 static const char* kDefaultTargets = "y";
 
+// DataError unless `bytes` (what loading an array takes in memory; nullopt: more than 64 bits can
+// count) fit in this machine's memory. `what` names the file and the array, `declared` what the
+// file claims, `fix` what to do.
+static void require_fits(std::optional<uint64_t> bytes, const std::string& what, const std::string& declared,
+                         const std::string& fix) {
+  const uint64_t limit = memory_limit_bytes();
+  if (bytes && *bytes <= limit) return;
+  throw DataError(fmt::format("{} declares {}, {} in memory: more than this machine has ({}). {}", what, declared,
+                              bytes ? bytes_str(static_cast<double>(*bytes)) : "more bytes than 64 bits can count",
+                              bytes_str(static_cast<double>(limit)), fix));
+}
+
+// Bytes of a float32 array of `shape`, or nullopt when that overflows.
+static std::optional<uint64_t> float32_bytes(const Shape& shape) {
+  const std::optional<int64_t> n = checked_numel(shape);
+  if (!n || static_cast<uint64_t>(*n) > UINT64_MAX / sizeof(float)) return std::nullopt;
+  return static_cast<uint64_t>(*n) * sizeof(float);
+}
+
 // ---- hdf5 --------------------------------------------------------------------------------------
 
 Dataset load_hdf5(const DataSource& src, const std::string& base_dir) {
@@ -30,14 +51,24 @@ Dataset load_hdf5(const DataSource& src, const std::string& base_dir) {
                                  "the dataset that holds them.", path, name, key, config_at(src),
                                  join_names(root.children()), key));
   };
+  // The declared shape is checked against the machine's memory before the dataset is read: a damaged
+  // or mistaken file must not ask for terabytes.
+  auto read = [&](const std::string& name) {
+    const Shape shape = root.shape(name);
+    require_fits(float32_bytes(shape), fmt::format("{}: dataset '{}'", path, name),
+                 fmt::format("shape {}", shape_str(shape)),
+                 "The file is damaged or the dataset is not meant to be loaded whole: check its shape "
+                 "(h5ls -r), or name another dataset.");
+    return root.read(name);
+  };
   Dataset d;
   d.source = path;
   if (!root.has_dataset(src.inputs)) throw missing(src.inputs, "inputs");
-  d.x = root.read(src.inputs);
+  d.x = read(src.inputs);
   d.x_name = fmt::format("dataset '{}'", src.inputs);
   if (!src.targets.empty()) {
     if (root.has_dataset(src.targets)) {
-      d.y = root.read(src.targets);
+      d.y = read(src.targets);
       d.y_name = fmt::format("dataset '{}'", src.targets);
     } else if (src.targets != kDefaultTargets) {
       throw missing(src.targets, "targets");
@@ -47,7 +78,7 @@ Dataset load_hdf5(const DataSource& src, const std::string& base_dir) {
   }
   if (!src.lengths.empty()) {
     if (!root.has_dataset(src.lengths)) throw missing(src.lengths, "lengths");
-    d.lengths = lengths_from(root.read(src.lengths), fmt::format("{}: dataset '{}'", path, src.lengths));
+    d.lengths = lengths_from(read(src.lengths), fmt::format("{}: dataset '{}'", path, src.lengths));
   }
   return d;
 }
@@ -105,7 +136,21 @@ Dataset load_npz(const DataSource& src, const std::string& base_dir) {
     return DataError(fmt::format("{}: no array '{}' for `{}`{} (arrays in the file: {}). Set `{}` to the name of the "
                                  "array that holds them.", path, name, key, config_at(src), join_names(arrays), key));
   };
-  auto read = [&](const std::string& m) { return parse_npy(zip.read(m), path + ":" + m); };
+  // A member's size as the archive declares it is checked before it is inflated: deflate cannot
+  // compress better than about 1032:1, and the bytes must fit in memory.
+  std::error_code ec;
+  const uint64_t archive = fs::file_size(path, ec);
+  auto read = [&](const std::string& m) {
+    const uint64_t size = zip.size(m);
+    const std::string what = fmt::format("{}: member '{}'", path, m);
+    if (!ec && size / 1032 > archive + 1024)
+      throw DataError(fmt::format("{} declares {} uncompressed in an archive of {}: no compression is that good, "
+                                  "so the archive is damaged. Re-create it with numpy.savez.", what,
+                                  bytes_str(static_cast<double>(size)), bytes_str(static_cast<double>(archive))));
+    require_fits(size, what, fmt::format("{} uncompressed", bytes_str(static_cast<double>(size))),
+                 "Re-create the archive, or save the arrays as separate .npy files.");
+    return parse_npy(zip.read(m), path + ":" + m);
+  };
 
   Dataset d;
   d.source = path;

@@ -8,15 +8,14 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/loaders.h"
 
 namespace rnntrain {
 
-namespace {
-
 const char* loss_name(LossKind k) {
   switch (k) {
-    case LossKind::MSE: return "mean_squared_error";
-    case LossKind::MAE: return "mean_absolute_error";
+    case LossKind::MSE: return "mse";
+    case LossKind::MAE: return "mae";
     case LossKind::Huber: return "huber";
     case LossKind::BinaryCrossentropy: return "binary_crossentropy";
     case LossKind::CategoricalCrossentropy: return "categorical_crossentropy";
@@ -24,6 +23,19 @@ const char* loss_name(LossKind k) {
   }
   return "?";
 }
+
+void check_counts(const Dataset& d) {
+  if (d.x.rank() == 0) return;  // no inputs, or a 0-d array: check_dataset says what is wrong
+  const int64_t N = d.x.dim(0);
+  if (!d.y.empty() && d.y.rank() > 0 && d.y.dim(0) != N)
+    throw DataError(fmt::format("{}: targets ({}) have {} samples but inputs ({}) have {}. Both must have one row "
+                                "per sample.", d.source, d.y_name, d.y.dim(0), d.x_name, N));
+  if (!d.lengths.empty() && static_cast<int64_t>(d.lengths.size()) != N)
+    throw DataError(fmt::format("{}: {} sequence lengths for {} samples. Give one length per sample.", d.source,
+                                d.lengths.size(), N));
+}
+
+namespace {
 
 // "sample 3" or "sample 3, position (4, 0)" for flat index i of a [N, ...] tensor.
 std::string where(const Tensor& t, int64_t i) {
@@ -90,10 +102,7 @@ void check_inputs(const Dataset& d, const ModelSpec& model) {
   }
 
   if (!d.lengths.empty()) {
-    const int64_t N = d.x.dim(0), T = d.x.dim(1);
-    if (static_cast<int64_t>(d.lengths.size()) != N)
-      throw DataError(fmt::format("{}: {} sequence lengths for {} samples. Give one length per sample.", d.source,
-                                  d.lengths.size(), N));
+    const int64_t T = d.x.dim(1);
     for (size_t n = 0; n < d.lengths.size(); ++n)
       if (d.lengths[n] < 1 || d.lengths[n] > T)
         throw DataError(fmt::format("{}: sequence length {} of sample {} is outside [1, {}] (the inputs have {} "
@@ -107,9 +116,6 @@ void check_targets(const Dataset& d, const std::vector<LayerShape>& shapes, cons
   if (d.y.empty() || d.y.rank() == 0)
     throw DataError(fmt::format("{}: no targets. Name the array that holds them with `targets` (default 'y'), or "
                                 "use `rnntrain predict` for inputs without targets.", d.source));
-  if (d.y.dim(0) != N)
-    throw DataError(fmt::format("{}: targets ({}) have {} samples but inputs ({}) have {}. Both must have one row "
-                                "per sample.", d.source, d.y_name, d.y.dim(0), d.x_name, N));
   check_finite(d, d.y, "y");
 
   Shape out = shapes.back().out;  // [K] or [T, K]; None time steps take the data's
@@ -185,6 +191,7 @@ void check_dataset(const Dataset& d, const ModelSpec& model, const std::vector<L
   if (model.layers.empty() || shapes.size() != model.layers.size())
     throw RuntimeError(fmt::format("check_dataset({}): the model has {} layers but {} shapes", d.source,
                                    model.layers.size(), shapes.size()));
+  check_counts(d);
   check_inputs(d, model);
   if (need_targets) check_targets(d, shapes, loss);
 }

@@ -1,6 +1,7 @@
 // CSV time series -> windows: `window` rows of the `features` columns predict the next `horizon` rows
-// of the target columns; scaling is fitted on the training source (DataMeta) and reused later. Only
-// the used columns are parsed. Not a general CSV reader: no newlines inside quoted fields.
+// of the target columns; scaling is fitted on the training source (DataMeta), on the rows of the
+// windows kept for training (not those validation_split holds out), and reused later. Only the used
+// columns are parsed. Not a general CSV reader: no newlines inside quoted fields.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -57,12 +58,11 @@ char detect_delimiter(const std::string& header) {
   return best;
 }
 
-// Per-column shift and scale over a row-major [R, C] matrix.
-void fit_scaling(Scaling s, const std::vector<double>& v, size_t cols, std::vector<double>& shift,
+// Per-column shift and scale over the first `rows` rows of a row-major [R, C] matrix.
+void fit_scaling(Scaling s, const std::vector<double>& v, size_t cols, size_t rows, std::vector<double>& shift,
                  std::vector<double>& scale) {
   shift.assign(cols, 0.0);
   scale.assign(cols, 1.0);
-  const size_t rows = cols ? v.size() / cols : 0;
   if (s == Scaling::None || rows == 0) return;
   for (size_t c = 0; c < cols; ++c) {
     double lo = v[c], hi = v[c], sum = 0.0;
@@ -86,7 +86,7 @@ void fit_scaling(Scaling s, const std::vector<double>& v, size_t cols, std::vect
 
 }  // namespace
 
-Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta) {
+Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction) {
   const std::string path = source_path(src, base_dir, "csv");
   if (src.window < 1 || src.horizon < 1 || src.stride < 1)
     throw ConfigError(fmt::format("{}: a csv data source needs window >= 1, horizon >= 1 and stride >= 1 (got "
@@ -161,8 +161,17 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   const int64_t N = (R - W - H) / src.stride + 1;
 
   if (meta.shift.empty()) {
-    fit_scaling(src.scaling, feat, F, meta.shift, meta.scale);
-    fit_scaling(src.scaling, targ, Tc, meta.target_shift, meta.target_scale);
+    // The trainer holds out the last floor(N * holdout_fraction) windows (data.validation_split);
+    // the statistics come from the rows of the windows it keeps, so nothing of the held-out targets
+    // leaks into the scaling. Without a hold-out every row is used.
+    size_t fit_rows = static_cast<size_t>(R);
+    const int64_t held = static_cast<int64_t>(std::floor(static_cast<double>(N) * holdout_fraction));
+    if (held > 0) {
+      const int64_t kept = std::max<int64_t>(1, N - held);
+      fit_rows = static_cast<size_t>((kept - 1) * src.stride + W + H);
+    }
+    fit_scaling(src.scaling, feat, F, fit_rows, meta.shift, meta.scale);
+    fit_scaling(src.scaling, targ, Tc, fit_rows, meta.target_shift, meta.target_scale);
   } else if (meta.shift.size() != F || meta.target_shift.size() != Tc) {
     throw DataError(fmt::format("{}: the training data had {} feature and {} target columns, this file has {} and "
                                 "{}. Validation and test CSVs must use the same `features` and `targets` as "

@@ -8,8 +8,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -77,26 +80,58 @@ std::string DataMeta::to_json() const {
   return j.dump(2) + "\n";
 }
 
-DataMeta DataMeta::from_json(const std::string& text, const std::string& source) {
-  DataMeta m;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    if (!j.is_object()) throw DataError(fmt::format("{}: data meta must be a JSON object", source));
-    auto get = [&](const char* key, auto& out) {
-      if (j.contains(key)) j.at(key).get_to(out);
-    };
-    get("vocab", m.vocab);
-    get("shift", m.shift);
-    get("scale", m.scale);
-    get("target_shift", m.target_shift);
-    get("target_scale", m.target_scale);
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(fmt::format("{}: not a valid data meta file ({}). rnntrain writes it as data_meta.json in the run "
-                                "folder: use that file unchanged, or re-run training.", source, e.what()));
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+static std::string json_reason(const nlohmann::json::exception& e) {
+  std::string what = e.what();
+  if (what.rfind("[json.exception.", 0) == 0) {
+    const size_t close = what.find("] ");
+    if (close != std::string::npos) what.erase(0, close + 2);
   }
+  return what;
+}
+
+DataMeta DataMeta::from_json(const std::string& text, const std::string& source) {
+  static const char* kFix = "rnntrain writes it as data_meta.json in the run folder: use that file unchanged, or "
+                            "re-run training to write it again.";
+  DataMeta m;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(fmt::format("{}: not a valid data meta file: the JSON does not parse ({}). {}", source,
+                                json_reason(e), kFix));
+  }
+  if (!j.is_object())
+    throw DataError(fmt::format("{}: not a valid data meta file: it must be a JSON object, not {}. {}", source,
+                                j.type_name(), kFix));
+  auto get = [&](const char* key, auto& out) {
+    if (!j.contains(key)) return;
+    try {
+      j.at(key).get_to(out);
+    } catch (const nlohmann::json::exception& e) {
+      throw DataError(fmt::format("{}: not a valid data meta file: key '{}' has the wrong type ({}). {}", source, key,
+                                  json_reason(e), kFix));
+    }
+  };
+  get("vocab", m.vocab);
+  get("shift", m.shift);
+  get("scale", m.scale);
+  get("target_shift", m.target_shift);
+  get("target_scale", m.target_scale);
   if (m.scale.size() != m.shift.size() || m.target_scale.size() != m.target_shift.size())
-    throw DataError(fmt::format("{}: 'shift' and 'scale' must have the same length ({} and {}). Use the "
-                                "data_meta.json written by training.", source, m.shift.size(), m.scale.size()));
+    throw DataError(fmt::format("{}: 'shift' and 'scale' (and 'target_shift' and 'target_scale') must have the same "
+                                "length ({} and {}, {} and {}). {}", source, m.shift.size(), m.scale.size(),
+                                m.target_shift.size(), m.target_scale.size(), kFix));
+  auto check_scaling = [&](const char* shift_key, const std::vector<double>& shift, const char* scale_key,
+                           const std::vector<double>& scale) {
+    for (size_t i = 0; i < shift.size(); ++i)
+      if (!std::isfinite(shift[i]) || !std::isfinite(scale[i]) || !(scale[i] > 0.0))
+        throw DataError(fmt::format("{}: not a valid data meta file: column {} has {} {} and {} {}; a shift must be "
+                                    "finite and a scale finite and positive. {}", source, i, shift_key, shift[i],
+                                    scale_key, scale[i], kFix));
+  };
+  check_scaling("shift", m.shift, "scale", m.scale);
+  check_scaling("target_shift", m.target_shift, "target_scale", m.target_scale);
   return m;
 }
 
@@ -120,7 +155,11 @@ std::string config_at(const DataSource& src) {
 void require_file(const std::string& path, const DataSource& src) {
   std::error_code ec;
   const std::string from = config_at(src);
-  if (!fs::exists(path, ec))
+  const bool exists = fs::exists(path, ec);
+  if (ec)  // not "no such file" but e.g. permission denied on a folder, or a name too long
+    throw DataError(fmt::format("{}: cannot be opened ({}){}. Check the path and the permissions of its folders.",
+                                path, ec.message(), from));
+  if (!exists)
     throw DataError(fmt::format("{}: no such file{}. Check the path: relative paths are relative to the config "
                                 "file's folder.", path, from));
   if (fs::is_directory(path, ec))
@@ -135,6 +174,32 @@ std::string read_file(const std::string& path, const DataSource& src) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+uint64_t memory_limit_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{1} << 40;  // unknown: 1 TiB
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+std::string bytes_str(double bytes) {
+  static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024.0) return fmt::format("{:.0f} bytes", bytes);
+  int u = -1;
+  while (bytes >= 1024.0 && u < 5) bytes /= 1024.0, ++u;
+  return fmt::format("{:.3g} {}", bytes, units[u]);
+}
+
+std::optional<int64_t> checked_numel(const Shape& shape) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) zero = true;
+    // Multiply the non-zero dimensions: (2^62, 2^62, 0) is as damaged as (2^62, 2^62).
+    if (d > 0 && __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return zero ? 0 : n;
 }
 
 std::string join_names(const std::vector<std::string>& names) {
@@ -173,16 +238,50 @@ static const char* format_name(DataFormat f) {
   return "?";
 }
 
-Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta& meta) {
-  Dataset d;
-  switch (src.format) {
-    case DataFormat::Hdf5: d = load_hdf5(src, base_dir); break;
-    case DataFormat::Npy: d = load_npy(src, base_dir); break;
-    case DataFormat::Npz: d = load_npz(src, base_dir); break;
-    case DataFormat::Csv: d = load_csv(src, base_dir, meta); break;
-    case DataFormat::Text: d = load_text(src, base_dir, meta); break;
-    case DataFormat::Synthetic: d = make_synthetic(src); break;
+// What a source reads, for messages that cannot be more precise: its file, or its task.
+static std::string source_name(const DataSource& src, const std::string& base_dir) {
+  if (src.format == DataFormat::Synthetic) return fmt::format("synthetic:{}", src.task);
+  if (src.format == DataFormat::Npy) {
+    const std::string& x = (src.inputs.empty() || src.inputs == "x") && !src.path.empty() ? src.path : src.inputs;
+    return resolve_path(base_dir, x);
   }
+  return resolve_path(base_dir, src.path);
+}
+
+Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction) {
+  if (!(holdout_fraction >= 0.0 && holdout_fraction < 1.0))
+    throw ConfigError(fmt::format("{}: the fraction of samples held out for validation must be in [0, 1) (got {}); "
+                                  "check data.validation_split.", src.loc.str(), holdout_fraction));
+  Dataset d;
+  // The loaders throw our typed errors; anything else (the C++ library's out-of-memory, a parser's
+  // or the filesystem's own exceptions) is turned into a DataError naming the source here.
+  try {
+    switch (src.format) {
+      case DataFormat::Hdf5: d = load_hdf5(src, base_dir); break;
+      case DataFormat::Npy: d = load_npy(src, base_dir); break;
+      case DataFormat::Npz: d = load_npz(src, base_dir); break;
+      case DataFormat::Csv: d = load_csv(src, base_dir, meta, holdout_fraction); break;
+      case DataFormat::Text: d = load_text(src, base_dir, meta); break;
+      case DataFormat::Synthetic: d = make_synthetic(src); break;
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const DataError&) {
+    throw;
+  } catch (const RuntimeError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw DataError(fmt::format("{}: not enough memory to load this data source{} (this machine has {}). Use a "
+                                "smaller dataset, or a machine with more memory.", source_name(src, base_dir),
+                                config_at(src), bytes_str(static_cast<double>(memory_limit_bytes()))));
+  } catch (const std::length_error&) {
+    throw DataError(fmt::format("{}: this data source{} is too large to hold in memory. Use a smaller dataset.",
+                                source_name(src, base_dir), config_at(src)));
+  } catch (const std::exception& e) {
+    throw DataError(fmt::format("{}: cannot load this data source{}: {}. Check that the file is complete and in the "
+                                "format the config names.", source_name(src, base_dir), config_at(src), e.what()));
+  }
+  check_counts(d);
   log_info("data source={} format={} samples={} x={} y={} lengths={}", d.source, format_name(src.format), d.size(),
            shape_str(d.x.shape), d.y.empty() ? "none" : shape_str(d.y.shape), d.lengths.empty() ? "no" : "yes");
   return d;

@@ -39,7 +39,16 @@ struct DataMeta {
 
 // Loads one source. Relative paths are resolved against base_dir (the config file's folder).
 // If meta is empty it is filled from this source (training data); otherwise it is applied.
-Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta& meta);
+// holdout_fraction: the last fraction of the samples that the caller will hold out for validation
+// (data.validation_split, in [0, 1)); what is fitted here (CSV scaling) is fitted on the other
+// samples only. The counts of inputs, targets and lengths are checked here, before any slicing.
+// Every failure is a DataError (ConfigError for a bad config entry) naming the file.
+Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta& meta,
+                    double holdout_fraction = 0.0);
+
+// The config spelling of a loss ("mse", "binary_crossentropy", ...), for messages: the one name
+// that check_dataset and the train library's losses and metrics print.
+const char* loss_name(LossKind k);
 
 // Checks a dataset against the model's input and output shapes and the loss: rank and sizes,
 // NaN or Inf in inputs, labels out of range, token ids >= input_dim, lengths out of range.

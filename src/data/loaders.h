@@ -1,6 +1,8 @@
 // The loaders behind load_source, one per DataFormat, and the helpers they share. Internal to
 // src/data: the rest of the program calls load_source (data/dataset.h).
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,7 +10,8 @@
 
 namespace rnntrain {
 
-// base_dir / path unless path is absolute or base_dir empty.
+// base_dir / path unless path is absolute or base_dir empty. (train/trainer.cpp has its own
+// resolve_path(Config, path) with the same rule, against the config file's folder.)
 std::string resolve_path(const std::string& base_dir, const std::string& path);
 
 // The resolved `path` of a source; ConfigError at src.loc when it is empty. `format` for the message.
@@ -22,6 +25,18 @@ void require_file(const std::string& path, const DataSource& src);
 // The whole file; DataError naming the file and the config entry (src.loc) when it cannot be read.
 std::string read_file(const std::string& path, const DataSource& src);
 
+// The sample counts of inputs, targets (when present) and lengths (when present) agree; DataError
+// otherwise, with check_dataset's messages. load_source calls it before anything slices the rows.
+void check_counts(const Dataset& d);
+
+// What one in-memory array may take: the machine's physical memory (a sanity bound for sizes read
+// from file headers, checked before allocating).
+uint64_t memory_limit_bytes();
+// "1.5 GiB", "120 MiB", "32 bytes" for messages.
+std::string bytes_str(double bytes);
+// The element count of `shape`, or nullopt when it does not fit in int64 (a damaged header).
+std::optional<int64_t> checked_numel(const Shape& shape);
+
 // "a, b, c" (or "none") for messages.
 std::string join_names(const std::vector<std::string>& names);
 
@@ -31,7 +46,8 @@ std::vector<int32_t> lengths_from(const Tensor& t, const std::string& what);
 Dataset load_hdf5(const DataSource& src, const std::string& base_dir);
 Dataset load_npy(const DataSource& src, const std::string& base_dir);
 Dataset load_npz(const DataSource& src, const std::string& base_dir);
-Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta);
+// holdout_fraction: see load_source; the scaling is fitted on the windows that are kept for training.
+Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction);
 Dataset load_text(const DataSource& src, const std::string& base_dir, DataMeta& meta);
 
 }  // namespace rnntrain

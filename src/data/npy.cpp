@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
+#include "data/loaders.h"
 
 namespace rnntrain {
 
@@ -67,7 +69,11 @@ Header parse_header(const std::string& h, const std::string& source) {
     size_t j = i;
     while (j < dims.size() && std::isdigit(static_cast<unsigned char>(dims[j]))) ++j;
     if (j == i) bad_header(source, fmt::format("bad shape '({})'", dims));
-    out.shape.push_back(std::stoll(dims.substr(i, j - i)));
+    int64_t dim = 0;
+    const auto [end, ec] = std::from_chars(dims.data() + i, dims.data() + j, dim);
+    if (ec != std::errc() || end != dims.data() + j)
+      bad_header(source, fmt::format("dimension {} of shape '({})' is too large", dims.substr(i, j - i), dims));
+    out.shape.push_back(dim);
     i = j;
     if (i < dims.size() && dims[i] == 'L') ++i;  // Python 2 longs
   }
@@ -81,6 +87,18 @@ float half_to_float(uint16_t h) {
   else if (exp == 31) v = mant ? NAN : INFINITY;
   else v = std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
   return sign ? -v : v;
+}
+
+// Bytes per element of a supported dtype code ("f4", "i8", "b1", ...), or 0.
+int item_size(const std::string& code) {
+  static const struct {
+    const char* code;
+    int size;
+  } kCodes[] = {{"f2", 2}, {"f4", 4}, {"f8", 8}, {"i1", 1}, {"i2", 2}, {"i4", 4}, {"i8", 8},
+                {"u1", 1}, {"u2", 2}, {"u4", 4}, {"u8", 8}, {"b1", 1}};
+  for (const auto& c : kCodes)
+    if (code == c.code) return c.size;
+  return 0;
 }
 
 template <typename T>
@@ -122,21 +140,32 @@ Tensor parse_npy(const std::string& bytes, const std::string& source) {
   if (d.size() < 3 || (d[0] != '<' && d[0] != '>' && d[0] != '|' && d[0] != '='))
     throw DataError(fmt::format("{}: dtype '{}' is not supported. Save a numeric array, e.g. x.astype('float32').",
                                 source, d));
-  const int size = std::atoi(d.c_str() + 2);
+  const std::string code = d.substr(1);  // "f4", "i8", "b1", ...
+  const int size = item_size(code);
+  if (size == 0)
+    throw DataError(fmt::format("{}: dtype '{}' is not supported (float16/32/64, int8-64, uint8-64 and bool are). "
+                                "Save a numeric array, e.g. x.astype('float32').", source, d));
   if (d[0] == '>' && size > 1)
     throw DataError(fmt::format("{}: the array is big-endian (dtype '{}'); save a little-endian copy: "
                                 "x.astype(x.dtype.newbyteorder('<')).", source, d));
 
+  // The header's size must fit in 64 bits and in the bytes after the header, before anything is
+  // allocated: a damaged or crafted header must not wrap around or ask for terabytes.
+  const std::optional<int64_t> count = checked_numel(h.shape);
+  if (!count)
+    bad_header(source, fmt::format("shape {} has more elements than a 64-bit count can hold: the header is damaged",
+                                   shape_str(h.shape)));
+  const int64_t n = *count;
+  const uint64_t held = bytes.size() - (hstart + hlen);
+  if (static_cast<uint64_t>(n) > held / static_cast<uint64_t>(size))
+    throw DataError(fmt::format("{}: the header declares shape {} of '{}', {} of data, but the file holds only {} "
+                                "after the header: it is truncated or its header is damaged. Re-create it with "
+                                "numpy.save.", source, shape_str(h.shape), d,
+                                bytes_str(static_cast<double>(n) * size), bytes_str(static_cast<double>(held))));
+
   Tensor t(h.shape);
-  const int64_t n = t.numel();
-  const size_t need = static_cast<size_t>(n) * static_cast<size_t>(size);
-  const size_t data = hstart + hlen;
-  if (bytes.size() - data < need)
-    throw DataError(fmt::format("{}: the file is truncated: shape {} of '{}' needs {} bytes of data but it holds {}. "
-                                "Re-create it.", source, shape_str(h.shape), d, need, bytes.size() - data));
-  const char* src = bytes.data() + data;
+  const char* src = bytes.data() + (hstart + hlen);
   float* dst = t.ptr();
-  const std::string code = d.substr(1);  // "f4", "i8", "b1", ...
   if (code == "f4") convert<float>(src, dst, n);
   else if (code == "f8") convert<double>(src, dst, n);
   else if (code == "f2") {
@@ -152,10 +181,7 @@ Tensor parse_npy(const std::string& bytes, const std::string& source) {
   else if (code == "u1" || code == "b1") convert<uint8_t>(src, dst, n);
   else if (code == "u2") convert<uint16_t>(src, dst, n);
   else if (code == "u4") convert<uint32_t>(src, dst, n);
-  else if (code == "u8") convert<uint64_t>(src, dst, n);
-  else
-    throw DataError(fmt::format("{}: dtype '{}' is not supported (float16/32/64, int8-64, uint8-64 and bool are). "
-                                "Save a numeric array, e.g. x.astype('float32').", source, d));
+  else convert<uint64_t>(src, dst, n);  // "u8", the last code item_size knows
   return t;
 }
 

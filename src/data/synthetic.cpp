@@ -1,14 +1,18 @@
 // The synthetic tasks of data/synthetic.h. Each draws from one Rng seeded with src.seed, so the same
-// config gives the same data on every machine and backend.
+// config gives the same data on every machine and backend; seed 0 (the default) draws a warning,
+// since splits that all leave it out would be identical.
 #include "data/synthetic.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/rng.h"
+#include "data/loaders.h"
 
 namespace rnntrain {
 
@@ -102,15 +106,16 @@ int64_t most_frequent(const float* x, int64_t len) {
 struct Task {
   const char* name;
   int64_t default_steps, min_steps;
+  int64_t features;  // F of x [N, T, F]; 1 for token ids [N, T]
   Dataset (*make)(int64_t N, int64_t T, Rng& rng);
 };
 
 const Task kTasks[] = {
-    {"adding", 50, 2, adding},
-    {"sine", 50, 1, sine},
-    {"parity", 16, 1, parity},
-    {"copy", 20, 1, [](int64_t N, int64_t T, Rng& rng) { return tokens(N, T, rng, first_token); }},
-    {"classify", 20, 1, [](int64_t N, int64_t T, Rng& rng) { return tokens(N, T, rng, most_frequent); }},
+    {"adding", 50, 2, 2, adding},
+    {"sine", 50, 1, 1, sine},
+    {"parity", 16, 1, 1, parity},
+    {"copy", 20, 1, 1, [](int64_t N, int64_t T, Rng& rng) { return tokens(N, T, rng, first_token); }},
+    {"classify", 20, 1, 1, [](int64_t N, int64_t T, Rng& rng) { return tokens(N, T, rng, most_frequent); }},
 };
 
 }  // namespace
@@ -137,9 +142,25 @@ Dataset make_synthetic(const DataSource& src) {
     throw ConfigError(fmt::format("{}: synthetic task '{}' needs samples >= 0 and timesteps >= {} (0 = default); got "
                                   "samples {}, timesteps {}.", src.loc.str(), task->name, task->min_steps,
                                   src.samples, src.timesteps));
+  // x is the largest array: refuse sizes this machine cannot hold before generating anything.
+  const std::optional<int64_t> n = checked_numel({N, T, task->features});
+  const uint64_t limit = memory_limit_bytes();
+  if (!n || static_cast<uint64_t>(*n) > limit / sizeof(float))
+    throw ConfigError(fmt::format("{}: synthetic task '{}' with samples {} and timesteps {} needs {} for its inputs, "
+                                  "more than this machine's memory ({}). Use fewer samples or timesteps.",
+                                  src.loc.str(), task->name, N, T,
+                                  n ? bytes_str(static_cast<double>(*n) * sizeof(float)) : "more than 2^63 values",
+                                  bytes_str(static_cast<double>(limit))));
   Rng rng(src.seed);
   Dataset d = task->make(N, T, rng);
   d.source = fmt::format("synthetic:{}(seed={})", task->name, src.seed);
+  // The default seed is the same for every split: a validation or test source that does not set its
+  // own generates the first samples of the training one. load_source cannot tell the splits apart,
+  // so it says so whenever the seed is 0.
+  if (src.seed == 0)
+    log_warn("{}{}: seed is 0 (the default), so any other source with task '{}' and no seed of its own generates "
+             "the same samples; a validation or test split would repeat the training data. Set `seed:` to a "
+             "different value on each split (train, validation, test).", d.source, config_at(src), task->name);
   d.x_name = "inputs";
   d.y_name = "targets";
   return d;

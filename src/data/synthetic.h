@@ -14,7 +14,9 @@ namespace rnntrain {
 constexpr int64_t kSyntheticTokens = 8;
 
 // Generates src.task with src.samples rows (default 1000) of src.timesteps steps (default: the
-// task's) from src.seed. ConfigError at src.loc for an unknown task or bad sizes.
+// task's) from src.seed. ConfigError at src.loc for an unknown task or bad sizes (including sizes
+// beyond this machine's memory). Logs a warning when src.seed is 0, the default: the same task and
+// sizes then give the same samples on every split, so set a different `seed` on each.
 Dataset make_synthetic(const DataSource& src);
 
 // The task names, in documentation order.

@@ -1,77 +1,133 @@
-// Checkpoints in Keras' legacy full-model .h5 layout (see checkpoint.h), and the weights reader.
+// Checkpoints as Keras legacy full-model .h5 files (see checkpoint.h); weights from any format go
+// through keras_file.h.
 #include "io/checkpoint.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/h5.h"
+#include "io/keras_file.h"
+#include "io/keras_model.h"
+#include "io/keras_train.h"
+#include "io/keras_weights.h"
+#include "spec/parse.h"
 
 namespace rnntrain {
 
 namespace {
 
-const char* kKerasVersion = "2.15.0";
-
-// Keras' cell scope inside a recurrent layer's variable names.
-std::string cell_scope(LayerKind k) {
-  switch (k) {
-    case LayerKind::LSTM: return "lstm_cell";
-    case LayerKind::GRU: return "gru_cell";
-    default: return "simple_rnn_cell";
+// The training settings of the run, from the effective config the trainer stores in the state.
+std::optional<TrainSpec> train_of(const ResumeState& st) {
+  if (st.config_yaml.empty()) return std::nullopt;
+  try {
+    return parse_config(st.config_yaml, "<checkpoint config>").train;
+  } catch (const std::exception& e) {
+    log_debug("checkpoint: no training_config ({})", e.what());
+    return std::nullopt;
   }
 }
 
-// "lstm/lstm_cell/kernel:0", "bidirectional/forward_lstm/lstm_cell/kernel:0", "dense/kernel:0".
-std::string keras_weight_name(const LayerSpec& l, const std::string& param) {
-  if (is_recurrent(l.kind)) return fmt::format("{}/{}/{}:0", l.name, cell_scope(l.kind), param);
-  if (l.kind == LayerKind::Bidirectional) {
-    const auto slash = param.find('/');
-    const std::string dir = param.substr(0, slash), w = param.substr(slash + 1);
-    return fmt::format("{}/{}_{}/{}/{}:0", l.name, dir, l.inner->name, cell_scope(l.inner->kind), w);
-  }
-  return fmt::format("{}/{}:0", l.name, param);
+const char* cell_scope(LayerKind k) {
+  return k == LayerKind::LSTM ? "lstm_cell" : k == LayerKind::GRU ? "gru_cell" : "simple_rnn_cell";
 }
 
-// Reads a possibly chunked string-list attribute (name, or name0, name1, ... as Keras writes).
-std::vector<std::string> read_name_list(const h5::Group& g, const std::string& name) {
-  if (g.has_attr(name)) return g.attr_strings(name);
+// Keras 3's variable path of each parameter with '/' as '_', in Params::all() order, as Keras names
+// optimizer slots: "sequential_lstm_lstm_cell_kernel", "sequential_bidirectional_forward_lstm_lstm_cell_bias",
+// "sequential_time_distributed_dense_kernel".
+std::vector<std::string> param_paths(const ModelSpec& model, const Params& params) {
   std::vector<std::string> out;
-  for (int i = 0; g.has_attr(name + std::to_string(i)); ++i) {
-    auto part = g.attr_strings(name + std::to_string(i));
-    out.insert(out.end(), part.begin(), part.end());
+  for (size_t i = 0; i < params.layers.size() && i < model.layers.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    for (const Param& p : params.layers[i].params) {
+      std::string w = p.name;
+      if (is_recurrent(l.kind)) {
+        w = fmt::format("{}/{}", cell_scope(l.kind), w);
+      } else if (l.kind == LayerKind::Bidirectional) {
+        const size_t slash = w.find('/');
+        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_scope(l.inner->kind), w.substr(slash + 1));
+      } else if (l.kind == LayerKind::TimeDistributed) {
+        w = l.inner->name + "/" + w;
+      }
+      std::string s = "sequential/" + l.name + "/" + w;
+      std::replace(s.begin(), s.end(), '/', '_');
+      out.push_back(s);
+    }
   }
   return out;
 }
 
-const LayerParams* find_layer(const Params& params, const std::string& name) {
-  for (const auto& lp : params.layers)
-    if (lp.layer == name) return &lp;
-  return nullptr;
+void write_optimizer(const h5::Group& root, const ModelSpec& model, const Params& params, const OptimizerSlots& slots,
+                     const ResumeState& st, const std::optional<TrainSpec>& train) {
+  h5::Group og = root.create_group("optimizer_weights");
+  const std::string scope = train ? keras_optimizer_name(train->optimizer.kind) : "optimizer";
+  std::vector<std::string> names{scope + "/iteration"};
+  og.write_int64(names.back(), {st.iterations}, true);
+  if (train) {
+    names.push_back(scope + "/learning_rate");
+    Tensor lr(Shape{});
+    lr.data = {static_cast<float>(train->optimizer.learning_rate)};
+    og.write(names.back(), lr);
+  }
+  std::vector<std::string> slot_names;
+  for (const auto& s : slots) slot_names.push_back(s.first);
+  const std::vector<std::string> paths = param_paths(model, params);
+  for (size_t i : keras_slot_order(slot_names)) {
+    const std::string& n = slots[i].first;  // "momentum/3"
+    const size_t slash = n.rfind('/');
+    const size_t p = std::stoul(n.substr(slash + 1));
+    names.push_back(fmt::format("{}/{}_{}", scope, p < paths.size() ? paths[p] : std::to_string(p), n.substr(0, slash)));
+    og.write(names.back(), *slots[i].second);
+  }
+  write_name_list(og, "weight_names", names);
 }
 
-void write_weights(const h5::Group& g, const ModelSpec& model, const Params& params) {
-  std::vector<std::string> names;
-  for (size_t i = 1; i < model.layers.size(); ++i) names.push_back(model.layers[i].name);
-  g.set_attr("layer_names", names);
-  g.set_attr("backend", std::string("tensorflow"));
-  g.set_attr("keras_version", std::string(kKerasVersion));
-  for (size_t i = 1; i < model.layers.size(); ++i) {
-    const LayerSpec& l = model.layers[i];
-    h5::Group lg = g.create_group(l.name);
-    std::vector<std::string> wnames;
-    if (const LayerParams* lp = find_layer(params, l.name)) {
-      for (const Param& p : lp->params) {
-        wnames.push_back(keras_weight_name(l, p.name));
-        lg.write(wnames.back(), p.value);
-      }
+// Restores optimizer slots from /optimizer_weights: positional in Keras' order after the iteration
+// counter and (when present) the learning rate; rnntrain's older "<slot>/<i>:0" names by name.
+int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const std::string& path) {
+  if (og.has_dataset("iteration:0")) {
+    for (const auto& [name, t] : slots) {
+      const std::string ds = name + ":0";
+      if (!og.has_dataset(ds))
+        throw DataError(fmt::format("{}: optimizer state '{}' is missing; was the checkpoint written with another optimizer?", path, name));
+      Tensor v = og.read(ds);
+      if (v.shape != t->shape)
+        throw DataError(fmt::format("{}: optimizer state '{}' has shape {}, expected {}", path, name, shape_str(v.shape), shape_str(t->shape)));
+      *t = std::move(v);
     }
-    lg.set_attr("weight_names", wnames);
+    return og.read_int64("iteration:0").at(0);
   }
-  h5::Group top = g.create_group("top_level_model_weights");
-  top.set_attr("weight_names", std::vector<std::string>{});
+  const std::vector<std::string> names = read_name_list(og, "weight_names");
+  if (names.empty()) throw DataError(fmt::format("{}: /optimizer_weights lists no variables", path));
+  size_t first = 1;
+  if (names.size() == slots.size() + 2) first = 2;  // iteration, learning_rate, slots...
+  else if (names.size() != slots.size() + 1)
+    throw DataError(fmt::format("{}: the file's optimizer has {} variables; the configured optimizer needs the iteration "
+                                "counter, optionally the learning rate, and {} slots. Was it written with another "
+                                "optimizer (or amsgrad, momentum, centered set differently)? Set train.optimizer to match",
+                                path, names.size(), slots.size()));
+  std::vector<std::string> slot_names;
+  for (const auto& s : slots) slot_names.push_back(s.first);
+  const std::vector<size_t> order = keras_slot_order(slot_names);
+  std::vector<Tensor> values(slots.size());
+  for (size_t q = 0; q < order.size(); ++q) {
+    const std::string& ds = names[first + q];
+    if (!og.has_dataset(ds)) throw DataError(fmt::format("{}: optimizer variable '{}' is listed but missing", path, ds));
+    Tensor v = og.read(ds);
+    const auto& [slot, t] = slots[order[q]];
+    if (v.shape != t->shape)
+      throw DataError(fmt::format("{}: optimizer variable '{}' has shape {}, rnntrain's slot '{}' expects {}; the file "
+                                  "was written for another model or optimizer", path, ds, shape_str(v.shape), slot,
+                                  shape_str(t->shape)));
+    values[order[q]] = std::move(v);
+  }
+  for (size_t i = 0; i < slots.size(); ++i) *slots[i].second = std::move(values[i]);
+  if (!og.has_dataset(names[0])) throw DataError(fmt::format("{}: optimizer variable '{}' is listed but missing", path, names[0]));
+  return og.read_int64(names[0]).at(0);
 }
 
 }  // namespace
@@ -87,21 +143,17 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
 
 void save_checkpoint(const std::string& path, const ModelSpec& model, const Params& params,
                      const OptimizerSlots& slots, const ResumeState& st) {
+  const std::optional<TrainSpec> train = train_of(st);
+  const std::string version = keras_version_for(model);
   write_atomically(path, [&](const std::string& tmp) {
     h5::File f = h5::File::create(tmp);
     h5::Group root = f.root();
-    root.set_attr("keras_version", std::string(kKerasVersion));
+    root.set_attr("keras_version", version);
     root.set_attr("backend", std::string("tensorflow"));
-    write_weights(root.create_group("model_weights"), model, params);
-
-    h5::Group og = root.create_group("optimizer_weights");
-    std::vector<std::string> onames{"iteration:0"};
-    og.write_int64("iteration:0", {st.iterations}, true);
-    for (const auto& [name, t] : slots) {
-      onames.push_back(name + ":0");
-      og.write(onames.back(), *t);
-    }
-    og.set_attr("weight_names", onames);
+    root.set_attr("model_config", model_to_keras_json(model, KerasJsonStyle::Legacy).dump());
+    if (train) root.set_attr("training_config", training_config_json(*train).dump());
+    write_legacy_weights(root.create_group("model_weights"), model, params, version);
+    write_optimizer(root, model, params, slots, st, train);
 
     h5::Group rg = root.create_group("rnntrain");
     rg.set_attr("epoch", st.epoch);
@@ -117,43 +169,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
 }
 
 void load_weights(const std::string& path, const ModelSpec& model, Params& params) {
-  h5::File f = h5::File::open(path);
-  h5::Group root = f.root();
-  const bool full = !root.has_attr("layer_names") && root.has_group("model_weights");
-  h5::Group g = full ? root.group("model_weights") : f.root();
-  if (!g.has_attr("layer_names") && !g.has_attr("layer_names0"))
-    throw DataError(fmt::format("{}: not a Keras weights file (no layer_names attribute at / or /model_weights); "
-                                "pass a checkpoint written by rnntrain or a Keras .h5 file", path));
-  // Saved layers that carry weights, in file order.
-  std::vector<std::pair<std::string, std::vector<std::string>>> saved;
-  for (const std::string& name : read_name_list(g, "layer_names")) {
-    if (!g.has_group(name)) throw DataError(fmt::format("{}: layer '{}' is listed in layer_names but has no group", path, name));
-    h5::Group lg = g.group(name);
-    auto wn = read_name_list(lg, "weight_names");
-    if (!wn.empty()) saved.emplace_back(name, std::move(wn));
-  }
-  std::vector<LayerParams*> mine;
-  for (auto& lp : params.layers)
-    if (!lp.params.empty()) mine.push_back(&lp);
-  if (saved.size() != mine.size())
-    throw DataError(fmt::format("{}: layer count mismatch: the model has {} layers with weights, the file has {}; "
-                                "the file was written for a different model", path, mine.size(), saved.size()));
-  for (size_t k = 0; k < mine.size(); ++k) {
-    LayerParams& lp = *mine[k];
-    const auto& [fname, wnames] = saved[k];
-    if (wnames.size() != lp.params.size())
-      throw DataError(fmt::format("{}: layer '{}' (file layer '{}') has {} weights in the file, the model expects {}",
-                                  path, lp.layer, fname, wnames.size(), lp.params.size()));
-    h5::Group lg = g.group(fname);
-    for (size_t j = 0; j < wnames.size(); ++j) {
-      Param& p = lp.params[j];
-      Tensor t = lg.read(wnames[j]);
-      if (t.shape != p.value.shape)
-        throw DataError(fmt::format("{}: layer '{}' weight '{}': the file has shape {}, the model expects {}",
-                                    path, lp.layer, p.name, shape_str(t.shape), shape_str(p.value.shape)));
-      p.value = std::move(t);
-    }
-  }
+  load_keras_weights(path, model, params);
 }
 
 ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Params& params,
@@ -161,10 +177,23 @@ ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Par
   load_weights(path, model, params);
   h5::File f = h5::File::open(path);
   h5::Group root = f.root();
-  if (!root.has_group("rnntrain") || !root.has_group("optimizer_weights"))
-    throw DataError(fmt::format("{}: not an rnntrain training checkpoint (no /rnntrain or /optimizer_weights); "
-                                "use --weights to start from its weights instead of --resume", path));
+  if (!root.has_group("optimizer_weights"))
+    throw DataError(fmt::format("{}: no /optimizer_weights: not a training checkpoint (a Keras model saved with its "
+                                "optimizer, or rnntrain's last.h5); use --weights to start from its weights instead "
+                                "of --resume", path));
   ResumeState st;
+  const int64_t iterations = read_optimizer(root.group("optimizer_weights"), slots, path);
+  if (!root.has_group("rnntrain")) {  // written by Keras: its optimizer state, nothing of rnntrain's
+    st.iterations = iterations;
+    st.rng = Rng(0).state();
+    // The states of a fresh run, in the layouts of Schedule::state() and BestTracker::state()
+    // (train/schedule.cpp, train/callbacks.cpp); early stopping starts fresh from an empty state.
+    st.schedule = {1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    st.checkpoint = {0.0, 0.0};
+    log_info("{}: a Keras checkpoint: resuming from its weights and optimizer state (step {}), at epoch 1", path,
+             iterations);
+    return st;
+  }
   h5::Group rg = root.group("rnntrain");
   st.epoch = rg.attr_int64("epoch");
   st.iterations = rg.attr_int64("iterations");
@@ -176,17 +205,6 @@ ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Par
   st.checkpoint = rg.attr_doubles("checkpoint");
   st.history_json = rg.read_strings("history").at(0);
   st.config_yaml = rg.read_strings("config").at(0);
-
-  h5::Group og = root.group("optimizer_weights");
-  for (const auto& [name, t] : slots) {
-    const std::string ds = name + ":0";
-    if (!og.has_dataset(ds))
-      throw DataError(fmt::format("{}: optimizer state '{}' is missing; was the checkpoint written with another optimizer?", path, name));
-    Tensor v = og.read(ds);
-    if (v.shape != t->shape)
-      throw DataError(fmt::format("{}: optimizer state '{}' has shape {}, expected {}", path, name, shape_str(v.shape), shape_str(t->shape)));
-    *t = std::move(v);
-  }
   return st;
 }
 

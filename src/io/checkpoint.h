@@ -1,7 +1,8 @@
-// Training checkpoints and weight files. A checkpoint is a Keras legacy full-model .h5 layout:
-// /model_weights (layer_names, per-layer weight_names and datasets, Keras order and shapes),
-// /optimizer_weights (the iteration counter and every slot), and rnntrain's resume state in root
-// attributes Keras ignores (rnntrain_*). Written to a temporary file and renamed.
+// Training checkpoints and weight files. A checkpoint is a Keras legacy full-model .h5 that Keras'
+// load_model opens: model_config, training_config (so Keras compiles it and restores the optimizer),
+// /model_weights (layer_names, weight_names, Keras order and shapes), /optimizer_weights (iteration,
+// learning_rate and every slot, in Keras 3's variable order), and rnntrain's resume state in a
+// /rnntrain group Keras ignores. Written to a temporary file and renamed.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -30,10 +31,13 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
                      const OptimizerSlots& slots, const ResumeState& state);
 
 // Reads weights into params (positional over weighted layers, as Keras' topological load), with
-// layer-count and shape checks that name the layer. Accepts a checkpoint or a legacy weights file.
+// layer-count and shape checks that name the layer. Accepts a checkpoint and every Keras format
+// (legacy .h5 full or weights-only, .weights.h5, .keras; CuDNNLSTM/CuDNNGRU weights converted).
 void load_weights(const std::string& path, const ModelSpec& model, Params& params);
 
-// Reads weights, optimizer slots (restored in place; names must match) and the resume state.
+// Reads weights, optimizer slots (restored in place, in Keras' order) and the resume state. A Keras-
+// written full-model .h5 with optimizer_weights (model.save of a compiled model) resumes too: epoch 0,
+// the file's iteration count, a fresh RNG stream and no history.
 ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Params& params,
                             const OptimizerSlots& slots);
 

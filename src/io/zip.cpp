@@ -65,6 +65,14 @@ std::vector<std::string> ZipReader::names() const {
 
 bool ZipReader::has(const std::string& member) const { return zip_name_locate(impl_->z, member.c_str(), 0) >= 0; }
 
+uint64_t ZipReader::size(const std::string& member) const {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat(impl_->z, member.c_str(), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+    throw DataError(fmt::format("{}: no member '{}' in this archive.", path_, member));
+  return st.size;
+}
+
 std::string ZipReader::read(const std::string& member) const {
   zip_stat_t st;
   zip_stat_init(&st);
@@ -127,7 +135,7 @@ void write_zip(const std::string& path, const std::vector<std::pair<std::string,
 bool zip_supported() { return false; }
 
 [[noreturn]] static void no_libzip(const std::string& path) {
-  throw DataError(fmt::format("{}: reading or writing .npz needs libzip, and this rnntrain was built without it. "
+  throw DataError(fmt::format("{}: reading or writing .npz and .keras needs libzip, and this rnntrain was built without it. "
                               "Install libzip (Debian: apt-get install libzip-dev) and rebuild, or save the arrays "
                               "as .npy files or HDF5.", path));
 }
@@ -139,6 +147,7 @@ ZipReader::ZipReader(ZipReader&&) noexcept = default;
 ZipReader& ZipReader::operator=(ZipReader&&) noexcept = default;
 std::vector<std::string> ZipReader::names() const { no_libzip(path_); }
 bool ZipReader::has(const std::string&) const { no_libzip(path_); }
+uint64_t ZipReader::size(const std::string&) const { no_libzip(path_); }
 std::string ZipReader::read(const std::string&) const { no_libzip(path_); }
 void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>&, bool) {
   no_libzip(path);

@@ -1,7 +1,8 @@
 // Reading and writing zip archives through libzip, for NumPy .npz files (a zip of .npy members,
-// stored or deflated). Not a general archive API. Without libzip in the build every function
-// but zip_supported() throws DataError saying so.
+// stored or deflated) and Keras .keras archives (stored members). Not a general archive API.
+// Without libzip in the build every function but zip_supported() throws DataError saying so.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,7 @@ class ZipReader {
   const std::string& path() const { return path_; }
   std::vector<std::string> names() const;     // members, in archive order
   bool has(const std::string& member) const;
+  uint64_t size(const std::string& member) const;     // uncompressed size as the archive declares it; DataError if missing
   std::string read(const std::string& member) const;  // the member's bytes; DataError if missing or damaged
 
  private:

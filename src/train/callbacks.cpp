@@ -94,23 +94,25 @@ bool EarlyStopping::on_epoch_end(int64_t epoch, const Logs& logs, const Params& 
     best_ = current;
     best_epoch_ = epoch;
     if (spec_.restore_best_weights) best_weights_ = copy_weights(params);
-    if (!spec_.baseline || improved(current, *spec_.baseline)) {
-      wait_ = 0;
-      return false;
-    }
+    // As Keras: the wait restarts only when the baseline is beaten too, but an improving epoch
+    // never stops training.
+    if (!spec_.baseline || improved(current, *spec_.baseline)) wait_ = 0;
+    return false;
   }
-  return wait_ >= spec_.patience && epoch > 0;
+  stopped_ = wait_ >= spec_.patience && epoch > 0;
+  return stopped_;
 }
 
 std::vector<double> EarlyStopping::state() const {
-  return {best_, static_cast<double>(wait_), static_cast<double>(best_epoch_)};
+  return {best_, static_cast<double>(wait_), static_cast<double>(best_epoch_), stopped_ ? 1.0 : 0.0};
 }
 
 void EarlyStopping::set_state(const std::vector<double>& s) {
-  if (s.size() != 3) throw DataError("checkpoint: early-stopping state has the wrong size; was it written by another version?");
+  if (s.size() != 4) throw DataError("checkpoint: early-stopping state has the wrong size; was it written by another version?");
   best_ = s[0];
   wait_ = static_cast<int64_t>(s[1]);
   best_epoch_ = static_cast<int64_t>(s[2]);
+  stopped_ = s[3] != 0.0;
 }
 
 BestTracker::BestTracker(std::string monitor, MonitorMode mode)

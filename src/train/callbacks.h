@@ -26,8 +26,11 @@ bool monitor_is_max(const std::string& monitor, MonitorMode mode);
 class EarlyStopping {
  public:
   explicit EarlyStopping(const EarlyStoppingSpec& spec);
-  // Returns true when training should stop. best_weights() is then what to restore (if asked).
+  // Returns true when training should stop. At the end of training, best_weights() (kept when
+  // restore_best_weights is set) is what to restore, whether or not training stopped early.
   bool on_epoch_end(int64_t epoch, const Logs& logs, const Params& params);
+  bool stopped() const { return stopped_; }
+  int64_t wait() const { return wait_; }
   const std::optional<std::vector<Tensor>>& best_weights() const { return best_weights_; }
   int64_t best_epoch() const { return best_epoch_; }
   std::vector<double> state() const;
@@ -41,7 +44,7 @@ class EarlyStopping {
   bool max_;
   double best_;
   int64_t wait_ = 0, best_epoch_ = 0;
-  bool warned_ = false;
+  bool stopped_ = false, warned_ = false;
   std::optional<std::vector<Tensor>> best_weights_;
 };
 

@@ -1,7 +1,7 @@
 // The backend interface the trainer drives: one model, its loss and its optimizer on one device.
 // A training step is forward, loss, backward, clipping and the optimizer update; the trainer never
 // sees activations. Parameters are exchanged in the canonical host layout (model/params.h).
-// The CPU engine is here; the CUDA engine plugs in behind make_engine without touching the trainer.
+// The CPU engine is in engine_cpu.cpp; the CUDA one plugs in behind make_engine (engine_registry.cpp).
 #pragma once
 #include <memory>
 #include <string>
@@ -30,10 +30,22 @@ class Engine {
   virtual Params& host_params() = 0;
   virtual void params_changed() = 0;
   virtual Optimizer& optimizer() = 0;
+  // For tests and tools: forward in training mode, the loss and backward, with no clipping and no
+  // update. The gradients land in host_params()'s grads (values unchanged); pred and dx (when not
+  // null) receive the output and the gradient w.r.t. feature inputs (empty for token ids).
+  virtual LossValue gradients(const Batch& batch, Tensor* pred, Tensor* dx) = 0;
 };
 
-// Builds the engine for cfg.device (cpu now; cuda when built and visible). Takes the initial
+// Builds the engine for cfg.device: cpu; cuda (a UsageError saying why when this build has no CUDA
+// backend or no GPU is visible); auto takes the GPU when one is usable. Takes the initial
 // parameters; `dropout_rng` is the trainer's stream for dropout masks (its state is checkpointed).
+// Defined in engine_registry.cpp, the one file that knows CUDA exists.
 std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng);
+
+// "" when the CUDA backend can run here; otherwise why not (no CUDA in this build, no GPU visible).
+std::string gpu_unavailable_reason();
+
+// The CPU engine (engine_cpu.cpp), whatever cfg.device says.
+std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng);
 
 }  // namespace rnntrain

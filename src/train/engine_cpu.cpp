@@ -1,5 +1,5 @@
 // The CPU engine: CpuModel (BLAS) + loss + optimizer on host memory. The reference every other
-// backend is compared with.
+// backend is compared with. Chosen by make_engine (engine_registry.cpp).
 #include <cblas.h>
 
 #include "backend/cpu/cpu_model.h"
@@ -46,6 +46,19 @@ class CpuEngine final : public Engine {
   void params_changed() override {}
   Optimizer& optimizer() override { return *opt_; }
 
+  LossValue gradients(const Batch& b, Tensor* pred, Tensor* dx) override {
+    ForwardContext ctx;
+    Tensor mask;
+    params_.zero_grad();
+    Tensor out = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
+    Tensor dpred;
+    LossValue lv = compute_loss(cfg_.train.loss, out, b.y, mask.empty() ? nullptr : &mask, &dpred);
+    Tensor g = model_.backward(ctx, dpred);
+    if (dx) *dx = std::move(g);
+    if (pred) *pred = std::move(out);
+    return lv;
+  }
+
  private:
   static const std::vector<int32_t>* lengths(const Batch& b) { return b.lengths.empty() ? nullptr : &b.lengths; }
 
@@ -58,9 +71,7 @@ class CpuEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng) {
-  if (cfg.device == Device::Cuda)
-    throw UsageError("device: cuda was requested, but this build has no CUDA backend yet; use device: cpu or auto");
+std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng) {
   if (cfg.train.threads > 0) openblas_set_num_threads(static_cast<int>(cfg.train.threads));
   return std::make_unique<CpuEngine>(cfg, std::move(params), dropout_rng);
 }

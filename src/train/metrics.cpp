@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/dataset.h"  // loss_name
 #include "train/loss.h"
 #include "train/targets.h"
 

@@ -10,17 +10,11 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "train/callbacks.h"  // monitor_is_max
 
 namespace rnntrain {
 
 namespace {
-
-// ReduceLROnPlateau's mode "auto": accuracies go up, everything else (losses, errors, perplexity) down.
-bool maximise(const std::string& monitor) {
-  std::string name = monitor;
-  if (name.rfind("val_", 0) == 0) name = name.substr(4);
-  return name == "acc" || name == "accuracy" || (name.size() > 9 && name.ends_with("_accuracy"));
-}
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw ConfigError("train.schedule: " + what);
@@ -105,8 +99,10 @@ std::string Schedule::on_epoch_end(int64_t epoch, const std::map<std::string, do
     --cooldown_left_;
     wait_ = 0;
   }
-  const bool improved = !has_best_ || (maximise(spec_.monitor) ? current - min_delta > best_
-                                                               : current + min_delta < best_);
+  // Mode "auto", the one rule EarlyStopping and the best checkpoint use too: accuracies go up,
+  // everything else (losses, errors, perplexity) down.
+  const bool maximise = monitor_is_max(spec_.monitor, MonitorMode::Auto);
+  const bool improved = !has_best_ || (maximise ? current - min_delta > best_ : current + min_delta < best_);
   if (improved) {
     best_ = current;
     has_best_ = true;

@@ -10,17 +10,8 @@
 
 namespace rnntrain {
 
-const char* loss_name(LossKind k) {
-  switch (k) {
-    case LossKind::MSE: return "mse";
-    case LossKind::MAE: return "mae";
-    case LossKind::Huber: return "huber";
-    case LossKind::BinaryCrossentropy: return "binary_crossentropy";
-    case LossKind::CategoricalCrossentropy: return "categorical_crossentropy";
-    case LossKind::SparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
-  }
-  return "?";
-}
+// loss_name, declared in train/targets.h for the losses and metrics, is defined once, in
+// src/data/check.cpp (declared in data/dataset.h): check_dataset prints the same spelling.
 
 namespace {
 

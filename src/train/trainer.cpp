@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -65,10 +66,24 @@ Config with_absolute_paths(const Config& cfg) {
   return out;
 }
 
+int64_t training_rows(const Config& cfg, int64_t n) {
+  // As Keras' train_validation_split: the first floor(n * (1 - split)) rows train.
+  const auto n_train = static_cast<int64_t>(std::floor(n * (1.0 - cfg.data.validation_split)));
+  if (n_train < 1 || n_train >= n)
+    throw ConfigError(fmt::format("{}: data.validation_split {} of {} samples leaves no training or no validation data",
+                                  cfg.path, cfg.data.validation_split, n));
+  return n_train;
+}
+
+DataMeta read_meta_file(const std::string& path) {
+  if (!fs::is_regular_file(path))
+    throw UsageError(fmt::format("{}: no such file; pass the data_meta.json of the training run", path));
+  return DataMeta::from_json(read_text(path), path);
+}
+
 DataMeta read_meta(const std::string& dir) {
   const std::string p = (fs::path(dir) / "data_meta.json").string();
-  if (!fs::exists(p)) return {};
-  return DataMeta::from_json(read_text(p), p);
+  return fs::exists(p) ? read_meta_file(p) : DataMeta{};
 }
 
 Params initial_params(const Config& cfg, const std::string& weights) {
@@ -153,15 +168,10 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
   if (cfg.data.validation) {
     s.val = load_data(cfg, *cfg.data.validation, meta);
   } else if (cfg.data.validation_split > 0) {
-    // As Keras: the last fraction of the data, taken before any shuffling.
-    const int64_t n = s.train.size();
-    const int64_t n_val = static_cast<int64_t>(std::floor(n * cfg.data.validation_split));
-    if (n_val < 1 || n_val >= n)
-      throw ConfigError(fmt::format("{}: data.validation_split {} of {} samples leaves no training or no validation data",
-                                    cfg.path, cfg.data.validation_split, n));
-    s.val = s.train.slice(n - n_val, n);
+    const int64_t n = s.train.size(), n_train = training_rows(cfg, n);
+    s.val = s.train.slice(n_train, n);
     s.val->source += " (validation split)";
-    s.train = s.train.slice(0, n - n_val);
+    s.train = s.train.slice(0, n_train);
   }
   check_dataset(s.train, cfg.model, shapes, cfg.train.loss);
   if (s.val) check_dataset(*s.val, cfg.model, shapes, cfg.train.loss);
@@ -171,6 +181,32 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
 void shuffle(std::vector<int64_t>& v, Rng& rng) {
   for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
     std::swap(v[i], v[rng.below(static_cast<uint64_t>(i) + 1)]);
+}
+
+// Refuses to resume a run with a different model or optimizer than the one that wrote it (the run's
+// config.yaml, given as text).
+void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path) {
+  Config then = parse_config(then_yaml, path);
+  auto model_yaml = [](const ModelSpec& m) {
+    Config c;
+    c.model = m;
+    c.model.init_from.reset();
+    const std::string y = emit_config(c);
+    return y.substr(0, y.find("\ndata:"));
+  };
+  const std::string a = model_yaml(then.model), b = model_yaml(cfg.model);
+  if (a != b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    const size_t line = std::count(a.begin(), a.begin() + i, '\n');
+    const size_t from = a.rfind('\n', i), to = b.find('\n', i);
+    throw UsageError(fmt::format("--resume: the model differs from the one the run was trained with (line {} of the model "
+                                 "section: now '{}'); resume with the run's own config, or start a new run with --weights",
+                                 line + 1, b.substr(from == std::string::npos ? 0 : from + 1, to == std::string::npos ? std::string::npos : to - from - 1)));
+  }
+  if (then.train.optimizer.kind != cfg.train.optimizer.kind)
+    throw UsageError("--resume: train.optimizer.type differs from the run's; its optimizer state cannot be carried over. "
+                     "Start a new run with --weights RUN/last.h5 to change optimizers");
 }
 
 }  // namespace
@@ -183,10 +219,6 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
 
   DataMeta meta = resuming ? read_meta(run_dir) : DataMeta{};
   Splits data = load_splits(cfg, meta, shapes);
-
-  fs::create_directories(run_dir);
-  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(cfg)));
-  if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
 
   Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout
   auto engine = make_engine(cfg, initial_params(cfg, resuming ? "" : opt.weights), rng);
@@ -210,7 +242,12 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   if (resuming) {
     if (!fs::exists(last_path))
       throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
+    const std::string run_cfg = (fs::path(run_dir) / "config.yaml").string();
+    if (fs::exists(run_cfg)) check_resumable(cfg, read_text(run_cfg), run_cfg);
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
+    if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0)
+      throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, optimizer step {}); start a new run from "
+                                  "its weights with --weights instead", last_path, st.epoch, st.iterations));
     engine->params_changed();
     optimizer.set_iterations(st.iterations);
     rng.set_state(st.rng);
@@ -226,12 +263,22 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       }
     }
     result.history = History::from_json(st.history_json);
-    start_epoch = st.epoch;
-    log_info("resuming {} at epoch {} (optimizer step {})", run_dir, start_epoch + 1, st.iterations);
-    if (start_epoch >= cfg.train.epochs)
-      log_warn("the run already has {} epochs and train.epochs is {}: nothing to do (raise train.epochs to go on)",
+    start_epoch = result.epochs_done = st.epoch;
+    if (early && early->stopped()) {
+      log_warn("{} stopped early at epoch {}: nothing to do. To train further, start a new run from its weights: "
+               "rnntrain train CONFIG --weights {}/final.h5", run_dir, st.epoch, run_dir);
+      return result;
+    }
+    if (start_epoch >= cfg.train.epochs) {
+      log_warn("{} already has {} epochs and train.epochs is {}: nothing to do (raise train.epochs to go on)", run_dir,
                start_epoch, cfg.train.epochs);
+      return result;
+    }
+    log_info("resuming {} at epoch {} (optimizer step {})", run_dir, start_epoch + 1, st.iterations);
   }
+  fs::create_directories(run_dir);
+  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(cfg)));
+  if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
 
   auto metrics = make_metrics(cfg);
   auto ms = raw(metrics);
@@ -296,21 +343,23 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       save_checkpoint((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model, params, {}, st);
     }
     if (new_best) save_checkpoint(best_path, cfg.model, params, slots, st);
-    save_checkpoint(last_path, cfg.model, params, slots, st);
+    if (cfg.train.checkpoint.every_epoch || stop || epoch + 1 == cfg.train.epochs)
+      save_checkpoint(last_path, cfg.model, params, slots, st);
     write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
     write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
     result.epochs_done = epoch + 1;
     if (stop) {
       log_info("early stopping at epoch {}: '{}' has not improved for {} epochs (best at epoch {})", epoch + 1,
-               early->spec().monitor, early->spec().patience, early->best_epoch() + 1);
-      if (early->spec().restore_best_weights && early->best_weights()) {
-        set_weights(params, *early->best_weights());
-        engine->params_changed();
-        log_info("restored the weights of epoch {} (restore_best_weights); final.h5 holds them", early->best_epoch() + 1);
-      }
+               early->spec().monitor, early->wait(), early->best_epoch() + 1);
       result.stopped_early = true;
       break;
     }
+  }
+  // As Keras' EarlyStopping.on_train_end: restore the best weights whether or not training stopped early.
+  if (early && early->spec().restore_best_weights && early->best_weights()) {
+    set_weights(engine->host_params(), *early->best_weights());
+    engine->params_changed();
+    log_info("restored the weights of epoch {} (restore_best_weights); final.h5 holds them", early->best_epoch() + 1);
   }
   save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, ResumeState{
       result.epochs_done, optimizer.iterations(), rng.state(), {}, {}, {}, result.history.to_json(), emit_config(cfg)});

@@ -41,10 +41,13 @@ std::string resolve_path(const Config& cfg, const std::string& path);
 // The config with every file path made absolute: what a run directory's config.yaml holds, so that
 // `--resume RUN_DIR` finds the data from anywhere.
 Config with_absolute_paths(const Config& cfg);
+// Rows of data.train that train when data.validation_split holds out the rest (Keras' rule).
+int64_t training_rows(const Config& cfg, int64_t n);
 // Loads a data source of the config, resolving its path.
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta);
-// Reads <dir>/data_meta.json if present (empty meta otherwise).
+// Reads <dir>/data_meta.json if present (empty meta otherwise); read_meta_file reads one file.
 DataMeta read_meta(const std::string& dir);
+DataMeta read_meta_file(const std::string& path);
 // Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.
 Params initial_params(const Config& cfg, const std::string& weights);
 

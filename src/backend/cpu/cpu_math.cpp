@@ -1,5 +1,7 @@
 // Dense float32 helpers of the CPU backend over OpenBLAS cblas_sgemm. exp is a branch-free Cephes-style
-// polynomial (relative error ~1e-7) so activation loops vectorise without -ffast-math.
+// polynomial (relative error ~1e-7) so activation loops vectorise without -ffast-math. Every
+// activation propagates NaN, as Keras does: a NaN weight or input must show up in the loss, not be
+// clamped into a finite value.
 #if defined(__GNUC__) && !defined(__clang__)
 // Lets GCC if-convert float selects (clamps, floor) inside the loops; results are unchanged.
 #pragma GCC optimize("no-trapping-math")
@@ -12,6 +14,7 @@
 #include <bit>
 #include <climits>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -40,8 +43,13 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 namespace {
 
 // exp(x) for float, Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, times 2^n via bits.
+// NaN gives NaN, -Inf about 1.6e-38 (exp(-87)), +Inf about 1.7e38 (exp(88)).
 inline float exp_f(float x) {
-  x = std::min(88.0f, std::max(-87.0f, x));
+  // The clamp keeps NaN: std::max(x, lo) is (x < lo ? lo : x), false for NaN, so x comes back.
+  // Written the other way round (std::max(lo, x)) it would turn NaN into lo.
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const bool nan = x != x;
+  x = nan ? 0.0f : x;  // keeps the float -> int conversion below defined; NaN is restored at the end
   const float fx = x * 1.44269504088896341f + 0.5f;
   const int32_t ti = static_cast<int32_t>(fx);
   float n = static_cast<float>(ti);
@@ -55,7 +63,7 @@ inline float exp_f(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  return y * std::bit_cast<float>(bits);
+  return nan ? std::numeric_limits<float>::quiet_NaN() : y * std::bit_cast<float>(bits);
 }
 
 inline float sigmoid_inl(float x) { return 1.0f / (1.0f + exp_f(-x)); }
@@ -85,14 +93,15 @@ void apply_act(Activation act, float* x, int64_t n) {
     case Activation::Sigmoid:
       for (int64_t i = 0; i < n; ++i) x[i] = sigmoid_inl(x[i]);
       return;
+    // Clamps in NaN-propagating order (value first), as in exp_f.
     case Activation::HardSigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::min(1.0f, std::max(0.0f, x[i] * (1.0f / 6.0f) + 0.5f));
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i] * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
       return;
     case Activation::HardSigmoidKeras2:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::min(1.0f, std::max(0.0f, 0.2f * x[i] + 0.5f));
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(0.2f * x[i] + 0.5f, 0.0f), 1.0f);
       return;
     case Activation::Relu:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::max(0.0f, x[i]);
+      for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
       return;
     case Activation::Softmax: throw RuntimeError("internal: softmax is not an elementwise activation");
   }
@@ -125,9 +134,12 @@ void softmax_rows(float* x, int64_t rows, int64_t cols) {
     float* row = x + r * cols;
     float mx = row[0];
     for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, row[j]);
+    // A NaN anywhere makes the row NaN (exp_f keeps it, then the sum spreads it). The entries equal
+    // to the maximum get exp(0) = 1 even when it is +Inf (Inf - Inf would be NaN): softmax's limit.
     float sum = 0.0f;
     for (int64_t j = 0; j < cols; ++j) {
-      row[j] = exp_f(row[j] - mx);
+      const float v = row[j];
+      row[j] = exp_f(v == mx ? 0.0f : v - mx);
       sum += row[j];
     }
     const float inv = 1.0f / sum;

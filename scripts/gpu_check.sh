@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The GPU check, for a machine with an NVIDIA GPU, CUDA, cuDNN 9 and the build dependencies (no network
+# needed): configures a Release build with -DRNNTRAIN_CUDA=ON for CUDA architecture $CUDA_ARCH (90 =
+# H100/H200), builds rnntrain and the gpu and planner tests, runs them (ctest -L gpu, -L plan), trains
+# configs/quickstart.yaml on the GPU (and on the CPU for comparison) and charlm briefly, then prints a
+# summary: GPU, driver, CUDA and cuDNN versions, tests passed and failed, the loss curves, seconds per
+# epoch. Everything also goes to $OUT/gpu_check.log when $OUT is set. Exit status 0 only if all passed.
+# Environment: BUILD_DIR (default build-gpu), CUDA_ARCH (90), EPOCHS (quickstart epochs, 8), JOBS.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD_DIR:-build-gpu}
+ARCH=${CUDA_ARCH:-90}
+EPOCHS=${EPOCHS:-8}
+JOBS=${JOBS:-$(nproc)}
+WORK=$(mktemp -d)
+LOG=${OUT:+$OUT/gpu_check.log}
+LOG=${LOG:-$WORK/gpu_check.log}
+mkdir -p "$(dirname "$LOG")"
+: >"$LOG"
+say() { printf '%s\n' "$*" | tee -a "$LOG"; }
+step() { say ""; say "== $* ($(date +%T))"; }
+fail=0
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | tee -a "$LOG" ||
+  say "nvidia-smi failed: is an NVIDIA driver installed?"
+nvcc --version 2>&1 | tail -2 | tee -a "$LOG"
+cmake --version | head -1 | tee -a "$LOG"
+
+step "configure (Release, RNNTRAIN_CUDA=ON, CUDA architecture $ARCH)"
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+if ! cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DRNNTRAIN_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >"$WORK/configure.log" 2>&1; then
+  tail -30 "$WORK/configure.log" | tee -a "$LOG"
+  say "FAIL: configure"
+  exit 1
+fi
+grep -E "CUDA backend|CUDA architectures|Found CUDNN|Found CUDAToolkit" "$WORK/configure.log" | tee -a "$LOG"
+
+step "build"
+targets=(rnntrain)
+for t in tests/gpu_*_test.cpp tests/plan_*_test.cpp; do targets+=("$(basename "$t" .cpp)"); done
+start=$SECONDS
+if ! cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" >"$WORK/build.log" 2>&1; then
+  grep -E "error|Error" "$WORK/build.log" | head -40 | tee -a "$LOG"
+  say "FAIL: build"
+  exit 1
+fi
+say "built ${targets[*]} in $((SECONDS - start)) s"
+
+step "tests: ctest -L gpu, ctest -L plan"
+(cd "$BUILD" && ctest -L gpu -j 8 -V --timeout 300) >"$WORK/ctest_gpu.log" 2>&1 || fail=1
+(cd "$BUILD" && ctest -L plan -j 8 --timeout 60) >"$WORK/ctest_plan.log" 2>&1 || fail=1
+gpu_summary=$(grep -E "tests passed|tests failed" "$WORK/ctest_gpu.log" | tail -1)
+plan_summary=$(grep -E "tests passed|tests failed" "$WORK/ctest_plan.log" | tail -1)
+say "gpu:  ${gpu_summary:-no summary (see the ctest log)}"
+say "plan: ${plan_summary:-no summary (see the ctest log)}"
+grep -h -E "\(Failed\)|\(SEGFAULT\)|\(Timeout\)|\(Subprocess aborted\)|\*\*\*Exception" "$WORK"/ctest_*.log | tee -a "$LOG"
+skipped=$(grep -c "Skipped" "$WORK/ctest_gpu.log" || true)
+say "skipped gpu tests: $skipped"
+grep -h -E "no CUDA backend to test here" "$WORK/ctest_gpu.log" | sort -u | head -3 | tee -a "$LOG"
+say "-- evidence printed by the tests (max |gpu - cpu| per case):"
+grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | tee -a "$LOG" >/dev/null
+grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | awk '
+  /^parity/ { n++; for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[2] + 0 > worst[kv[1]]) worst[kv[1]] = kv[2] + 0 } }
+  END { printf "parity cases: %d; worst output %.3g, dx %.3g, weight_grad %.3g\n", n, worst["output"], worst["dx"], worst["weight_grad"] }' |
+  tee -a "$LOG"
+grep -h -oE "train case=.*" "$WORK/ctest_gpu.log" | sort -u
+# Failed tests' output, for the log only.
+grep -B2 -A25 -E "Failure|FAILED  \]" "$WORK/ctest_gpu.log" | head -200 >>"$LOG"
+
+# Trains CONFIG on DEVICE for N epochs; prints the loss curve and seconds per epoch.
+train() {
+  local name=$1 config=$2 device=$3 epochs=$4
+  shift 4
+  local dir="$WORK/run_${name}_$device" out="$WORK/train_${name}_$device.log"
+  local start=$SECONDS
+  if ! "$BUILD/rnntrain" train "$config" device="$device" train.epochs="$epochs" output.dir="$dir" "$@" \
+      >"$out" 2>&1; then
+    tail -20 "$out" | tee -a "$LOG"
+    say "FAIL: training $name on $device"
+    fail=1
+    return
+  fi
+  grep -E "cuda: |device " "$out" | head -2 | tee -a "$LOG"
+  local curve secs
+  curve=$(grep -oE "epoch=[0-9]+/[0-9]+ .* s=[0-9.]+" "$out" | sed -E 's/.* loss=([^ ]+).*/\1/' | tr '\n' ' ')
+  val=$(grep -oE "val_loss=[^ ]+" "$out" | sed 's/val_loss=//' | tr '\n' ' ')
+  secs=$(grep -oE " s=[0-9.]+$" "$out" | sed 's/ s=//' | tr '\n' ' ')
+  say "$name on $device: loss per epoch: $curve"
+  [ -n "$val" ] && say "$name on $device: val_loss per epoch: $val"
+  say "$name on $device: seconds per epoch: $secs(wall $((SECONDS - start)) s with data loading)"
+}
+
+step "training: quickstart ($EPOCHS epochs) on cuda and on cpu; charlm (2 epochs) on cuda"
+train quickstart configs/quickstart.yaml cuda "$EPOCHS" train.early_stopping=null
+train quickstart configs/quickstart.yaml cpu "$EPOCHS" train.early_stopping=null
+train charlm configs/charlm.yaml cuda 2
+
+step "summary"
+say "GPU:    $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+say "CUDA:   $(nvcc --version | grep -oE 'release [0-9.]+' | head -1)"
+say "cuDNN:  build $(grep -oE 'Found CUDNN: .*' "$WORK/configure.log" | grep -oE 'version "[0-9.]+"'), runtime $(grep -ohE 'cuDNN [0-9.]+\)' "$WORK"/train_*_cuda.log | head -1 | tr -d ')')"
+say "tests:  gpu: ${gpu_summary:-?}; plan: ${plan_summary:-?}"
+grep -h -E "^(quickstart|charlm) on" "$LOG" | sed 's/^/        /' >"$WORK/curves"
+cat "$WORK/curves" | tee -a "$LOG"
+if [ "$fail" = 0 ]; then say "RESULT: PASS"; else say "RESULT: FAIL"; fi
+[ -n "${OUT:-}" ] && cp "$WORK/ctest_gpu.log" "$OUT/ctest_gpu.log" 2>/dev/null
+exit "$fail"

@@ -1,0 +1,164 @@
+// CudaModel: builds device stages from the plan, lays out and uploads the parameters, uploads each
+// batch and its length mask, and runs the stages forward and backward. Not the layer math (the
+// stage files) and not the loss or optimizer (session.cpp).
+#include "backend/cuda/cuda_model.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "spec/shapes.h"
+
+namespace rnntrain::cuda {
+
+static_assert(static_cast<int>(Activation::Linear) == 0 && static_cast<int>(Activation::Tanh) == 1 &&
+                  static_cast<int>(Activation::Sigmoid) == 2 && static_cast<int>(Activation::HardSigmoid) == 3 &&
+                  static_cast<int>(Activation::HardSigmoidKeras2) == 4 && static_cast<int>(Activation::Relu) == 5,
+              "kernels_common.cuh ActCode mirrors Activation");
+static_assert(static_cast<int>(MergeMode::Concat) == 0 && static_cast<int>(MergeMode::Sum) == 1 &&
+                  static_cast<int>(MergeMode::Mul) == 2 && static_cast<int>(MergeMode::Ave) == 3,
+              "kernels_layers.cu merge codes mirror MergeMode");
+
+namespace {
+
+const LayerSpec* rnn_cell(const LayerSpec& l) {
+  if (is_recurrent(l.kind)) return &l;
+  if (l.kind == LayerKind::Bidirectional) return l.inner.get();
+  return nullptr;
+}
+
+// x: [B, T] token ids or [B, T, F] features, as the Input layer declares (same messages as the CPU).
+void check_input(const LayerSpec& in, const Tensor& x) {
+  const bool tokens = in.shape.size() == 1;
+  if (x.rank() != (tokens ? 2 : 3))
+    throw DataError(fmt::format("the input batch has shape {} but Input layer '{}' ({}) declares shape {}; {}",
+                                shape_str(x.shape), in.name, in.loc.str(), shape_str(in.shape),
+                                tokens ? "token ids must be (batch, timesteps)"
+                                       : "features must be (batch, timesteps, features)"));
+  if (!tokens && in.shape[1] > 0 && x.dim(2) != in.shape[1])
+    throw DataError(fmt::format("the input has {} features per step but Input layer '{}' ({}) declares {}; fix the "
+                                "data or the Input shape",
+                                x.dim(2), in.name, in.loc.str(), in.shape[1]));
+}
+
+}  // namespace
+
+std::vector<rnntrain::Stage> device_stages(const ModelSpec& spec, const Plan& plan) {
+  std::vector<rnntrain::Stage> out;
+  for (const rnntrain::Stage& st : plan.stages) {
+    const LayerSpec& first = spec.layers[st.layers[0]];
+    if (st.kind != StageKind::CudnnStack || first.kind != LayerKind::Bidirectional || first.inner->dropout <= 0) {
+      out.push_back(st);
+      continue;
+    }
+    out.push_back({StageKind::GenericRnn, {st.layers[0]}, 1, "Bidirectional with input dropout"});
+    size_t k = 1;
+    for (; k < st.layers.size() && !rnn_cell(spec.layers[st.layers[k]]); ++k)
+      out.push_back({StageKind::Layer, {st.layers[k]}, 0, ""});
+    if (k < st.layers.size())
+      out.push_back({StageKind::CudnnStack, std::vector<size_t>(st.layers.begin() + k, st.layers.end()),
+                     st.rnn_layers - 1, ""});
+  }
+  return out;
+}
+
+CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& params, uint64_t seed)
+    : gpu_(gpu), spec_(spec), store_(gpu) {
+  if (params.layers.size() != spec.layers.size())
+    throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
+                                   "model (check the weights file or init_from)",
+                                   params.layers.size(), spec.layers.size()));
+  const std::vector<LayerShape> shapes = infer_shapes(spec);
+  std::vector<size_t> first(spec.layers.size() + 1, 0);  // Params::all() index of each layer's first weight
+  for (size_t i = 0; i < spec.layers.size(); ++i) first[i + 1] = first[i] + params.layers[i].params.size();
+  token_input_ = spec.layers[0].shape.size() == 1;
+
+  const StageEnv env{gpu, store_, seed};
+  for (const rnntrain::Stage& st : device_stages(spec, make_plan(spec, fuse))) {
+    const size_t i = st.layers[0];
+    const LayerSpec& l = spec.layers[i];
+    const int64_t input = shapes[i].in.empty() ? 0 : shapes[i].in.back();
+    std::string names;
+    for (size_t j : st.layers) names += (names.empty() ? "" : ", ") + spec.layers[j].name;
+    switch (st.kind) {
+      case StageKind::CudnnStack: {
+        std::vector<const LayerSpec*> layers;
+        std::vector<size_t> firsts;
+        for (size_t j : st.layers) {
+          layers.push_back(&spec.layers[j]);
+          if (rnn_cell(spec.layers[j])) firsts.push_back(first[j]);
+        }
+        stages_.push_back(make_cudnn_stack_stage(env, layers, input, firsts));
+        summary_ += fmt::format("  cudnn stack ({} layers): {}\n", st.rnn_layers, names);
+        continue;
+      }
+      case StageKind::GenericRnn:
+        stages_.push_back(make_generic_rnn_stage(env, l, input, first[i]));
+        summary_ += fmt::format("  generic rnn: {} ({})\n", names, st.why_generic);
+        continue;
+      case StageKind::Layer: break;
+    }
+    switch (l.kind) {
+      case LayerKind::Input: continue;
+      case LayerKind::Embedding: stages_.push_back(make_embedding_stage(env, l, first[i])); break;
+      case LayerKind::Masking: stages_.push_back(make_masking_stage(env, l)); break;
+      case LayerKind::Dropout: stages_.push_back(make_dropout_stage(env, l)); break;
+      case LayerKind::Dense: stages_.push_back(make_dense_stage(env, l, l, input, first[i])); break;
+      case LayerKind::TimeDistributed:
+        if (!l.inner || l.inner->kind != LayerKind::Dense)
+          throw ConfigError(
+              fmt::format("{}: layer '{}' (TimeDistributed) must wrap a Dense layer", l.loc.str(), l.name));
+        stages_.push_back(make_dense_stage(env, l, *l.inner, input, first[i]));
+        break;
+      default: throw RuntimeError(fmt::format("internal: layer '{}' is recurrent but outside a recurrent stage", l.name));
+    }
+    summary_ += fmt::format("  layer: {}\n", names);
+  }
+  for (auto& s : stages_) s->reserve(store_);
+  store_.allocate();
+  for (auto& s : stages_) s->place(store_);
+  store_.finish(params);
+}
+
+CudaModel::~CudaModel() = default;
+
+DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
+  const Tensor& x = b.x;
+  check_input(spec_.layers[0], x);
+  const int64_t B = x.dim(0), T = x.dim(1);
+  cudaStream_t st = gpu_.stream();
+  copy_to_device(x_.ensure(x.numel()), x.ptr(), sizeof(float) * x.numel(), st);
+
+  MaskState mask;
+  if (!b.lengths.empty()) {
+    if (static_cast<int64_t>(b.lengths.size()) != B)
+      throw DataError(fmt::format("the batch has {} samples but {} sequence lengths", B, b.lengths.size()));
+    auto host = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(B * T), 1);
+    for (int64_t i = 0; i < B; ++i) {
+      const int32_t len = b.lengths[i];
+      if (len < 0 || len > T)
+        throw DataError(fmt::format("sample {} of the batch has length {}, outside [0, {}] (the padded timesteps)", i,
+                                    len, T));
+      for (int64_t t = len; t < T; ++t) (*host)[i * T + t] = 0;
+    }
+    copy_to_device(mask_.ensure(B * T), host->data(), host->size(), st);
+    mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;
+  }
+
+  const RunInfo run{training, &rng, &b};
+  DevTensor cur{x_.get(), x.shape};
+  for (auto& s : stages_) cur = s->forward(cur, mask, run);
+  out_mask_ = cur.shape.size() == 3 ? mask : MaskState{};
+  return cur;
+}
+
+DevTensor CudaModel::backward(const DevTensor& dy, bool need_input_grad) {
+  DevTensor g = dy;
+  for (size_t i = stages_.size(); i-- > 0;) {
+    const bool need_dx = i > 0 || (need_input_grad && !token_input_);
+    g = stages_[i]->backward(g, need_dx);
+    if (!g.ptr) break;
+  }
+  return g;
+}
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,48 @@
+// The CUDA backend's model: the planner's stages as device stages (cuDNN stacks, generic RNNs, other
+// layers), the flat parameter store, and forward/backward over a batch. Forward keeps what backward
+// needs inside the stages; outputs stay on the device. Not the loss or the optimizer: session.cpp.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/param_store.h"
+#include "backend/cuda/stage.h"
+#include "plan/plan.h"
+
+namespace rnntrain::cuda {
+
+class CudaModel {
+ public:
+  // Places and uploads `params` (canonical Keras layout; not kept).
+  CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& params, uint64_t seed);
+  ~CudaModel();
+
+  // x: [B, T, F] features or [B, T] token ids; b.lengths optional. Returns the output on the device
+  // ([B, K] or [B, T, K]), valid until the next forward.
+  DevTensor forward(const Batch& b, bool training, Rng& rng);
+  // The mask reaching the output, when the output has a time axis and a mask reaches it.
+  MaskState& out_mask() { return out_mask_; }
+  // dy: gradient of the last output. Adds into store().g(); returns dx for feature inputs when asked.
+  DevTensor backward(const DevTensor& dy, bool need_input_grad);
+
+  ParamStore& store() { return store_; }
+  const std::string& summary() const { return summary_; }  // one line per stage, for the log
+
+ private:
+  Gpu& gpu_;
+  const ModelSpec& spec_;
+  ParamStore store_;
+  std::vector<std::unique_ptr<DeviceStage>> stages_;
+  bool token_input_ = false;
+  DeviceBuffer<float> x_{"model input"};
+  DeviceBuffer<uint8_t> mask_{"batch mask"};
+  MaskState out_mask_;
+  std::string summary_;
+};
+
+// The planner's stages adjusted for this backend: a Bidirectional layer with input dropout (each
+// direction draws its own mask in Keras) cannot start a cuDNN stack, so it runs generic.
+std::vector<rnntrain::Stage> device_stages(const ModelSpec& spec, const Plan& plan);
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,307 @@
+// One planner CudnnStack as one cuDNN RNN: numLayers recurrent layers of one cell, uni- or
+// bidirectional, the Dropout between them as cuDNN's inter-layer dropout, padded batch-major IO with
+// per-sequence lengths for masks, CUDNN_FMA_MATH (strict FP32). Its weight space is a range of the
+// ParamStore; layout/weight_layout.cpp maps the Keras weights into it. Around the cuDNN calls: the
+// first layer's input dropout, the last layer's merge mode or last-step output, padded-step fixes.
+#include <fmt/format.h>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/layout/weight_layout.h"
+#include "backend/cuda/stage.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace rnntrain::cuda {
+
+namespace {
+
+const LayerSpec& cell_of(const LayerSpec& l) { return l.kind == LayerKind::Bidirectional ? *l.inner : l; }
+
+class CudnnStackStage final : public DeviceStage {
+ public:
+  CudnnStackStage(const StageEnv& env, const std::vector<const LayerSpec*>& layers, int64_t input,
+                  const std::vector<size_t>& first_params);
+  void reserve(ParamStore& store) override;
+  void place(ParamStore& store) override;
+  DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) override;
+  DevTensor backward(const DevTensor& dy, bool need_dx) override;
+
+ private:
+  void set_lengths(MaskState& mask, int64_t B, int64_t T);
+  void set_descriptors(int64_t B, int64_t T);
+
+  Gpu& gpu_;
+  ParamStore& store_;
+  std::vector<const LayerSpec*> rnn_;  // the recurrent layers, in order
+  std::vector<size_t> first_;
+  LayerSpec cell_;                     // the first layer's cell (all share kind, units, activation)
+  std::string name_;                   // "lstm_1..lstm_3", for messages
+  bool bidir_ = false, last_seq_ = true;
+  MergeMode merge_ = MergeMode::Concat;
+  int64_t L_ = 0, D_ = 1, I_ = 0, H_ = 0;
+  double between_dropout_ = 0.0, input_dropout_ = 0.0;
+  RnnDesc rnn_desc_;
+  DropoutDesc drop_desc_;
+  DeviceBuffer<uint8_t> drop_states_{"cuDNN dropout states"};
+  size_t w_bytes_ = 0;
+  int64_t w_off_ = 0;
+  // per call
+  RnnDataDesc x_desc_, y_desc_;
+  TensorDesc h_desc_;
+  float pad_fill_ = 0.0f;
+  int64_t B_ = 0, T_ = 0;
+  bool training_ = false, padded_ = false, empty_ = false, in_drop_ = false;
+  std::vector<int32_t> lens_, cudnn_lens_;  // true lengths; cuDNN's (0 -> 1: it refuses empty sequences)
+  DeviceBuffer<int32_t> lens_dev_{"sequence lengths"}, cudnn_lens_dev_{"cuDNN sequence lengths"};
+  const float* x_in_ = nullptr;
+  const float* cat_ = nullptr;  // the last layer's [B, T, D*H] output before the merge (y, or a fixed copy)
+  DevTensor x_;
+  DeviceBuffer<float> in_mask_{"input dropout mask"}, x_drop_{"stack input"};
+  DeviceBuffer<float> y_{"cuDNN output"}, hy_{"cuDNN final states"}, fixed_{"stack output"}, out_{"stack output"};
+  DeviceBuffer<float> dy_{"cuDNN output gradient"}, dy2_{"cuDNN output gradient"}, dhy_{"cuDNN state gradient"};
+  DeviceBuffer<float> dx_{"stack input gradient"};
+  DeviceBuffer<uint8_t> work_{"cuDNN workspace"}, reserve_{"cuDNN reserve space"};
+  size_t work_bytes_ = 0, reserve_bytes_ = 0;
+};
+
+CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const LayerSpec*>& layers, int64_t input,
+                                 const std::vector<size_t>& first_params)
+    : gpu_(env.gpu), store_(env.store), first_(first_params) {
+  for (const LayerSpec* l : layers) {
+    if (l->kind == LayerKind::Dropout) {
+      between_dropout_ = l->rate;  // the planner merges only equal rates
+      continue;
+    }
+    rnn_.push_back(l);
+  }
+  const LayerSpec& first = *rnn_.front();
+  const LayerSpec& last = *rnn_.back();
+  cell_ = cell_of(first);
+  name_ = rnn_.size() == 1 ? first.name : first.name + ".." + last.name;
+  bidir_ = first.kind == LayerKind::Bidirectional;
+  last_seq_ = cell_of(last).return_sequences;
+  merge_ = bidir_ ? last.merge_mode : MergeMode::Concat;
+  input_dropout_ = cell_.dropout;
+  if (bidir_ && input_dropout_ > 0)
+    throw RuntimeError("internal: a Bidirectional layer with input dropout cannot start a cuDNN stack");
+  L_ = static_cast<int64_t>(rnn_.size()), D_ = bidir_ ? 2 : 1, I_ = input, H_ = cell_.units;
+
+  cudnnRNNMode_t mode = CUDNN_LSTM;
+  if (cell_.kind == LayerKind::GRU) mode = CUDNN_GRU;
+  if (cell_.kind == LayerKind::SimpleRNN) mode = cell_.activation == Activation::Relu ? CUDNN_RNN_RELU : CUDNN_RNN_TANH;
+
+  cudnnHandle_t h = gpu_.cudnn();
+  if (between_dropout_ > 0.0) {
+    size_t bytes = 0;
+    CUDNN_CHECK(cudnnDropoutGetStatesSize(h, &bytes));
+    CUDNN_CHECK(cudnnSetDropoutDescriptor(drop_desc_.get(), h, static_cast<float>(between_dropout_),
+                                          drop_states_.ensure(static_cast<int64_t>(bytes)), bytes, env.seed));
+  } else {
+    CUDNN_CHECK(cudnnSetDropoutDescriptor(drop_desc_.get(), h, 0.0f, nullptr, 0, 0));
+  }
+  CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_desc_.get(), CUDNN_RNN_ALGO_STANDARD, mode, CUDNN_RNN_DOUBLE_BIAS,
+                                       bidir_ ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+                                       CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, static_cast<int32_t>(I_),
+                                       static_cast<int32_t>(H_), static_cast<int32_t>(H_), static_cast<int32_t>(L_),
+                                       drop_desc_.get(), CUDNN_RNN_PADDED_IO_ENABLED));
+  CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, rnn_desc_.get(), &w_bytes_));
+  log_debug("cudnn stack {}: {} x {}{}({}), input {}, dropout {}, weight space {} floats", name_, L_,
+            layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, between_dropout_, w_bytes_ / 4);
+}
+
+void CudnnStackStage::reserve(ParamStore& store) { w_off_ = store.reserve(static_cast<int64_t>(w_bytes_ / 4)); }
+
+void CudnnStackStage::place(ParamStore& store) {
+  CudnnLayout layout;
+  layout.cell = cell_.kind, layout.layers = L_, layout.dirs = D_, layout.input = I_, layout.hidden = H_;
+  layout.size = static_cast<int64_t>(w_bytes_ / 4);
+  const int ids = 2 * cell_gates(cell_.kind);
+  float* w = store.w() + w_off_;
+  TensorDesc m_desc, b_desc;
+  layout.slots.assign(L_ * D_, std::vector<CudnnSlot>(ids));
+  for (int64_t pl = 0; pl < L_ * D_; ++pl) {
+    for (int id = 0; id < ids; ++id) {
+      void* m_addr = nullptr;
+      void* b_addr = nullptr;
+      CUDNN_CHECK(cudnnGetRNNWeightParams(gpu_.cudnn(), rnn_desc_.get(), static_cast<int32_t>(pl), w_bytes_, w, id,
+                                          m_desc.get(), &m_addr, b_desc.get(), &b_addr));
+      CudnnSlot& s = layout.slots[pl][id];
+      cudnnDataType_t dt;
+      int nb = 0, dims[3] = {0, 0, 0}, strides[3] = {0, 0, 0};
+      if (m_addr) {
+        CUDNN_CHECK(cudnnGetTensorNdDescriptor(m_desc.get(), 3, &dt, &nb, dims, strides));
+        s.m_off = (static_cast<float*>(m_addr) - w), s.rows = dims[1], s.cols = dims[2];
+      }
+      if (b_addr) {
+        CUDNN_CHECK(cudnnGetTensorNdDescriptor(b_desc.get(), 3, &dt, &nb, dims, strides));
+        s.b_off = (static_cast<float*>(b_addr) - w), s.b_rows = dims[1];
+      }
+    }
+  }
+  for (int64_t l = 0; l < L_; ++l) {
+    for (int64_t d = 0; d < D_; ++d) {
+      KerasPlacement p = place_keras(layout, l, d);
+      for (auto* v : {&p.kernel, &p.recurrent, &p.bias})
+        for (int64_t& i : *v) i += w_off_;
+      const size_t base = first_[l] + static_cast<size_t>(d) * 3;
+      store.place(base, std::move(p.kernel));
+      store.place(base + 1, std::move(p.recurrent));
+      store.place(base + 2, std::move(p.bias));
+    }
+  }
+}
+
+void CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
+  lens_.assign(B, static_cast<int32_t>(T));
+  if (mask.present()) {
+    const std::vector<uint8_t>& m = mask.on_host(gpu_);
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t len = 0;
+      while (len < T && m[b * T + len]) ++len;
+      for (int64_t t = len; t < T; ++t)
+        if (m[b * T + t])
+          throw DataError(fmt::format("the mask reaching layer '{}' has a gap: sample {} is masked at step {} but "
+                                      "not at step {}; the cuDNN backend needs right-padded sequences (padding only "
+                                      "at the end); pad at the end or use device: cpu",
+                                      rnn_.front()->name, b, len, t));
+      lens_[b] = static_cast<int32_t>(len);
+    }
+  }
+  cudnn_lens_ = lens_;
+  padded_ = empty_ = false;
+  for (int32_t& l : cudnn_lens_) {
+    padded_ = padded_ || l < T;
+    empty_ = empty_ || l == 0;
+    if (l == 0) l = 1;  // computed on step 0, then zeroed (fix_padded_outputs, zero_empty_rows)
+  }
+  copy_to_device(lens_dev_.ensure(B), lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+  copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+}
+
+void CudnnStackStage::set_descriptors(int64_t B, int64_t T) {
+  const int b = static_cast<int>(B), t = static_cast<int>(T);
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, t,
+                                        b, static_cast<int>(I_), cudnn_lens_.data(), &pad_fill_));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, t,
+                                        b, static_cast<int>(D_ * H_), cudnn_lens_.data(), &pad_fill_));
+  const int dims[3] = {static_cast<int>(L_ * D_), b, static_cast<int>(H_)};
+  const int strides[3] = {static_cast<int>(B * H_), static_cast<int>(H_), 1};
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
+}
+
+// x: [B, T, I] -> [B, T, D*H] (concat), [B, T, H] (other merges), or the last valid step [B, D*H] / [B, H].
+DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const RunInfo& run) {
+  const int64_t B = x.dim(0), T = x.dim(1), DH = D_ * H_;
+  cudaStream_t st = gpu_.stream();
+  B_ = B, T_ = T, x_ = x, training_ = run.training;
+  set_lengths(mask, B, T);
+  set_descriptors(B, T);
+
+  x_in_ = x.ptr;
+  in_drop_ = run.training && input_dropout_ > 0.0 && input_dropout_ < 1.0;
+  if (in_drop_) {  // one mask per sequence, as Keras
+    k::dropout_mask(in_mask_.ensure(B * I_), B * I_, static_cast<float>(input_dropout_), run.rng->next_u64(), st);
+    k::mul_per_sequence(x.ptr, in_mask_.get(), x_drop_.ensure(B * T * I_), B, T, I_, st);
+    x_in_ = x_drop_.get();
+  }
+
+  const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+  CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), rnn_desc_.get(), fmode, x_desc_.get(), &work_bytes_,
+                                        &reserve_bytes_));
+  if (!run.training) reserve_bytes_ = 0;
+  work_.ensure(static_cast<int64_t>(work_bytes_));
+  reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
+  float* y = y_.ensure(B * T * DH);
+  float* hy = hy_.ensure(L_ * D_ * B * H_);
+  CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), rnn_desc_.get(), fmode, cudnn_lens_dev_.get(), x_desc_.get(), x_in_,
+                              y_desc_.get(), y, h_desc_.get(), nullptr, hy, h_desc_.get(), nullptr, nullptr, w_bytes_,
+                              store_.w() + w_off_, work_bytes_, work_.get(), reserve_bytes_,
+                              reserve_bytes_ ? reserve_.get() : nullptr));
+
+  if (last_seq_) {
+    cat_ = y;
+    if (padded_) {
+      // cuDNN's y stays untouched for backward; the output is a fixed copy. Keras: a plain layer
+      // repeats its last state over masked steps; Bidirectional outputs zeros there.
+      float* f = fixed_.ensure(B * T * DH);
+      CUDA_CHECK(cudaMemcpyAsync(f, y, sizeof(float) * B * T * DH, cudaMemcpyDeviceToDevice, st));
+      k::fix_padded_outputs(f, B, T, DH, lens_dev_.get(), !bidir_, st);
+      cat_ = f;
+    }
+    if (!bidir_ || merge_ == MergeMode::Concat) return DevTensor{const_cast<float*>(cat_), {B, T, DH}};
+    float* out = out_.ensure(B * T * H_);
+    k::merge_dirs(static_cast<int>(merge_), B * T, H_, cat_, DH, cat_ + H_, DH, out, st);
+    return DevTensor{out, {B, T, H_}};
+  }
+  mask.clear();  // return_sequences: false ends the mask
+  // The last layer's final states: forward direction at each sequence's last valid step, backward at step 0.
+  const float* a = hy + (L_ - 1) * D_ * B * H_;
+  const int64_t width = (bidir_ && merge_ == MergeMode::Concat) ? 2 * H_ : H_;
+  float* out = out_.ensure(B * width);
+  if (bidir_) k::merge_dirs(static_cast<int>(merge_), B, H_, a, H_, a + B * H_, H_, out, st);
+  else CUDA_CHECK(cudaMemcpyAsync(out, a, sizeof(float) * B * H_, cudaMemcpyDeviceToDevice, st));
+  if (empty_) k::zero_empty_rows(out, B, width, lens_dev_.get(), st);
+  return DevTensor{out, {B, width}};
+}
+
+DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
+  if (!training_) throw RuntimeError("internal: cuDNN stack backward after an inference forward");
+  const int64_t B = B_, T = T_, DH = D_ * H_;
+  cudaStream_t st = gpu_.stream();
+  const float* y = y_.get();
+  const float* dyc = nullptr;  // cuDNN's dy: [B, T, D*H]
+  float* dhy = nullptr;
+  if (last_seq_) {
+    const float* src = dy.ptr;
+    if (bidir_ && merge_ != MergeMode::Concat) {
+      float* u = dy2_.ensure(B * T * DH);
+      k::unmerge_dirs(static_cast<int>(merge_), B * T, H_, dy.ptr, cat_, DH, cat_ + H_, DH, u, DH, u + H_, DH, st);
+      src = u;
+    }
+    if (padded_) {
+      float* d = dy_.ensure(B * T * DH);
+      k::prepare_padded_grads(src, d, B, T, DH, lens_dev_.get(), !bidir_, st);
+      src = d;
+    }
+    dyc = src;
+  } else {
+    float* d = dy_.ensure(B * T * DH);
+    CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(float) * B * T * DH, st));
+    dyc = d;
+    dhy = dhy_.ensure(L_ * D_ * B * H_);
+    CUDA_CHECK(cudaMemsetAsync(dhy, 0, sizeof(float) * L_ * D_ * B * H_, st));
+    float* a = dhy + (L_ - 1) * D_ * B * H_;
+    const float* ha = hy_.get() + (L_ - 1) * D_ * B * H_;
+    if (bidir_) {
+      k::unmerge_dirs(static_cast<int>(merge_), B, H_, dy.ptr, ha, H_, ha + B * H_, H_, a, H_, a + B * H_, H_, st);
+      if (empty_) k::zero_empty_rows(a + B * H_, B, H_, lens_dev_.get(), st);
+    } else {
+      CUDA_CHECK(cudaMemcpyAsync(a, dy.ptr, sizeof(float) * B * H_, cudaMemcpyDeviceToDevice, st));
+    }
+    if (empty_) k::zero_empty_rows(a, B, H_, lens_dev_.get(), st);
+  }
+
+  float* dx = dx_.ensure(B * T * I_);
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), rnn_desc_.get(), cudnn_lens_dev_.get(), y_desc_.get(), y, dyc,
+                                      x_desc_.get(), dx, h_desc_.get(), nullptr, dhy, nullptr, h_desc_.get(), nullptr,
+                                      nullptr, nullptr, w_bytes_, store_.w() + w_off_, work_bytes_, work_.get(),
+                                      reserve_bytes_, reserve_.get()));
+  // Adds into the gradient buffer, which the engine zeroes before each step (cuDNN only accumulates).
+  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), rnn_desc_.get(), CUDNN_WGRAD_MODE_ADD, cudnn_lens_dev_.get(),
+                                         x_desc_.get(), x_in_, h_desc_.get(), nullptr, y_desc_.get(), y, w_bytes_,
+                                         store_.g() + w_off_, work_bytes_, work_.get(), reserve_bytes_,
+                                         reserve_.get()));
+  if (!need_dx) return {};
+  if (padded_) k::zero_padded(dx, B, T, I_, lens_dev_.get(), st);  // Keras: masked steps get no gradient
+  if (in_drop_) k::mul_per_sequence(dx, in_mask_.get(), dx, B, T, I_, st);
+  return DevTensor{dx, x_.shape};
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceStage> make_cudnn_stack_stage(const StageEnv& env, const std::vector<const LayerSpec*>& layers,
+                                              int64_t input, const std::vector<size_t>& first_params) {
+  return std::make_unique<CudnnStackStage>(env, layers, input, first_params);
+}
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,54 @@
+// Device allocation with byte counting and an out-of-memory message a user can act on.
+#include "backend/cuda/device_buffer.h"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/check.h"
+#include "core/error.h"
+
+namespace rnntrain::cuda {
+
+namespace {
+std::atomic<size_t> g_bytes{0};
+
+std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+}  // namespace
+
+void* device_alloc(size_t bytes, const char* what) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // clear the sticky-free error state of the runtime
+    size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    throw RuntimeError(fmt::format("the GPU is out of memory: allocating {} for the {} failed ({} free of {}, {} held "
+                                   "by rnntrain); lower train.batch_size (or the sequence length) and try again",
+                                   mib(bytes), what, mib(free_b), mib(total_b), mib(g_bytes.load())));
+  }
+  if (e != cudaSuccess) fail_cuda(e, "cudaMalloc(&p, bytes)", __FILE__, __LINE__);
+  g_bytes += bytes;
+  return p;
+}
+
+void device_free(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  CUDA_LOG(cudaFree(p));
+  g_bytes -= bytes;
+}
+
+size_t device_bytes_held() { return g_bytes.load(); }
+
+void copy_to_device(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,135 @@
+// The device optimizer: slot buffers, clipping factors computed on the host from per-variable
+// gradient norms, and the launch of the update kernel (kernels_train.cu).
+#include "backend/cuda/device_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/kernels.h"
+#include "core/error.h"
+
+namespace rnntrain::cuda {
+
+static_assert(static_cast<int>(OptimizerKind::SGD) == 0 && static_cast<int>(OptimizerKind::Adam) == 1 &&
+                  static_cast<int>(OptimizerKind::AdamW) == 2 && static_cast<int>(OptimizerKind::RMSprop) == 3 &&
+                  static_cast<int>(OptimizerKind::Adagrad) == 4,
+              "kernels_train.cu optimizer codes mirror OptimizerKind");
+
+namespace {
+bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
+}  // namespace
+
+DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params)
+    : gpu_(gpu), store_(store), spec_(spec) {
+  const int clips = spec.clipnorm.has_value() + spec.clipvalue.has_value() + spec.global_clipnorm.has_value();
+  if (clips > 1)
+    throw ConfigError("train.optimizer: only one of clipnorm, clipvalue and global_clipnorm can be set (as in "
+                      "Keras); remove the others");
+  // The slot kinds and their order, as train/optimizer.cpp.
+  std::vector<std::pair<std::string, float>> kinds;
+  switch (spec.kind) {
+    case OptimizerKind::SGD:
+      if (spec.momentum != 0) kinds.emplace_back("momentum", 0.0f);
+      break;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW:
+      kinds.emplace_back("momentum", 0.0f);
+      kinds.emplace_back("velocity", 0.0f);
+      if (spec.amsgrad) kinds.emplace_back("velocity_hat", 0.0f);
+      break;
+    case OptimizerKind::RMSprop:
+      kinds.emplace_back("velocity", 0.0f);
+      if (spec.momentum > 0) kinds.emplace_back("momentum", 0.0f);
+      if (spec.centered) kinds.emplace_back("average_gradient", 0.0f);
+      break;
+    case OptimizerKind::Adagrad:
+      kinds.emplace_back("accumulator", static_cast<float>(spec.initial_accumulator_value));
+      break;
+  }
+  groups_.resize(kinds.size());
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    groups_[k].name = kinds[k].first;
+    for (Param* p : params.all()) groups_[k].host.emplace_back(p->value.shape, kinds[k].second);
+    groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
+  }
+  upload();
+}
+
+std::vector<std::pair<std::string, Tensor*>> DeviceOptimizer::slots() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (Group& g : groups_)
+    for (size_t i = 0; i < g.host.size(); ++i) out.emplace_back(fmt::format("{}/{}", g.name, i), &g.host[i]);
+  return out;
+}
+
+void DeviceOptimizer::download() {
+  for (Group& g : groups_) {
+    std::vector<Tensor*> t;
+    for (Tensor& h : g.host) t.push_back(&h);
+    store_.download_flat(g.dev.get(), t);
+  }
+}
+
+void DeviceOptimizer::upload() {
+  for (Group& g : groups_) {
+    std::vector<Tensor*> t;
+    for (Tensor& h : g.host) t.push_back(&h);
+    store_.upload_flat(g.dev.get(), t);
+  }
+}
+
+void DeviceOptimizer::step(double lr, int64_t t) {
+  cudaStream_t st = gpu_.stream();
+  k::OptArgs a;
+  a.kind = static_cast<int>(spec_.kind);
+  a.p = store_.w(), a.g = store_.g(), a.var = store_.var(), a.n = store_.size();
+  float* slot[3] = {nullptr, nullptr, nullptr};
+  for (size_t k = 0; k < groups_.size(); ++k) slot[k] = groups_[k].dev.get();
+  a.s0 = slot[0], a.s1 = slot[1], a.s2 = slot[2];
+
+  // Clipping, in Keras' precedence: clipnorm, else global_clipnorm, else clipvalue.
+  if (is_set(spec_.clipnorm) || is_set(spec_.global_clipnorm)) {
+    const size_t nv = store_.variables();
+    double* sums = sums_.ensure(static_cast<int64_t>(nv));
+    CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * nv, st));
+    k::sum_squares_by_var(store_.g(), store_.var(), store_.size(), sums, st);
+    std::vector<double> host(nv);
+    copy_to_host(host.data(), sums, sizeof(double) * nv, st);
+    gpu_.sync();
+    if (is_set(spec_.clipnorm)) {
+      const double c = *spec_.clipnorm;
+      std::vector<float> f(nv, 1.0f);
+      for (size_t i = 0; i < nv; ++i) {
+        const double n = std::sqrt(host[i]);
+        if (n > c) f[i] = static_cast<float>(c / n);
+      }
+      copy_to_device(factors_.ensure(static_cast<int64_t>(nv)), f.data(), sizeof(float) * nv, st);
+      a.clip = 1, a.factors = factors_.get();
+    } else {
+      double total = 0.0;
+      for (double s : host) total += s;
+      const double norm = std::sqrt(total), c = *spec_.global_clipnorm;
+      const double f = c * std::min(1.0 / norm, 1.0 / c) + (norm - norm);  // NaN norm -> NaN, as Keras
+      if (f != 1.0) a.clip = 2, a.factor = static_cast<float>(f);
+    }
+  } else if (is_set(spec_.clipvalue)) {
+    a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
+  }
+  if (spec_.weight_decay > 0) a.decay = static_cast<float>(lr * spec_.weight_decay);
+
+  a.lr = static_cast<float>(lr);
+  a.momentum = static_cast<float>(spec_.momentum);
+  a.nesterov = spec_.nesterov, a.amsgrad = spec_.amsgrad, a.centered = spec_.centered;
+  a.eps = static_cast<float>(spec_.epsilon);
+  a.beta1c = static_cast<float>(1.0 - spec_.beta_1);
+  a.beta2c = static_cast<float>(1.0 - spec_.beta_2);
+  a.rho = static_cast<float>(spec_.rho);
+  a.rhoc = static_cast<float>(1.0 - spec_.rho);
+  const double td = static_cast<double>(t);
+  a.alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td)));
+  k::optimizer_step(a, st);
+}
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,126 @@
+// Launchers of the CUDA backend's own kernels (the .cu files hold kernels, then launchers). Every
+// launcher takes the stream, checks the launch, and mirrors a CPU-backend function; shapes are
+// row-major, batch-major unless noted. Activation codes are the values of rnntrain::Activation, merge
+// codes those of MergeMode (checked in cuda_model.cpp). Not cuBLAS or cuDNN calls: blas.h, cudnn_stack.h.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rnntrain::cuda::k {
+
+// ---- layers (kernels_layers.cu) ----
+void fill_rows(float* out, const float* vec, int64_t rows, int64_t cols, cudaStream_t s);  // out[r, :] = vec
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, int act, cudaStream_t s);  // y = act(y + bias)
+void act_grad(float* d, const float* y, int64_t n, int act, cudaStream_t s);  // d *= act'(pre), y = act(pre)
+void softmax_rows(float* x, int64_t rows, int64_t cols, cudaStream_t s);
+void softmax_rows_grad(const float* y, const float* dy, float* dpre, int64_t rows, int64_t cols, cudaStream_t s);
+// ids: [n] token ids as floats; emb: [V, E]; y: [n, E]. Backward adds dy rows into demb (atomics).
+void embedding_forward(const float* ids, const float* emb, float* y, int64_t n, int64_t E, cudaStream_t s);
+void embedding_backward(const float* ids, const float* dy, float* demb, int64_t n, int64_t E, cudaStream_t s);
+// x, y: [steps, F]; a step is used when any feature differs from value. mask_in may be null (all used).
+void masking_forward(const float* x, float* y, const uint8_t* mask_in, uint8_t* mask_out, uint8_t* used,
+                     int64_t steps, int64_t F, float value, cudaStream_t s);
+void masking_backward(const float* dy, float* dx, const uint8_t* used, int64_t steps, int64_t F, cudaStream_t s);
+// m: [n] = 1/(1-rate) with probability 1-rate, else 0; counter-based, a function of (seed, index).
+void dropout_mask(float* m, int64_t n, float rate, uint64_t seed, cudaStream_t s);
+void mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+void add_inplace(float* a, const float* b, int64_t n, cudaStream_t s);
+// x, out: [B, T, F]; m: [B, F] (one mask per sequence).
+void mul_per_sequence(const float* x, const float* m, float* out, int64_t B, int64_t T, int64_t F, cudaStream_t s);
+// a, b: [rows, H] with row strides lda, ldb; out: [rows, 2H] (concat) or [rows, H] (sum, mul, ave).
+void merge_dirs(int mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b, int64_t ldb, float* out,
+                cudaStream_t s);
+// The gradients of merge_dirs: dy like its out; a, b the merged inputs (read for mul only).
+void unmerge_dirs(int mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda, const float* b,
+                  int64_t ldb, float* da, int64_t ldda, float* db, int64_t lddb, cudaStream_t s);
+void flip_time(const float* in, float* out, int64_t B, int64_t T, int64_t F, cudaStream_t s);  // [B, T, F]
+// y: [B, T, F]; lens: [B]. Steps t >= lens[b] become y[b, lens[b]-1] (carry_last) or 0.
+void fix_padded_outputs(float* y, int64_t B, int64_t T, int64_t F, const int32_t* lens, bool carry_last,
+                        cudaStream_t s);
+// out = dy at valid steps, 0 at padded ones; with fold_into_last the padded steps' sum is added to
+// the last valid step (the gradient of fix_padded_outputs with carry_last).
+void prepare_padded_grads(const float* dy, float* out, int64_t B, int64_t T, int64_t F, const int32_t* lens,
+                          bool fold_into_last, cudaStream_t s);
+void zero_padded(float* x, int64_t B, int64_t T, int64_t F, const int32_t* lens, cudaStream_t s);
+void zero_empty_rows(float* x, int64_t B, int64_t F, const int32_t* lens, cudaStream_t s);  // x: [B, F], lens 0
+
+// ---- generic recurrent cells (kernels_rnn.cu), time-major [T, B, .] in processing order ----
+// xp[s, b, :] = x[b, t(s), :] * in_drop[b, :]; step[s, b] = mask[b, t(s)] (1 without a mask).
+void rnn_gather(const float* x, const float* in_drop, const uint8_t* mask, float* xp, uint8_t* step, int64_t B,
+                int64_t T, int64_t I, bool backwards, cudaStream_t s);
+// dx[b, t(s), :] (+)= dxp[s, b, :] * in_drop[b, :].
+void rnn_scatter_dx(const float* dxp, const float* in_drop, float* dx, int64_t B, int64_t T, int64_t I, bool backwards,
+                    bool accumulate, cudaStream_t s);
+// h: [T+1, B, H] -> y: [B, T, H] (processing order; 0 at unused steps with zero_masked) or [B, H] = h[T].
+void rnn_outputs(const float* h, const uint8_t* step, float* y, int64_t B, int64_t T, int64_t H, bool sequences,
+                 bool zero_masked, cudaStream_t s);
+void rnn_output_grads(const float* dy, const uint8_t* step, float* dyp, int64_t B, int64_t T, int64_t H,
+                      bool sequences, bool zero_masked, cudaStream_t s);
+struct CellStep {
+  int64_t B = 0, H = 0;
+  int act = 0, ract = 0;
+  const uint8_t* step = nullptr;  // [B] this step's used flags
+};
+// z: [B, 4H] x@W + b + h@U on entry, the activated gates on exit; aux: act(c) [B, H].
+void lstm_fwd(const CellStep& c, float* z, const float* hprev, const float* cprev, float* hnext, float* cnext,
+              float* aux, cudaStream_t s);
+// dh, dc: [B, H] running gradients (dh += dy first); writes dz: [B, 4H]; dc becomes d c_{t-1}.
+void lstm_bwd(const CellStep& c, const float* z, const float* aux, const float* cprev, const float* dy, float* dh,
+              float* dc, float* dz, cudaStream_t s);
+// reset_after: rec = h@U + b_rec [B, 3H]; aux keeps rec_h.
+void gru_fwd_after(const CellStep& c, float* z, const float* rec, float* aux, const float* hprev, float* hnext,
+                   cudaStream_t s);
+// reset before: (a) z,r = ract(z + rec), rh = r * hin; (b) after rec_h = rh@U_h: hh = act(z_h + rec_h), h.
+void gru_fwd_before_a(const CellStep& c, float* z, const float* rec, const float* hin, float* rh, cudaStream_t s);
+void gru_fwd_before_b(const CellStep& c, float* z, const float* rec, const float* hprev, float* hnext, cudaStream_t s);
+// dh += dy; dz (z: pre-ract' for reset before), dz_h; reset_after also dz r and dzr: [B, 3H].
+void gru_bwd_a(const CellStep& c, bool reset_after, const float* z, const float* aux, const float* hprev,
+               const float* dy, float* dh, float* dz, float* dzr, cudaStream_t s);
+// reset before: drh = d(r*hin) [B, H] -> dz_r; drh *= r; both z and r through ract'.
+void gru_bwd_before_b(const CellStep& c, const float* z, const float* hin, float* drh, float* dz, cudaStream_t s);
+// dh = dh * z + dhr * rec_drop at used rows.
+void gru_carry(const CellStep& c, const float* z, const float* dhr, const float* rec_drop, float* dh, cudaStream_t s);
+void simple_fwd(const CellStep& c, float* z, const float* hprev, float* hnext, cudaStream_t s);
+void simple_bwd(const CellStep& c, const float* z, const float* dy, float* dh, float* dz, cudaStream_t s);
+// LSTM and SimpleRNN: dh = dhr * rec_drop at used rows (rec_drop may be null).
+void rnn_carry(const CellStep& c, const float* dhr, const float* rec_drop, float* dh, cudaStream_t s);
+
+// ---- losses and optimizers (kernels_train.cu) ----
+struct LossArgs {
+  int kind = 0;  // LossKind
+  bool from_logits = false;
+  double delta = 1.0, label_smoothing = 0.0;
+  const float* pred = nullptr;    // [n, k]
+  const float* target = nullptr;  // [n, k], or labels [n] when sparse
+  bool sparse = false;
+  const uint8_t* mask = nullptr;  // [n] or null
+  int64_t n = 0, k = 0;
+  double gscale = 0.0;     // 1 / unmasked positions
+  float* grad = nullptr;   // [n, k] d(mean)/d(pred), or null
+  double* sum = nullptr;   // one double: += the per-position losses
+};
+void loss(const LossArgs& a, cudaStream_t s);
+// sums[var[i]] += g[i]^2 for var[i] >= 0.
+void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
+struct OptArgs {
+  int kind = 0;  // OptimizerKind
+  float* p = nullptr;
+  float* g = nullptr;
+  const int32_t* var = nullptr;  // [n]; < 0: not trained (frozen bias, gaps)
+  float* s0 = nullptr;           // slots (per kind, see device_optimizer.cpp)
+  float* s1 = nullptr;
+  float* s2 = nullptr;
+  int64_t n = 0;
+  // clipping: 0 none, 1 per-variable factors, 2 one factor, 3 clip value
+  int clip = 0;
+  const float* factors = nullptr;  // per variable (clip 1)
+  float factor = 1.0f, clipvalue = 0.0f;
+  float decay = 0.0f;  // lr * weight_decay (0: none)
+  float lr = 0.0f, alpha = 0.0f;
+  float momentum = 0.0f, beta1c = 0.0f, beta2c = 0.0f, eps = 0.0f, rho = 0.0f, rhoc = 0.0f;  // c = 1 - x, from double
+  bool nesterov = false, amsgrad = false, centered = false;
+};
+void optimizer_step(const OptArgs& a, cudaStream_t s);
+
+}  // namespace rnntrain::cuda::k

@@ -1,0 +1,53 @@
+// Device helpers shared by the .cu files: grid-stride loop sizing, launch checking and the
+// activations with their derivatives, mirroring backend/cpu/cpu_math.cpp. Not a kernel file.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace rnntrain::cuda::k {
+
+// Values of rnntrain::Activation (static_assert in cuda_model.cpp).
+enum ActCode : int { kLinear = 0, kTanh = 1, kSigmoid = 2, kHardSigmoid = 3, kHardSigmoidKeras2 = 4, kRelu = 5 };
+
+constexpr int kThreads = 256;
+
+inline unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > 65535LL * 16) b = 65535LL * 16;
+  return static_cast<unsigned>(b);
+}
+
+// Launch errors surface here; the backend's callers turn them into RuntimeError via check.h.
+void check_launch(const char* kernel, const char* file, int line);
+#define LAUNCH_CHECK(name) ::rnntrain::cuda::k::check_launch(name, __FILE__, __LINE__)
+
+#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ inline float act_f(int act, float x) {
+  switch (act) {
+    case kTanh: return tanhf(x);
+    case kSigmoid: return 1.0f / (1.0f + expf(-x));
+    case kHardSigmoid: return fminf(1.0f, fmaxf(0.0f, x * (1.0f / 6.0f) + 0.5f));
+    case kHardSigmoidKeras2: return fminf(1.0f, fmaxf(0.0f, 0.2f * x + 0.5f));
+    case kRelu: return fmaxf(0.0f, x);
+    default: return x;
+  }
+}
+
+// d * act'(pre), from y = act(pre).
+__device__ inline float act_grad_f(int act, float y, float d) {
+  switch (act) {
+    case kTanh: return d * (1.0f - y * y);
+    case kSigmoid: return d * (y * (1.0f - y));
+    case kHardSigmoid: return (y > 0.0f && y < 1.0f) ? d * (1.0f / 6.0f) : 0.0f;
+    case kHardSigmoidKeras2: return (y > 0.0f && y < 1.0f) ? d * 0.2f : 0.0f;
+    case kRelu: return y > 0.0f ? d : 0.0f;
+    default: return d;
+  }
+}
+
+}  // namespace rnntrain::cuda::k

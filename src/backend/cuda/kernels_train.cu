@@ -1,0 +1,208 @@
+// Kernels of the loss (Keras 3 losses with their gradients, mirroring train/loss.cpp in double
+// precision per position) and of the optimizers (one kernel over the flat parameter buffer,
+// mirroring train/optimizer.cpp in float32), plus the per-variable gradient norms for clipping.
+// Kernels first, then launchers.
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+
+namespace rnntrain::cuda::k {
+
+namespace {
+
+// LossKind and OptimizerKind values (static_assert in engine_cuda.cpp).
+enum { kMSE = 0, kMAE = 1, kHuber = 2, kBinary = 3, kCategorical = 4, kSparse = 5 };
+enum { kSGD = 0, kAdam = 1, kAdamW = 2, kRMSprop = 3, kAdagrad = 4 };
+
+// ---------------- kernels ----------------
+
+__device__ inline double clip_prob(double p, double lo, double hi) { return fmin(fmax(p, lo), hi); }
+__device__ inline double sgn(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
+
+__global__ void loss_k(LossArgs a) {
+  const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
+  GRID_LOOP(i, a.n) {
+    if (a.mask && !a.mask[i]) continue;
+    const int64_t K = a.k;
+    const float* p = a.pred + i * K;
+    float* g = a.grad ? a.grad + i * K : nullptr;
+    const double inv_k = 1.0 / static_cast<double>(K);
+    double l = 0.0;
+    if (a.kind == kMSE || a.kind == kMAE || a.kind == kHuber) {
+      const float* t = a.target + i * K;
+      for (int64_t j = 0; j < K; ++j) {
+        const double e = static_cast<double>(p[j]) - t[j];
+        double v, d;
+        if (a.kind == kMSE) v = e * e, d = 2.0 * e;
+        else if (a.kind == kMAE) v = fabs(e), d = sgn(e);
+        else if (fabs(e) <= a.delta) v = 0.5 * e * e, d = e;
+        else v = a.delta * fabs(e) - 0.5 * a.delta * a.delta, d = a.delta * sgn(e);
+        l += v;
+        if (g) g[j] = static_cast<float>(d * inv_k * a.gscale);
+      }
+      l *= inv_k;
+    } else if (a.kind == kBinary) {
+      const float* t = a.target + i * K;
+      const double ls = a.label_smoothing;
+      for (int64_t j = 0; j < K; ++j) {
+        const double y = t[j] * (1.0 - ls) + 0.5 * ls;
+        const double x = p[j];
+        double v, d;
+        if (a.from_logits) {
+          v = fmax(x, 0.0) - x * y + log1p(exp(-fabs(x)));
+          const double s = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+          d = s - y;
+        } else {
+          const double c = clip_prob(x, lo, hi);
+          v = -(y * log(c) + (1.0 - y) * log(1.0 - c));
+          d = (x >= lo && x <= hi) ? -(y / c - (1.0 - y) / (1.0 - c)) : 0.0;
+        }
+        l += v;
+        if (g) g[j] = static_cast<float>(d * inv_k * a.gscale);
+      }
+      l *= inv_k;
+    } else {
+      // Categorical (dense targets or sparse labels), targets smoothed towards 1/K.
+      const float* t = a.sparse ? nullptr : a.target + i * K;
+      const int64_t label = a.sparse ? static_cast<int64_t>(a.target[i]) : -1;
+      const double ls = a.label_smoothing;
+      auto target = [&](int64_t j) {
+        const double raw = t ? static_cast<double>(t[j]) : (j == label ? 1.0 : 0.0);
+        return ls > 0 ? raw * (1.0 - ls) + ls / static_cast<double>(K) : raw;
+      };
+      if (a.from_logits) {
+        double m = p[0];
+        for (int64_t j = 1; j < K; ++j) m = fmax(m, static_cast<double>(p[j]));
+        double z = 0.0;
+        for (int64_t j = 0; j < K; ++j) z += exp(p[j] - m);
+        const double lse = m + log(z);
+        double ysum = 0.0;
+        for (int64_t j = 0; j < K; ++j) {
+          const double y = target(j);
+          ysum += y;
+          l += y * (lse - p[j]);
+        }
+        if (g)
+          for (int64_t j = 0; j < K; ++j) g[j] = static_cast<float>((ysum * exp(p[j] - lse) - target(j)) * a.gscale);
+      } else {
+        double s = 0.0;
+        for (int64_t j = 0; j < K; ++j) s += p[j];
+        double gq = 0.0;
+        for (int64_t j = 0; j < K; ++j) {
+          const double q = p[j] / s, c = clip_prob(q, lo, hi), y = target(j);
+          l -= y * log(c);
+          gq += ((q >= lo && q <= hi) ? -y / c : 0.0) * q;
+        }
+        if (g)
+          for (int64_t j = 0; j < K; ++j) {
+            const double q = p[j] / s, c = clip_prob(q, lo, hi);
+            const double w = (q >= lo && q <= hi) ? -target(j) / c : 0.0;
+            g[j] = static_cast<float>((w - gq) / s * a.gscale);
+          }
+      }
+    }
+    atomicAdd(a.sum, l);
+  }
+}
+
+// Each thread sums a contiguous chunk, flushing when the variable changes.
+constexpr int64_t kChunk = 256;
+__global__ void sum_squares_k(const float* g, const int32_t* var, int64_t n, double* sums) {
+  GRID_LOOP(c, (n + kChunk - 1) / kChunk) {
+    const int64_t end = min(n, (c + 1) * kChunk);
+    int32_t cur = -1;
+    double acc = 0.0;
+    for (int64_t i = c * kChunk; i < end; ++i) {
+      const int32_t v = var[i];
+      if (v != cur) {
+        if (cur >= 0 && acc != 0.0) atomicAdd(sums + cur, acc);
+        cur = v, acc = 0.0;
+      }
+      if (v >= 0) acc += static_cast<double>(g[i]) * g[i];
+    }
+    if (cur >= 0 && acc != 0.0) atomicAdd(sums + cur, acc);
+  }
+}
+
+__global__ void optimizer_k(OptArgs a) {
+  GRID_LOOP(i, a.n) {
+    const int32_t v = a.var[i];
+    if (v < 0) continue;
+    float g = a.g[i];
+    if (a.clip == 1) g *= a.factors[v];
+    else if (a.clip == 2) g *= a.factor;
+    else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
+    float p = a.p[i];
+    if (a.decay > 0.0f) p -= p * a.decay;
+    switch (a.kind) {
+      case kSGD:
+        if (a.momentum == 0.0f) {
+          p -= a.lr * g;
+        } else {
+          const float m = a.momentum * a.s0[i] - a.lr * g;
+          a.s0[i] = m;
+          p += a.nesterov ? a.momentum * m - a.lr * g : m;
+        }
+        break;
+      case kAdam:
+      case kAdamW: {
+        const float m = a.s0[i] + (g - a.s0[i]) * a.beta1c;
+        const float vv = a.s1[i] + (g * g - a.s1[i]) * a.beta2c;
+        a.s0[i] = m, a.s1[i] = vv;
+        float vj = vv;
+        if (a.amsgrad) vj = a.s2[i] = fmaxf(a.s2[i], vv);
+        p -= m * a.alpha / (sqrtf(vj) + a.eps);
+        break;
+      }
+      case kRMSprop: {
+        const float c = a.rhoc;
+        const float vv = a.rho * a.s0[i] + c * g * g;
+        a.s0[i] = vv;
+        float denom = vv + a.eps;
+        if (a.centered) {
+          const float avg = a.rho * a.s2[i] + c * g;
+          a.s2[i] = avg;
+          denom = vv - avg * avg + a.eps;
+        }
+        const float inc = a.lr * g / sqrtf(denom);
+        if (a.momentum > 0.0f) {
+          const float mom = a.momentum * a.s1[i] + inc;
+          a.s1[i] = mom;
+          p -= mom;
+        } else {
+          p -= inc;
+        }
+        break;
+      }
+      default: {  // Adagrad
+        const float acc = a.s0[i] + g * g;
+        a.s0[i] = acc;
+        p -= a.lr * g / sqrtf(acc + a.eps);
+      }
+    }
+    a.p[i] = p;
+  }
+}
+
+}  // namespace
+
+// ---------------- launchers ----------------
+
+void loss(const LossArgs& a, cudaStream_t s) {
+  if (a.n == 0) return;
+  loss_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+  LAUNCH_CHECK("loss");
+}
+
+void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s) {
+  if (n == 0) return;
+  sum_squares_k<<<blocks_for((n + kChunk - 1) / kChunk), kThreads, 0, s>>>(g, var, n, sums);
+  LAUNCH_CHECK("sum_squares_by_var");
+}
+
+void optimizer_step(const OptArgs& a, cudaStream_t s) {
+  if (a.n == 0) return;
+  optimizer_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+  LAUNCH_CHECK("optimizer_step");
+}
+
+}  // namespace rnntrain::cuda::k

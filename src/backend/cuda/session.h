@@ -1,0 +1,56 @@
+// The CUDA backend as the training engine sees it: one model, its loss and its optimizer on the GPU.
+// A step is forward, the loss and its gradient (own kernels), backward, clipping and the update;
+// predictions come back to the host only when asked (for metrics). The backend registry
+// (train/engine_registry.cpp) wraps this in the Engine interface; nothing else includes it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/rng.h"
+#include "model/params.h"
+#include "spec/config.h"
+
+namespace rnntrain::cuda {
+
+// "" when a GPU and cuDNN 9 are usable here; otherwise why not, for the user.
+std::string unavailable_reason();
+
+struct StepLoss {
+  double sum = 0.0, count = 0.0;  // as LossValue: sum of per-position losses, unmasked positions
+};
+
+class Session {
+ public:
+  // params: canonical host parameters, uploaded now; the session keeps a reference for download().
+  Session(const Config& cfg, Params& params);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::string device_name() const;
+
+  // One optimizer step at step t (1-based) with learning rate lr. pred and mask (when not null)
+  // receive the predictions and the output mask ([B, T] of 0/1, or left empty) on the host.
+  StepLoss train_step(const Batch& b, double lr, int64_t t, Rng& rng, Tensor* pred, Tensor* mask);
+  // Inference mode (no dropout), no update.
+  StepLoss eval_step(const Batch& b, Tensor* pred, Tensor* mask);
+  Tensor predict(const Batch& b);
+  // Forward in training mode, loss and backward only: the gradients land in the params' grads (host);
+  // dx (when not null) receives the gradient w.r.t. feature inputs (empty for token ids).
+  StepLoss gradients(const Batch& b, Rng& rng, Tensor* pred, Tensor* dx);
+
+  // Parameters and optimizer slots: device -> host params (and slots()), and back.
+  void download();
+  void upload();
+  std::vector<std::pair<std::string, Tensor*>> slots();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rnntrain::cuda

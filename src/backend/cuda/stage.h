@@ -1,0 +1,84 @@
+// The CUDA model's internal stage interface: one stage per planner stage (a cuDNN stack, a generic
+// recurrent layer, or one other layer). forward() keeps what backward() needs inside the stage and
+// returns a view of its own output buffer; backward() returns a view of its own input-gradient
+// buffer. Views stay valid until the stage's next forward. Not public API (CudaModel is).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gpu.h"
+#include "backend/cuda/param_store.h"
+#include "core/batch.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace rnntrain::cuda {
+
+// A device array with a shape; does not own its memory.
+struct DevTensor {
+  float* ptr = nullptr;
+  Shape shape;
+  int64_t numel() const { return shape.empty() ? 0 : shape_numel(shape); }
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+};
+
+// The [B, T] step mask reaching a stage (1 = the step is used), on the device with a lazily made
+// host copy. A stage that changes it writes a buffer of its own, so earlier stages' views stay valid.
+struct MaskState {
+  const uint8_t* dev = nullptr;  // null: no mask
+  int64_t B = 0, T = 0;
+  std::shared_ptr<std::vector<uint8_t>> host;  // null until someone needs it
+  bool present() const { return dev != nullptr; }
+  const std::vector<uint8_t>& on_host(Gpu& gpu);
+  void clear() { *this = MaskState(); }
+};
+
+struct RunInfo {
+  bool training = false;
+  Rng* rng = nullptr;            // dropout seeds are drawn from it
+  const Batch* batch = nullptr;  // the host batch (token ids for Embedding's checks)
+};
+
+class DeviceStage {
+ public:
+  virtual ~DeviceStage() = default;
+  // Phase 1 of ParamStore: reserve device space for this stage's parameters.
+  virtual void reserve(ParamStore& store) = 0;
+  // Phase 3: say where each of its parameters lives. first: its first parameter's Params::all() index.
+  virtual void place(ParamStore& store) = 0;
+  virtual DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) = 0;
+  // dy: gradient of forward's output. Adds into the store's gradients; returns dx (ptr null when
+  // need_dx is false or the input has no gradient).
+  virtual DevTensor backward(const DevTensor& dy, bool need_dx) = 0;
+};
+
+// Builders, one per stage kind (basic_stages.cpp, cudnn_stack.cpp, generic_rnn.cpp). `first_param`
+// is the Params::all() index of the layer's (or stack's) first weight.
+struct StageEnv {
+  Gpu& gpu;
+  ParamStore& store;
+  uint64_t seed;  // the run's seed, for cuDNN's dropout states
+};
+
+}  // namespace rnntrain::cuda
+
+#include "spec/config.h"
+
+namespace rnntrain::cuda {
+
+std::unique_ptr<DeviceStage> make_embedding_stage(const StageEnv& env, const LayerSpec& l, size_t first_param);
+std::unique_ptr<DeviceStage> make_masking_stage(const StageEnv& env, const LayerSpec& l);
+std::unique_ptr<DeviceStage> make_dropout_stage(const StageEnv& env, const LayerSpec& l);
+// owner: the Dense, or the TimeDistributed wrapping it (d = *owner.inner).
+std::unique_ptr<DeviceStage> make_dense_stage(const StageEnv& env, const LayerSpec& owner, const LayerSpec& d, int64_t input,
+                                        size_t first_param);
+// One LSTM/GRU/SimpleRNN or Bidirectional layer that cuDNN cannot run (generic_rnn.cpp).
+std::unique_ptr<DeviceStage> make_generic_rnn_stage(const StageEnv& env, const LayerSpec& l, int64_t input, size_t first_param);
+// Consecutive recurrent layers (Dropout layers between them included, in model order) as one cuDNN
+// RNN (cudnn_stack.cpp). first_params: the first weight's index of each recurrent layer.
+std::unique_ptr<DeviceStage> make_cudnn_stack_stage(const StageEnv& env, const std::vector<const LayerSpec*>& layers,
+                                              int64_t input, const std::vector<size_t>& first_params);
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,87 @@
+// The Keras interchange subcommands: `export` (config + weights -> .h5, .keras or .weights.h5) and
+// `import` (a Keras full model -> a config plus a weights file, ready for eval, predict or train).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "io/keras_file.h"
+#include "spec/parse.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace rnntrain {
+
+int cmd_export(const CommandArgs& a) {
+  Config cfg = load_config_args(a.args);
+  const KerasFormat f = keras_format_for_output(a.output);  // a usage error before any work
+  Params params = initial_params(cfg, a.weights);
+  export_keras(a.output, cfg.model, params);
+  nlohmann::ordered_json j;
+  j["output"] = a.output;
+  j["format"] = keras_format_name(f);
+  j["params"] = params.count();
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+// "runs/model.yaml" -> "runs/model_weights.h5" (next to the config, named after it).
+static fs::path weights_path_for(const fs::path& config) {
+  return config.parent_path() / (config.stem().string() + "_weights.h5");
+}
+
+int cmd_import(const CommandArgs& a) {
+  if (a.args.size() != 1) throw UsageError("import takes one Keras file: rnntrain import model.h5|model.keras [-o config.yaml]");
+  const std::string src = a.args[0];
+  if (!fs::exists(src)) throw DataError(fmt::format("{}: no such file", src));
+  fs::path out = a.output.empty() ? fs::path(src).replace_extension(".yaml") : fs::path(a.output);
+  if (out.extension() != ".yaml" && out.extension() != ".yml")
+    throw UsageError(fmt::format("-o {}: the config file must end in .yaml or .yml", out.string()));
+  const fs::path weights = weights_path_for(out);
+  std::error_code ec;
+  if (fs::equivalent(weights, src, ec) || fs::equivalent(out, src, ec))
+    throw UsageError(fmt::format("-o {}: would overwrite the Keras file {}; choose another name", out.string(), src));
+
+  ImportedKeras k = import_keras(src);
+  Config cfg;
+  cfg.path = out.string();
+  cfg.model = k.model;
+  cfg.model.init_from = weights.filename().string();  // relative to the config's folder
+  if (k.train) cfg.train = *k.train;
+  cfg.output.dir = (fs::path("runs") / out.stem()).string();
+  const std::string yaml = emit_config(cfg);
+  try {
+    parse_config(yaml, out.string());  // what rnntrain will read must be valid
+  } catch (const ConfigError& e) {
+    throw DataError(fmt::format("{}: the imported model is not a valid rnntrain config: {}", src, e.what()));
+  }
+
+  if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
+  export_keras(weights.string(), k.model, k.params);
+  write_atomically(out.string(), [&](const std::string& tmp) {
+    std::ofstream f(tmp, std::ios::binary);
+    f << "# Imported by `rnntrain import` from " << src << " (Keras " << k.keras_version << ").\n" << yaml;
+    f.close();
+    if (!f) throw RuntimeError(fmt::format("cannot write {}: check the disk and the folder's permissions", tmp));
+  });
+  log_info("imported {} (Keras {}): {} layers, {} parameters -> {} and {}", src, k.keras_version,
+           k.model.layers.size(), k.params.count(), out.string(), weights.string());
+  log_info("next: rnntrain predict {} --weights {} --data INPUTS -o predictions.npy", out.string(), weights.string());
+  nlohmann::ordered_json j;
+  j["config"] = out.string();
+  j["weights"] = weights.string();
+  j["keras_version"] = k.keras_version;
+  j["layers"] = k.model.layers.size();
+  j["params"] = k.params.count();
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace rnntrain

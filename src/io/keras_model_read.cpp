@@ -1,0 +1,377 @@
+// Keras model JSON -> ModelSpec: Sequential, or a Functional model that is a single chain. Every
+// argument rnntrain cannot honour is refused by layer name (stateful, return_state, other
+// activations); what does not change the numbers (regularizers, constraints, initializer seeds) is
+// dropped with a warning. Lambda and custom classes are refused: nothing from a file is run.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/keras_model.h"
+
+namespace rnntrain {
+
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  const KerasOrigin& origin;
+  std::vector<std::string> refused;  // "'name' (Class): why", all reported together
+
+  [[noreturn]] void fail(const std::string& what) const { throw DataError(fmt::format("{}: {}", origin.file, what)); }
+
+  static const json& config_of(const json& layer) {
+    static const json empty = json::object();
+    auto it = layer.find("config");
+    return it != layer.end() && it->is_object() ? *it : empty;
+  }
+  static std::string str(const json& j, const char* key, const std::string& def = "") {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+  }
+  static bool flag(const json& j, const char* key, bool def) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() ? it->get<bool>() : def;
+  }
+  static double num(const json& j, const char* key, double def) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : def;
+  }
+  static bool set_non_null(const json& c, const char* key) {
+    auto it = c.find(key);
+    return it != c.end() && !it->is_null();
+  }
+
+  Activation activation(const json& c, const char* key, const std::string& who, Activation def, bool allow_softmax) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) return def;
+    std::string name;
+    if (it->is_string()) name = it->get<std::string>();
+    else if (it->is_object()) name = it->contains("config") && (*it)["config"].is_string() ? (*it)["config"].get<std::string>()
+                                                                                          : str(*it, "class_name");
+    if (name == "linear" || name == "None") return Activation::Linear;
+    if (name == "tanh") return Activation::Tanh;
+    if (name == "sigmoid") return Activation::Sigmoid;
+    if (name == "relu") return Activation::Relu;
+    if (name == "hard_sigmoid") return origin.keras2() ? Activation::HardSigmoidKeras2 : Activation::HardSigmoid;
+    if (name == "softmax" && allow_softmax) return Activation::Softmax;
+    refused.push_back(fmt::format("{}: {} '{}' is not supported (rnntrain has linear, tanh, sigmoid, hard_sigmoid, relu{})",
+                                  who, key, name, allow_softmax ? ", softmax" : ""));
+    return def;
+  }
+
+  Initializer initializer(const json& c, const char* key, const std::string& who, Initializer def) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) return def;
+    std::string name = it->is_string() ? it->get<std::string>() : str(*it, "class_name");
+    const json& cfg = it->is_object() ? config_of(*it) : json::object();
+    std::string key_name;
+    for (char ch : name)
+      if (ch != '_') key_name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (key_name == "zeros" || key_name == "zero") return {InitKind::Zeros};
+    if (key_name == "ones" || key_name == "one") return {InitKind::Ones};
+    if (key_name == "constant") return {InitKind::Constant, num(cfg, "value", 0.0)};
+    if (key_name == "glorotuniform") return {InitKind::GlorotUniform};
+    if (key_name == "glorotnormal") return {InitKind::GlorotNormal};
+    if (key_name == "heuniform") return {InitKind::HeUniform};
+    if (key_name == "henormal") return {InitKind::HeNormal};
+    if (key_name == "lecununiform") return {InitKind::LecunUniform};
+    if (key_name == "orthogonal" || key_name == "orthogonalinitializer") return {InitKind::Orthogonal, num(cfg, "gain", 1.0)};
+    if (key_name == "randomuniform") return {InitKind::RandomUniform, num(cfg, "minval", -0.05), num(cfg, "maxval", 0.05)};
+    if (key_name == "randomnormal") return {InitKind::RandomNormal, num(cfg, "mean", 0.0), num(cfg, "stddev", 0.05)};
+    log_warn("{}: {}: {} '{}' has no rnntrain equivalent; the config uses rnntrain's default (only fresh "
+             "initialisation is affected, not the imported weights)", origin.file, who, key, name);
+    return def;
+  }
+
+  // Arguments that change the numbers and that rnntrain does not have.
+  void refuse_true(const json& c, const std::string& who, std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+      if (flag(c, k, false)) refused.push_back(fmt::format("{}: {}=true is not supported", who, k));
+  }
+  // Arguments that only matter to Keras' own training and are dropped.
+  void drop_set(const json& c, const std::string& who, std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+      if (set_non_null(c, k)) log_warn("{}: {}: '{}' is ignored (rnntrain has no equivalent)", origin.file, who, k);
+  }
+  void check_dtype(const json& c, const std::string& who) {
+    auto it = c.find("dtype");
+    if (it == c.end() || it->is_null()) return;
+    std::string d = it->is_string() ? it->get<std::string>() : str(config_of(*it), "name");
+    if (!d.empty() && d != "float32")
+      log_warn("{}: {}: dtype '{}' is read as float32 (rnntrain computes in float32)", origin.file, who, d);
+  }
+
+  static Shape shape_from(const json& batch_shape) {
+    Shape s;
+    for (size_t i = 1; i < batch_shape.size(); ++i)
+      s.push_back(batch_shape[i].is_number_integer() ? batch_shape[i].get<int64_t>() : -1);
+    return s;
+  }
+
+  LayerSpec recurrent(const std::string& cls, const json& c, const std::string& who) {
+    LayerSpec l;
+    const bool cudnn = cls == "CuDNNLSTM" || cls == "CuDNNGRU";
+    l.kind = cls == "LSTM" || cls == "CuDNNLSTM" ? LayerKind::LSTM : cls == "GRU" || cls == "CuDNNGRU" ? LayerKind::GRU
+                                                                                                      : LayerKind::SimpleRNN;
+    l.units = static_cast<int64_t>(num(c, "units", 0));
+    if (l.units <= 0) refused.push_back(fmt::format("{}: 'units' is missing or not positive", who));
+    refuse_true(c, who, {"stateful", "return_state", "time_major"});
+    drop_set(c, who, {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
+                      "kernel_constraint", "recurrent_constraint", "bias_constraint"});
+    check_dtype(c, who);
+    l.return_sequences = flag(c, "return_sequences", false);
+    l.go_backwards = flag(c, "go_backwards", false);
+    l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
+    l.recurrent_initializer = initializer(c, "recurrent_initializer", who, l.recurrent_initializer);
+    l.bias_initializer = initializer(c, "bias_initializer", who, l.bias_initializer);
+    if (cudnn) {  // cuDNN's fixed cell: tanh, sigmoid, biases; GRU with the reset gate after the matmul
+      l.activation = Activation::Tanh, l.recurrent_activation = Activation::Sigmoid;
+      l.use_bias = true, l.reset_after = true;
+      l.unit_forget_bias = flag(c, "unit_forget_bias", true);
+      return l;
+    }
+    l.activation = activation(c, "activation", who, Activation::Tanh, false);
+    if (l.kind != LayerKind::SimpleRNN)
+      l.recurrent_activation = activation(c, "recurrent_activation", who, Activation::Sigmoid, false);
+    l.use_bias = flag(c, "use_bias", true);
+    l.unit_forget_bias = flag(c, "unit_forget_bias", true);
+    // Keras 2.3 and earlier built GRUs with reset_after=False; the key is always written since.
+    l.reset_after = flag(c, "reset_after", !origin.keras2() || c.contains("reset_after"));
+    l.dropout = num(c, "dropout", 0.0);
+    l.recurrent_dropout = num(c, "recurrent_dropout", 0.0);
+    return l;
+  }
+
+  LayerSpec dense(const json& c, const std::string& who) {
+    LayerSpec l;
+    l.kind = LayerKind::Dense;
+    l.units = static_cast<int64_t>(num(c, "units", 0));
+    if (l.units <= 0) refused.push_back(fmt::format("{}: 'units' is missing or not positive", who));
+    l.activation = activation(c, "activation", who, Activation::Linear, true);
+    l.use_bias = flag(c, "use_bias", true);
+    l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
+    l.bias_initializer = initializer(c, "bias_initializer", who, l.bias_initializer);
+    drop_set(c, who, {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                      "bias_constraint"});
+    if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
+      refused.push_back(fmt::format("{}: quantized or LoRA Dense layers are not supported", who));
+    check_dtype(c, who);
+    return l;
+  }
+
+  bool is_custom(const json& layer) const {
+    const std::string module = str(layer, "module");
+    auto reg = layer.find("registered_name");
+    const bool registered = reg != layer.end() && reg->is_string() && reg->get<std::string>() != str(layer, "class_name");
+    return registered || (!module.empty() && module.rfind("keras", 0) != 0);
+  }
+
+  // One Keras layer entry -> LayerSpec (kind Input for InputLayer). Problems go to `refused`.
+  LayerSpec layer(const json& entry) {
+    const std::string cls = str(entry, "class_name");
+    const json& c = config_of(entry);
+    const std::string name = str(c, "name", str(entry, "name", "?"));
+    const std::string who = fmt::format("layer '{}' ({})", name, cls);
+    LayerSpec l;
+    l.kind = LayerKind::Dropout;  // placeholder for refused layers
+    if (cls == "Lambda" || cls == "TFOpLambda" || cls == "SlicingOpLambda") {
+      refused.push_back(fmt::format("{}: Lambda layers hold Python code, and rnntrain never runs code from a file", who));
+    } else if (is_custom(entry)) {
+      refused.push_back(fmt::format("{}: a custom class (module '{}', registered as '{}'); rnntrain never runs code "
+                                    "from a file", who, str(entry, "module"), str(entry, "registered_name")));
+    } else if (cls == "InputLayer") {
+      l.kind = LayerKind::Input;
+      auto it = c.find("batch_shape");
+      if (it == c.end() || !it->is_array()) it = c.find("batch_input_shape");
+      if (it == c.end() || !it->is_array() || it->size() < 2 || it->size() > 3)
+        refused.push_back(fmt::format("{}: needs a batch_shape of rank 2 (token ids) or 3 (features)", who));
+      else
+        l.shape = shape_from(*it);
+    } else if (cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN" || cls == "CuDNNLSTM" || cls == "CuDNNGRU") {
+      l = recurrent(cls, c, who);
+      if (cls.rfind("CuDNN", 0) == 0) log_info("{}: {} is read as {} (its weights are converted)", origin.file, who, layer_kind_name(l.kind));
+    } else if (cls == "Dense") {
+      l = dense(c, who);
+    } else if (cls == "Dropout") {
+      l.rate = num(c, "rate", 0.0);
+      drop_set(c, who, {"noise_shape"});
+    } else if (cls == "Masking") {
+      l.kind = LayerKind::Masking;
+      l.mask_value = num(c, "mask_value", 0.0);
+    } else if (cls == "Embedding") {
+      l.kind = LayerKind::Embedding;
+      l.input_dim = static_cast<int64_t>(num(c, "input_dim", 0));
+      l.output_dim = static_cast<int64_t>(num(c, "output_dim", 0));
+      l.mask_zero = flag(c, "mask_zero", false);
+      l.embeddings_initializer = initializer(c, "embeddings_initializer", who, l.embeddings_initializer);
+      drop_set(c, who, {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint"});
+      if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
+        refused.push_back(fmt::format("{}: quantized or LoRA embeddings are not supported", who));
+    } else if (cls == "Bidirectional" || cls == "TimeDistributed") {
+      l.kind = cls == "Bidirectional" ? LayerKind::Bidirectional : LayerKind::TimeDistributed;
+      auto inner = c.find("layer");
+      if (inner == c.end() || !inner->is_object()) {
+        refused.push_back(fmt::format("{}: no wrapped 'layer' in its config", who));
+      } else {
+        LayerSpec in = layer(*inner);
+        const bool ok = l.kind == LayerKind::Bidirectional ? is_recurrent(in.kind) : in.kind == LayerKind::Dense;
+        if (!ok) refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, str(*inner, "class_name"),
+                                               cls, l.kind == LayerKind::Bidirectional ? "LSTM, GRU or SimpleRNN" : "Dense"));
+        if (l.kind == LayerKind::Bidirectional && in.name.rfind("forward_", 0) == 0) in.name = in.name.substr(8);
+        l.inner = std::make_shared<LayerSpec>(std::move(in));
+      }
+      if (l.kind == LayerKind::Bidirectional) {
+        const std::string mode = str(c, "merge_mode", c.contains("merge_mode") ? "" : "concat");
+        const char* modes[] = {"concat", "sum", "mul", "ave"};
+        auto m = std::find(std::begin(modes), std::end(modes), mode);
+        if (m == std::end(modes))
+          refused.push_back(fmt::format("{}: merge_mode '{}' is not supported (concat, sum, mul, ave)", who,
+                                        mode.empty() ? "None" : mode));
+        else
+          l.merge_mode = static_cast<MergeMode>(m - std::begin(modes));
+        auto back = c.find("backward_layer");
+        if (back != c.end() && back->is_object() && l.inner &&
+            (str(*back, "class_name") != str(*inner, "class_name") ||
+             num(config_of(*back), "units", 0) != num(config_of(*inner), "units", 0)))
+          refused.push_back(fmt::format("{}: a backward_layer that differs from the forward one is not supported", who));
+      }
+    } else {
+      refused.push_back(fmt::format("{}: class '{}' is not supported (rnntrain has InputLayer, Embedding, Masking, "
+                                    "LSTM, GRU, SimpleRNN, CuDNNLSTM, CuDNNGRU, Bidirectional, Dropout, Dense, "
+                                    "TimeDistributed)", who, cls));
+    }
+    l.name = name;
+    return l;
+  }
+
+  // The layer entries of a Functional model's single chain, input first.
+  std::vector<const json*> chain(const json& cfg) {
+    const json& layers = cfg.at("layers");
+    std::map<std::string, const json*> by_name;
+    for (const json& e : layers) by_name[str(e, "name", str(config_of(e), "name"))] = &e;
+    auto first_name = [](const json& refs) -> std::string {  // ["x", 0, 0] or [["x", 0, 0]]
+      const json* r = &refs;
+      while (r->is_array() && !r->empty() && r->front().is_array()) {
+        if (r->size() != 1) return "";
+        r = &r->front();
+      }
+      return r->is_array() && !r->empty() && r->front().is_string() ? r->front().get<std::string>() : "";
+    };
+    const std::string out = first_name(cfg.value("output_layers", json::array()));
+    const std::string in = first_name(cfg.value("input_layers", json::array()));
+    if (out.empty() || in.empty())
+      fail("the Functional model must have exactly one input and one output; rnntrain imports single chains only");
+    std::vector<const json*> rev;
+    std::set<std::string> seen;
+    for (std::string cur = out;;) {
+      auto it = by_name.find(cur);
+      if (it == by_name.end() || !seen.insert(cur).second) fail(fmt::format("the Functional model's graph is broken at layer '{}'", cur));
+      rev.push_back(it->second);
+      if (cur == in) break;
+      const json nodes = it->second->value("inbound_nodes", json::array());
+      if (nodes.size() != 1)
+        fail(fmt::format("layer '{}' is called {} times; rnntrain imports single chains only (no shared layers)", cur, nodes.size()));
+      std::vector<std::string> inputs;
+      const json& node = nodes[0];
+      if (node.is_object()) {  // Keras 3: {"args": [keras tensors...], "kwargs": {mask: ...}}
+        for (const json& a : node.value("args", json::array())) {
+          if (a.is_object() && str(a, "class_name") == "__keras_tensor__") inputs.push_back(first_name(config_of(a).value("keras_history", json::array())));
+          if (a.is_array())
+            for (const json& t : a)
+              if (t.is_object() && str(t, "class_name") == "__keras_tensor__") inputs.push_back(first_name(config_of(t).value("keras_history", json::array())));
+        }
+      } else if (node.is_array()) {  // Keras 2: [["name", node, tensor, {kwargs}], ...]
+        for (const json& t : node)
+          if (t.is_array() && !t.empty() && t[0].is_string()) inputs.push_back(t[0].get<std::string>());
+      }
+      if (inputs.size() != 1)
+        fail(fmt::format("layer '{}' takes {} inputs; rnntrain imports single chains only", cur, inputs.size()));
+      cur = inputs[0];
+    }
+    // Layers off the chain: only the ops with which Keras computes the masks of Embedding(mask_zero)
+    // and Masking (NotEqual, Any) for the `mask=` arguments; rnntrain derives masks itself.
+    static const std::set<std::string> mask_ops{"NotEqual", "Any", "All", "Equal", "LogicalNot", "LogicalAnd", "Cast"};
+    for (const json& e : layers) {
+      const std::string n = str(e, "name", str(config_of(e), "name"));
+      if (!seen.count(n) && !mask_ops.count(str(e, "class_name")))
+        fail(fmt::format("layer '{}' ({}) is not on the chain from '{}' to '{}'; rnntrain imports single chains only",
+                         n, str(e, "class_name"), in, out));
+    }
+    return {rev.rbegin(), rev.rend()};
+  }
+};
+
+// Keras names may repeat across a wrapper and its layer, or hold '/': make them valid rnntrain names.
+void fix_names(ModelSpec& m) {
+  std::set<std::string> taken;
+  auto fix = [&](LayerSpec& l) {
+    std::replace(l.name.begin(), l.name.end(), '/', '_');
+    if (l.name.empty()) l.name = "layer";
+    std::string n = l.name;
+    for (int k = 1; taken.count(n); ++k) n = fmt::format("{}_{}", l.name, k);
+    l.name = n;
+    taken.insert(n);
+  };
+  for (LayerSpec& l : m.layers) {
+    if (l.inner) fix(*l.inner);
+    fix(l);
+  }
+}
+
+}  // namespace
+
+ModelSpec model_from_keras_json(const nlohmann::json& top, const KerasOrigin& origin) {
+  Reader r{origin, {}};
+  if (!top.is_object() || !top.contains("class_name"))
+    r.fail("the model config is not a Keras model (no 'class_name'); was the file written by Keras?");
+  const std::string cls = Reader::str(top, "class_name");
+  const json cfg = top.contains("config") ? top["config"] : json::object();
+  std::vector<json> entries;
+  if (cls == "Sequential") {
+    const json& layers = cfg.is_array() ? cfg : cfg.value("layers", json::array());  // Keras 2.0: a bare list
+    entries.assign(layers.begin(), layers.end());
+  } else if (cls == "Functional" || cls == "Model") {
+    if (!cfg.contains("layers")) r.fail("the Functional model config has no 'layers'");
+    for (const json* e : r.chain(cfg)) entries.push_back(*e);
+  } else {
+    r.fail(fmt::format("the model class '{}' is not supported: rnntrain imports Sequential models and Functional "
+                       "models that are a single chain", cls));
+  }
+  if (entries.empty()) r.fail("the model has no layers");
+
+  ModelSpec m;
+  for (const json& e : entries) {
+    LayerSpec l = r.layer(e);
+    if (l.kind == LayerKind::Input && !m.layers.empty()) {
+      r.refused.push_back(fmt::format("layer '{}': a second InputLayer", l.name));
+      continue;
+    }
+    if (l.kind != LayerKind::Input && m.layers.empty()) {  // Sequential without an InputLayer entry
+      const json& c = Reader::config_of(e);
+      json bs = c.contains("batch_input_shape") ? c["batch_input_shape"] : cfg.is_object() ? cfg.value("build_input_shape", json()) : json();
+      if (!bs.is_array() || bs.size() < 2)
+        r.fail("the model has no input shape (no InputLayer, batch_input_shape or build_input_shape); save it from "
+               "a built model");
+      LayerSpec in;
+      in.kind = LayerKind::Input;
+      in.name = "input_layer";
+      in.shape = Reader::shape_from(bs);
+      m.layers.push_back(std::move(in));
+    }
+    m.layers.push_back(std::move(l));
+  }
+  if (!r.refused.empty()) {
+    std::string all;
+    for (const auto& s : r.refused) all += "\n  " + s;
+    throw DataError(fmt::format("{}: cannot import this model:{}", origin.file, all));
+  }
+  fix_names(m);
+  return m;
+}
+
+}  // namespace rnntrain

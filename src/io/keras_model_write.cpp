@@ -1,0 +1,202 @@
+// ModelSpec -> Keras model JSON, in the two dialects that Keras files carry: the legacy `model_config`
+// (what both Keras 3 and tf-keras accept) and Keras 3's `config.json`. Reading is keras_model_read.cpp.
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "io/keras_model.h"
+
+namespace rnntrain {
+
+std::string keras_version_for(const ModelSpec& model) {
+  bool k2 = false, k3 = false;
+  auto scan = [&](const LayerSpec& l) {
+    for (Activation a : {l.activation, l.recurrent_activation}) {
+      k2 |= a == Activation::HardSigmoidKeras2;
+      k3 |= a == Activation::HardSigmoid;
+    }
+  };
+  for (const LayerSpec& l : model.layers) {
+    scan(l);
+    if (l.inner) scan(*l.inner);
+  }
+  if (k2 && k3)
+    log_warn("the model uses both hard_sigmoid (Keras 3) and hard_sigmoid_keras2: a Keras file can hold only one "
+             "meaning of 'hard_sigmoid'; it is written for Keras 2, so Keras 3 readers will compute the Keras 3 "
+             "layers' gates with 0.2x+0.5");
+  return k2 ? kKeras2Version : kKeras3Version;
+}
+
+const char* keras_class_name(LayerKind k) {
+  return k == LayerKind::Input ? "InputLayer" : layer_kind_name(k);
+}
+
+namespace {
+
+const char* activation_json(Activation a) {
+  return a == Activation::HardSigmoidKeras2 ? "hard_sigmoid" : activation_name(a);
+}
+
+// Parameterless initialisers as their snake_case names (accepted by every Keras); the others as
+// {class_name, config} maps.
+Json initializer_json(const Initializer& i, KerasJsonStyle style) {
+  const char* cls = nullptr;
+  Json cfg = Json::object();
+  switch (i.kind) {
+    case InitKind::Zeros: return "zeros";
+    case InitKind::Ones: return "ones";
+    case InitKind::GlorotUniform: return "glorot_uniform";
+    case InitKind::GlorotNormal: return "glorot_normal";
+    case InitKind::HeUniform: return "he_uniform";
+    case InitKind::HeNormal: return "he_normal";
+    case InitKind::LecunUniform: return "lecun_uniform";
+    case InitKind::Orthogonal:
+      if (i.a == 1.0) return "orthogonal";
+      cls = "Orthogonal", cfg["gain"] = i.a, cfg["seed"] = nullptr;
+      break;
+    case InitKind::Constant: cls = "Constant", cfg["value"] = i.a; break;
+    case InitKind::RandomUniform: cls = "RandomUniform", cfg["minval"] = i.a, cfg["maxval"] = i.b, cfg["seed"] = nullptr; break;
+    case InitKind::RandomNormal: cls = "RandomNormal", cfg["mean"] = i.a, cfg["stddev"] = i.b, cfg["seed"] = nullptr; break;
+  }
+  Json j;
+  if (style == KerasJsonStyle::Keras3) j["module"] = "keras.initializers";
+  j["class_name"] = cls;
+  j["config"] = cfg;
+  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
+  return j;
+}
+
+Json base_config(const std::string& name) {
+  Json c;
+  c["name"] = name;
+  c["trainable"] = true;
+  c["dtype"] = "float32";
+  return c;
+}
+
+Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
+  Json c = base_config(l.name);
+  c["return_sequences"] = l.return_sequences;
+  c["return_state"] = false;
+  c["go_backwards"] = l.go_backwards;
+  c["stateful"] = false;
+  c["unroll"] = false;
+  c["units"] = l.units;
+  c["activation"] = activation_json(l.activation);
+  if (l.kind != LayerKind::SimpleRNN) c["recurrent_activation"] = activation_json(l.recurrent_activation);
+  c["use_bias"] = l.use_bias;
+  c["kernel_initializer"] = initializer_json(l.kernel_initializer, style);
+  c["recurrent_initializer"] = initializer_json(l.recurrent_initializer, style);
+  c["bias_initializer"] = initializer_json(l.bias_initializer, style);
+  if (l.kind == LayerKind::LSTM) c["unit_forget_bias"] = l.unit_forget_bias;
+  for (const char* k : {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
+                        "kernel_constraint", "recurrent_constraint", "bias_constraint"})
+    c[k] = nullptr;
+  c["dropout"] = l.dropout;
+  c["recurrent_dropout"] = l.recurrent_dropout;
+  if (l.kind == LayerKind::GRU) c["reset_after"] = l.reset_after;
+  return c;
+}
+
+Json dense_config(const LayerSpec& l, KerasJsonStyle style) {
+  Json c = base_config(l.name);
+  c["units"] = l.units;
+  c["activation"] = activation_json(l.activation);
+  c["use_bias"] = l.use_bias;
+  c["kernel_initializer"] = initializer_json(l.kernel_initializer, style);
+  c["bias_initializer"] = initializer_json(l.bias_initializer, style);
+  for (const char* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                        "bias_constraint"})
+    c[k] = nullptr;
+  return c;
+}
+
+Json shape_json(const Shape& s) {
+  Json j = Json::array({nullptr});
+  for (int64_t d : s) j.push_back(d < 0 ? Json(nullptr) : Json(d));
+  return j;
+}
+
+Json layer_json(const LayerSpec& l, KerasJsonStyle style, bool nested);
+
+Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
+  switch (l.kind) {
+    case LayerKind::Input: {
+      Json c;
+      c[style == KerasJsonStyle::Legacy ? "batch_input_shape" : "batch_shape"] = shape_json(l.shape);
+      c["dtype"] = l.shape.size() == 1 ? "int32" : "float32";
+      c["sparse"] = false;
+      c["name"] = l.name;
+      return c;
+    }
+    case LayerKind::Embedding: {
+      Json c = base_config(l.name);
+      c["input_dim"] = l.input_dim;
+      c["output_dim"] = l.output_dim;
+      c["embeddings_initializer"] = initializer_json(l.embeddings_initializer, style);
+      c["embeddings_regularizer"] = nullptr;
+      c["activity_regularizer"] = nullptr;
+      c["embeddings_constraint"] = nullptr;
+      c["mask_zero"] = l.mask_zero;
+      return c;
+    }
+    case LayerKind::Masking: {
+      Json c = base_config(l.name);
+      c["mask_value"] = l.mask_value;
+      return c;
+    }
+    case LayerKind::LSTM:
+    case LayerKind::GRU:
+    case LayerKind::SimpleRNN: return recurrent_config(l, style);
+    case LayerKind::Dropout: {
+      Json c = base_config(l.name);
+      c["rate"] = l.rate;
+      c["noise_shape"] = nullptr;
+      c["seed"] = nullptr;
+      return c;
+    }
+    case LayerKind::Dense: return dense_config(l, style);
+    case LayerKind::Bidirectional:
+    case LayerKind::TimeDistributed: {
+      Json c = base_config(l.name);
+      if (l.kind == LayerKind::Bidirectional) {
+        const char* modes[] = {"concat", "sum", "mul", "ave"};
+        c["merge_mode"] = modes[static_cast<int>(l.merge_mode)];
+      }
+      // Keras 3 resolves a wrapped layer only through its "module" key, in either dialect.
+      c["layer"] = layer_json(*l.inner, style, true);
+      return c;
+    }
+  }
+  return Json::object();
+}
+
+// {"class_name", "config"} (legacy top level) or {"module", "class_name", "config", "registered_name"}.
+Json layer_json(const LayerSpec& l, KerasJsonStyle style, bool nested) {
+  Json j;
+  const bool module = style == KerasJsonStyle::Keras3 || nested;
+  if (module) j["module"] = "keras.layers";
+  j["class_name"] = keras_class_name(l.kind);
+  j["config"] = layer_config(l, style);
+  if (module) j["registered_name"] = nullptr;
+  return j;
+}
+
+}  // namespace
+
+Json model_to_keras_json(const ModelSpec& model, KerasJsonStyle style) {
+  Json layers = Json::array();
+  for (const LayerSpec& l : model.layers) layers.push_back(layer_json(l, style, false));
+  Json cfg;
+  cfg["name"] = "sequential";
+  cfg["trainable"] = true;
+  if (style == KerasJsonStyle::Keras3) cfg["dtype"] = "float32";
+  cfg["layers"] = std::move(layers);
+  Json j;
+  if (style == KerasJsonStyle::Keras3) j["module"] = "keras";
+  j["class_name"] = "Sequential";
+  j["config"] = std::move(cfg);
+  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
+  return j;
+}
+
+}  // namespace rnntrain

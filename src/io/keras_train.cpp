@@ -1,0 +1,214 @@
+// TrainSpec <-> Keras training_config / compile_config, and Keras 3's optimizer variable order (see
+// keras_train.h). Best effort on reading: Keras has far more options than rnntrain.
+#include "io/keras_train.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "core/log.h"
+
+namespace rnntrain {
+
+namespace {
+
+using nlohmann::json;
+
+std::string lower_alnum(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Json opt_or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+// Always a {class_name, config} map: Keras 3's legacy loader cannot resolve the short names ("mse").
+Json loss_json(const LossSpec& l) {
+  Json cfg = Json::object();
+  const char* cls = "MeanSquaredError";
+  switch (l.kind) {
+    case LossKind::MSE: cfg["name"] = "mean_squared_error"; break;
+    case LossKind::MAE: cls = "MeanAbsoluteError", cfg["name"] = "mean_absolute_error"; break;
+    case LossKind::Huber: cls = "Huber", cfg["name"] = "huber_loss", cfg["delta"] = l.delta; break;
+    case LossKind::BinaryCrossentropy:
+    case LossKind::CategoricalCrossentropy:
+      cls = l.kind == LossKind::BinaryCrossentropy ? "BinaryCrossentropy" : "CategoricalCrossentropy";
+      cfg["name"] = l.kind == LossKind::BinaryCrossentropy ? "binary_crossentropy" : "categorical_crossentropy";
+      cfg["from_logits"] = l.from_logits, cfg["label_smoothing"] = l.label_smoothing;
+      break;
+    case LossKind::SparseCategoricalCrossentropy:
+      cls = "SparseCategoricalCrossentropy", cfg["name"] = "sparse_categorical_crossentropy";
+      cfg["from_logits"] = l.from_logits;
+      break;
+  }
+  return Json{{"class_name", cls}, {"config", cfg}};
+}
+
+std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
+  std::string name;
+  json cfg = json::object();
+  if (j.is_string()) name = j.get<std::string>();
+  else if (j.is_object()) name = j.value("class_name", ""), cfg = j.value("config", json::object());
+  else return std::nullopt;
+  const std::string k = lower_alnum(name);
+  LossSpec l;
+  if (k == "mse" || k == "meansquarederror") l.kind = LossKind::MSE;
+  else if (k == "mae" || k == "meanabsoluteerror") l.kind = LossKind::MAE;
+  else if (k == "huber" || k == "huberloss") l.kind = LossKind::Huber, l.delta = cfg.value("delta", 1.0);
+  else if (k == "binarycrossentropy") l.kind = LossKind::BinaryCrossentropy;
+  else if (k == "categoricalcrossentropy") l.kind = LossKind::CategoricalCrossentropy;
+  else if (k == "sparsecategoricalcrossentropy") l.kind = LossKind::SparseCategoricalCrossentropy;
+  else {
+    log_warn("{}: loss '{}' has no rnntrain equivalent; the config keeps the default (mse): set train.loss", file, name);
+    return std::nullopt;
+  }
+  if (cfg.contains("from_logits") && cfg["from_logits"].is_boolean()) l.from_logits = cfg["from_logits"].get<bool>();
+  if (cfg.contains("label_smoothing") && cfg["label_smoothing"].is_number()) l.label_smoothing = cfg["label_smoothing"].get<double>();
+  return l;
+}
+
+std::optional<double> number(const json& c, const char* key) {
+  auto it = c.find(key);
+  if (it != c.end() && it->is_number()) return it->get<double>();
+  return std::nullopt;
+}
+
+std::optional<OptimizerSpec> optimizer_from(const json& j, const std::string& file) {
+  if (!j.is_object()) return std::nullopt;
+  const std::string name = j.value("class_name", "");
+  const json c = j.value("config", json::object());
+  const std::string k = lower_alnum(name);
+  OptimizerSpec o;
+  if (k == "adam") o.kind = OptimizerKind::Adam;
+  else if (k == "adamw") o.kind = OptimizerKind::AdamW, o.weight_decay = 0.004;
+  else if (k == "sgd") o.kind = OptimizerKind::SGD, o.learning_rate = 0.01;
+  else if (k == "rmsprop") o.kind = OptimizerKind::RMSprop;
+  else if (k == "adagrad") o.kind = OptimizerKind::Adagrad;
+  else {
+    log_warn("{}: optimizer '{}' has no rnntrain equivalent; the config keeps adam: set train.optimizer", file, name);
+    return std::nullopt;
+  }
+  auto lr = c.find("learning_rate");
+  if (lr == c.end()) lr = c.find("lr");  // Keras 2.2
+  if (lr != c.end() && lr->is_number()) o.learning_rate = lr->get<double>();
+  else if (lr != c.end() && lr->is_object()) {
+    const json sc = lr->value("config", json::object());
+    if (auto v = number(sc, "initial_learning_rate")) o.learning_rate = *v;
+    log_warn("{}: the learning-rate schedule '{}' is not imported; the config starts from learning_rate {} with a "
+             "constant schedule: set train.schedule", file, lr->value("class_name", "?"), o.learning_rate);
+  }
+  if (auto v = number(c, "beta_1")) o.beta_1 = *v;
+  if (auto v = number(c, "beta_2")) o.beta_2 = *v;
+  if (auto v = number(c, "epsilon")) o.epsilon = *v;
+  if (auto v = number(c, "momentum")) o.momentum = *v;
+  if (auto v = number(c, "rho")) o.rho = *v;
+  if (auto v = number(c, "initial_accumulator_value")) o.initial_accumulator_value = *v;
+  if (auto v = number(c, "weight_decay")) o.weight_decay = *v;
+  if (c.contains("amsgrad") && c["amsgrad"].is_boolean()) o.amsgrad = c["amsgrad"].get<bool>();
+  if (c.contains("nesterov") && c["nesterov"].is_boolean()) o.nesterov = c["nesterov"].get<bool>();
+  if (c.contains("centered") && c["centered"].is_boolean()) o.centered = c["centered"].get<bool>();
+  o.clipnorm = number(c, "clipnorm");
+  o.clipvalue = number(c, "clipvalue");
+  o.global_clipnorm = number(c, "global_clipnorm");
+  if (auto d = number(c, "decay"); d && *d != 0)
+    log_warn("{}: the Keras 2 optimizer 'decay' {} is not imported: set train.schedule", file, *d);
+  return o;
+}
+
+}  // namespace
+
+const char* keras_optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::SGD: return "sgd";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+    case OptimizerKind::RMSprop: return "rmsprop";
+    case OptimizerKind::Adagrad: return "adagrad";
+  }
+  return "optimizer";
+}
+
+Json training_config_json(const TrainSpec& t) {
+  const OptimizerSpec& o = t.optimizer;
+  Json c;
+  c["name"] = keras_optimizer_name(o.kind);
+  c["learning_rate"] = o.learning_rate;
+  c["weight_decay"] = o.weight_decay > 0 ? Json(o.weight_decay) : Json(nullptr);
+  c["clipnorm"] = opt_or_null(o.clipnorm);
+  c["global_clipnorm"] = opt_or_null(o.global_clipnorm);
+  c["clipvalue"] = opt_or_null(o.clipvalue);
+  c["use_ema"] = false;
+  c["ema_momentum"] = 0.99;
+  c["ema_overwrite_frequency"] = nullptr;  // no Keras-3-only keys (loss_scale_factor, ...): tf-keras reads this too
+  const char* cls = "Adam";
+  switch (o.kind) {
+    case OptimizerKind::SGD: cls = "SGD", c["momentum"] = o.momentum, c["nesterov"] = o.nesterov; break;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW:
+      cls = o.kind == OptimizerKind::Adam ? "Adam" : "AdamW";
+      c["beta_1"] = o.beta_1, c["beta_2"] = o.beta_2, c["epsilon"] = o.epsilon, c["amsgrad"] = o.amsgrad;
+      break;
+    case OptimizerKind::RMSprop:
+      cls = "RMSprop", c["rho"] = o.rho, c["momentum"] = o.momentum, c["epsilon"] = o.epsilon, c["centered"] = o.centered;
+      break;
+    case OptimizerKind::Adagrad:
+      cls = "Adagrad", c["initial_accumulator_value"] = o.initial_accumulator_value, c["epsilon"] = o.epsilon;
+      break;
+  }
+  Json j;
+  j["loss"] = loss_json(t.loss);
+  j["metrics"] = nullptr;
+  j["weighted_metrics"] = nullptr;
+  j["loss_weights"] = nullptr;
+  j["optimizer_config"] = Json{{"class_name", cls}, {"config", c}};
+  return j;
+}
+
+std::optional<TrainSpec> train_from_keras_json(const nlohmann::json& j, const std::string& file) {
+  if (!j.is_object()) return std::nullopt;
+  const json* opt = j.contains("optimizer_config") ? &j["optimizer_config"] : j.contains("optimizer") ? &j["optimizer"] : nullptr;
+  if (!opt && !j.contains("loss")) return std::nullopt;
+  TrainSpec t;
+  if (opt)
+    if (auto o = optimizer_from(*opt, file)) t.optimizer = *o;
+  if (j.contains("loss"))
+    if (auto l = loss_from(j["loss"], file)) t.loss = *l;
+  if (j.contains("metrics") && j["metrics"].is_array()) {
+    for (const json& m : j["metrics"]) {
+      const std::string k = m.is_string() ? lower_alnum(m.get<std::string>()) : "";
+      if (k == "accuracy" || k == "acc") t.metrics.push_back({MetricKind::Accuracy, "accuracy"});
+      else if (k == "mae" || k == "meanabsoluteerror") t.metrics.push_back({MetricKind::MAE, "mae"});
+      else if (k == "mse" || k == "meansquarederror") t.metrics.push_back({MetricKind::MSE, "mse"});
+      else log_warn("{}: metric {} is not imported", file, m.dump());
+    }
+  }
+  return t;
+}
+
+std::vector<size_t> keras_slot_order(const std::vector<std::string>& slot_names) {
+  std::vector<std::string> kinds;
+  std::map<std::string, std::vector<size_t>> by_kind;
+  for (size_t i = 0; i < slot_names.size(); ++i) {
+    const std::string kind = slot_names[i].substr(0, slot_names[i].rfind('/'));
+    if (!by_kind.count(kind)) kinds.push_back(kind);
+    by_kind[kind].push_back(i);
+  }
+  std::vector<size_t> out;
+  size_t k = 0;
+  if (kinds.size() >= 2 && kinds[0] == "momentum" && kinds[1] == "velocity" &&
+      by_kind["momentum"].size() == by_kind["velocity"].size()) {
+    for (size_t p = 0; p < by_kind["momentum"].size(); ++p) {
+      out.push_back(by_kind["momentum"][p]);
+      out.push_back(by_kind["velocity"][p]);
+    }
+    k = 2;
+  }
+  for (; k < kinds.size(); ++k)
+    for (size_t i : by_kind[kinds[k]]) out.push_back(i);
+  return out;
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,135 @@
+// The backend registry: make_engine picks the CPU or the CUDA engine for cfg.device. The one file
+// that knows CUDA exists (RNNTRAIN_WITH_CUDA is defined for it when the CUDA backend is built); it
+// also adapts the CUDA session (backend/cuda/session.h) to the Engine interface.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "spec/shapes.h"
+#include "train/engine.h"
+#include "train/targets.h"
+
+#ifdef RNNTRAIN_WITH_CUDA
+#include "backend/cuda/session.h"
+#endif
+
+namespace rnntrain {
+
+#ifdef RNNTRAIN_WITH_CUDA
+namespace {
+
+// The optimizer as the trainer sees it: iterations and host slot tensors; the update runs on the GPU.
+class CudaOptimizerView final : public Optimizer {
+ public:
+  explicit CudaOptimizerView(cuda::Session& s) : s_(s) {}
+  void step(double) override { throw RuntimeError("internal: the CUDA optimizer steps inside train_step"); }
+  std::vector<NamedTensor> slots() override {
+    std::vector<NamedTensor> out;
+    for (auto& [name, t] : s_.slots()) out.push_back({name, t});
+    return out;
+  }
+
+ private:
+  cuda::Session& s_;
+};
+
+class CudaEngine final : public Engine {
+ public:
+  CudaEngine(const Config& cfg, Params params, Rng& rng)
+      : cfg_(cfg), params_(std::move(params)), rng_(rng), session_(cfg_, params_), opt_(session_),
+        shapes_(infer_shapes(cfg_.model)) {}
+
+  std::string device_name() const override { return session_.device_name(); }
+
+  LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
+    check_targets(b);
+    Tensor pred, mask;
+    const bool want = !metrics.empty();
+    const int64_t t = opt_.iterations() + 1;
+    const cuda::StepLoss l = session_.train_step(b, lr, t, rng_, want ? &pred : nullptr, want ? &mask : nullptr);
+    opt_.set_iterations(t);
+    stale_ = true;
+    for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+    return {l.sum, l.count};
+  }
+
+  LossValue eval_step(const Batch& b, const std::vector<Metric*>& metrics) override {
+    check_targets(b);
+    Tensor pred, mask;
+    const bool want = !metrics.empty();
+    const cuda::StepLoss l = session_.eval_step(b, want ? &pred : nullptr, want ? &mask : nullptr);
+    for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+    return {l.sum, l.count};
+  }
+
+  Tensor predict(const Batch& b) override { return session_.predict(b); }
+
+  Params& host_params() override {
+    if (stale_) session_.download();
+    stale_ = false;
+    return params_;
+  }
+  void params_changed() override {
+    session_.upload();
+    stale_ = false;
+  }
+  Optimizer& optimizer() override { return opt_; }
+
+  LossValue gradients(const Batch& b, Tensor* pred, Tensor* dx) override {
+    check_targets(b);
+    host_params();  // the session overwrites values and grads of params_
+    const cuda::StepLoss l = session_.gradients(b, rng_, pred, dx);
+    return {l.sum, l.count};
+  }
+
+ private:
+  // The loss's shape checks (same messages as the CPU engine), on the prediction's shape alone.
+  void check_targets(const Batch& b) const {
+    Tensor pred;
+    pred.shape = shapes_.back().out;
+    for (int64_t& d : pred.shape)
+      if (d < 0) d = b.x.dim(1);
+    pred.shape.insert(pred.shape.begin(), b.size());
+    const LossSpec& loss = cfg_.train.loss;
+    if (loss.kind == LossKind::SparseCategoricalCrossentropy) check_sparse_targets(loss_name(loss.kind), pred, b.y, nullptr);
+    else check_dense_targets(loss_name(loss.kind), pred, b.y, nullptr);
+  }
+
+  Config cfg_;
+  Params params_;
+  Rng& rng_;
+  cuda::Session session_;
+  CudaOptimizerView opt_;
+  std::vector<LayerShape> shapes_;
+  bool stale_ = false;  // the device has newer parameters than params_
+};
+
+}  // namespace
+#endif
+
+std::string gpu_unavailable_reason() {
+#ifdef RNNTRAIN_WITH_CUDA
+  return cuda::unavailable_reason();
+#else
+  return "this rnntrain was built without the CUDA backend (configure with -DRNNTRAIN_CUDA=ON where nvcc and cuDNN "
+         "are installed)";
+#endif
+}
+
+std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng) {
+  if (cfg.device == Device::Cpu) return make_cpu_engine(cfg, std::move(params), dropout_rng);
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) {
+    if (cfg.device == Device::Cuda)
+      throw UsageError(fmt::format("device: cuda was requested but {}; use device: cpu or auto", why));
+    log_debug("device auto: using the CPU ({})", why);
+    return make_cpu_engine(cfg, std::move(params), dropout_rng);
+  }
+#ifdef RNNTRAIN_WITH_CUDA
+  return std::make_unique<CudaEngine>(cfg, std::move(params), dropout_rng);
+#else
+  return make_cpu_engine(cfg, std::move(params), dropout_rng);
+#endif
+}
+
+}  // namespace rnntrain

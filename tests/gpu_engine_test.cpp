@@ -1,0 +1,128 @@
+// The CUDA engine's contract beyond the math: device selection (cuda refused with the reason where
+// it cannot run, auto taking the GPU where it can), parameters surviving the trip to the cuDNN weight
+// space and back bit for bit, errors a user can trigger (out of memory, a mask with a gap before a
+// cuDNN stack, bad labels) naming what to change. The first test runs everywhere; the others skip
+// without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "gpu_helpers.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+const char* kStacks =
+    "[{type: Bidirectional, layer: {type: LSTM, units: 6, return_sequences: true}}, {type: Bidirectional, layer: "
+    "{type: LSTM, units: 6, return_sequences: true}}, {type: GRU, units: 5, return_sequences: true}, {type: GRU, "
+    "units: 5, return_sequences: true}, {type: SimpleRNN, units: 4, return_sequences: true}, {type: SimpleRNN, "
+    "units: 4}, {type: Dense, units: 2}]";
+
+TEST(CudaEngine, DeviceChoiceFollowsWhatIsAvailable) {
+  Config cfg = config_of("[4, 3]", kStacks, "choice");
+  const Params p = random_params(cfg.model, 1);
+  Rng rng(1);
+  const std::string why = gpu_unavailable_reason();
+  cfg.device = Device::Cuda;
+  if (!why.empty()) {
+    try {
+      make_engine(cfg, p, rng);
+      FAIL() << "device: cuda was accepted although: " << why;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("device: cpu"), std::string::npos) << e.what();
+    }
+    cfg.device = Device::Auto;
+    EXPECT_EQ(make_engine(cfg, p, rng)->device_name(), "cpu");
+    return;
+  }
+  EXPECT_NE(make_engine(cfg, p, rng)->device_name().find("cuda"), std::string::npos);
+  cfg.device = Device::Auto;
+  EXPECT_NE(make_engine(cfg, p, rng)->device_name().find("cuda"), std::string::npos) << "auto takes the GPU";
+  cfg.device = Device::Cpu;
+  EXPECT_EQ(make_engine(cfg, p, rng)->device_name(), "cpu");
+}
+
+TEST(CudaEngine, ParametersRoundTripThroughTheCudnnWeightSpaceExactly) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[4, 3]", kStacks, "roundtrip");
+  cfg.device = Device::Cuda;
+  Params p = random_params(cfg.model, 2);
+  Rng rng(1);
+  auto gpu = make_engine(cfg, p, rng);
+  Params& back = gpu->host_params();
+  const std::vector<Param*> a = p.all(), b = back.all();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) expect_near_all(b[i]->value, a[i]->value, 0.0, 0.0, a[i]->name);
+  // Changed on the host, uploaded, trained zero steps, downloaded: still exact.
+  for (Param* q : b)
+    for (float& v : q->value.data) v = -v;
+  gpu->params_changed();
+  Tensor pred;
+  gpu->gradients(random_batch(cfg, 2, 4, 3), &pred, nullptr);  // downloads values and gradients
+  for (size_t i = 0; i < a.size(); ++i) {
+    Tensor neg = a[i]->value;
+    for (float& v : neg.data) v = -v;
+    expect_near_all(gpu->host_params().all()[i]->value, neg, 0.0, 0.0, a[i]->name + " after params_changed");
+  }
+}
+
+TEST(CudaEngine, OutOfMemoryNamesTheSizeAndSuggestsASmallerBatch) {
+  SKIP_WITHOUT_GPU();
+  // TimeDistributed(Dense(100000)) over 600000 steps: a 240 GB output, more than any single GPU has.
+  Config cfg = config_of("[null, 1]", "[{type: TimeDistributed, layer: {type: Dense, units: 100000}}]", "oom");
+  cfg.device = Device::Cuda;
+  Rng rng(1);
+  auto gpu = make_engine(cfg, random_params(cfg.model, 1), rng);
+  Batch b;
+  b.x = Tensor({1, 600000, 1}, 0.5f);
+  try {
+    gpu->predict(b);
+    FAIL() << "a 240 GB output was allocated";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("out of memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("batch_size"), std::string::npos) << m;
+  }
+}
+
+TEST(CudaEngine, AMaskWithAGapBeforeACudnnStackIsADataError) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[5, 2]", "[{type: Masking, mask_value: 0.0}, {type: LSTM, units: 4}]", "gap");
+  cfg.device = Device::Cuda;
+  Rng rng(1);
+  auto gpu = make_engine(cfg, random_params(cfg.model, 1), rng);
+  Batch b = random_batch(cfg, 2, 5, 1);
+  b.x[(1 * 5 + 2) * 2] = 0.0f, b.x[(1 * 5 + 2) * 2 + 1] = 0.0f;  // sample 1, step 2 masked, step 3 not
+  try {
+    gpu->predict(b);
+    FAIL() << "a mask with a gap reached a cuDNN stack";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("right-padded"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sample 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaEngine, BadLabelsAreDataErrors) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[5, 2]", "[{type: GRU, units: 4}, {type: Dense, units: 3}]", "labels");
+  cfg.train.loss.kind = LossKind::SparseCategoricalCrossentropy;
+  cfg.device = Device::Cuda;
+  Rng rng(1);
+  auto gpu = make_engine(cfg, random_params(cfg.model, 1), rng);
+  Batch b = random_batch(cfg, 2, 5, 1);
+  b.y[1] = 3.0f;
+  try {
+    gpu->train_step(b, 0.01, {});
+    FAIL() << "label 3 was accepted for 3 classes";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 3"), std::string::npos) << e.what();
+  }
+  b.y = Tensor({2, 3});
+  EXPECT_THROW(gpu->train_step(b, 0.01, {}), DataError) << "one-hot targets with a sparse loss";
+}
+
+}  // namespace
+}  // namespace rnntrain

@@ -1,0 +1,103 @@
+// Training on the GPU ends where the same training on the CPU ends: N optimizer steps on the same
+// batches from the same initial parameters, compared step by step (loss) and at the end (every
+// parameter and every optimizer slot). Covers a fused cuDNN stack, a generic layer, Adam with
+// global_clipnorm, SGD with Nesterov momentum and clipnorm, RMSprop (centered). Tolerances: each
+// step's loss within 1e-4 relative; final parameters within 2e-4 + 2e-3 |cpu| (after 25 steps the
+// FP32 rounding differences of the two backends compound). Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "gpu_helpers.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+struct TrainCase {
+  std::string name;
+  std::string layers;
+  OptimizerKind opt;
+  bool masked;
+};
+
+class TrainParity : public ::testing::TestWithParam<TrainCase> {};
+
+TEST_P(TrainParity, NStepsOnTheGpuEndNearTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const TrainCase& c = GetParam();
+  Config cfg = config_of("[9, 4]", c.layers, c.name);
+  cfg.train.optimizer.kind = c.opt;
+  switch (c.opt) {
+    case OptimizerKind::Adam:
+      cfg.train.optimizer.learning_rate = 3e-3;
+      cfg.train.optimizer.global_clipnorm = 0.5;
+      break;
+    case OptimizerKind::SGD:
+      cfg.train.optimizer.learning_rate = 0.05;
+      cfg.train.optimizer.momentum = 0.9;
+      cfg.train.optimizer.nesterov = true;
+      cfg.train.optimizer.clipnorm = 0.1;
+      break;
+    default:
+      cfg.train.optimizer.learning_rate = 1e-3;
+      cfg.train.optimizer.centered = true;
+      cfg.train.optimizer.momentum = 0.5;
+  }
+  const Params init = random_params(cfg.model, 21, 0.3);
+  Config cpu_cfg = cfg, gpu_cfg = cfg;
+  cpu_cfg.device = Device::Cpu;
+  gpu_cfg.device = Device::Cuda;
+  Rng r1(5), r2(5);
+  auto cpu = make_engine(cpu_cfg, init, r1);
+  auto gpu = make_engine(gpu_cfg, init, r2);
+
+  const int steps = 25;
+  double worst_loss_rel = 0.0;
+  std::string curve;
+  for (int s = 0; s < steps; ++s) {
+    const std::vector<int32_t> lens = c.masked ? std::vector<int32_t>{9, 4, 7, 1, 9, 2} : std::vector<int32_t>{};
+    const Batch b = random_batch(cfg, 6, 9, 1000 + s % 5, lens);
+    const double lc = cpu->train_step(b, cfg.train.optimizer.learning_rate, {}).mean();
+    const double lg = gpu->train_step(b, cfg.train.optimizer.learning_rate, {}).mean();
+    const double rel = std::fabs(lg - lc) / std::max(1e-12, std::fabs(lc));
+    worst_loss_rel = std::max(worst_loss_rel, rel);
+    EXPECT_LE(rel, 1e-4) << "step " << s + 1 << ": gpu loss " << lg << ", cpu loss " << lc;
+    if (s % 6 == 0 || s == steps - 1) curve += " " + std::to_string(lg);
+  }
+  EXPECT_EQ(gpu->optimizer().iterations(), steps);
+  double worst_param = 0.0;
+  const std::vector<Param*> pc = cpu->host_params().all(), pg = gpu->host_params().all();
+  for (size_t i = 0; i < pc.size(); ++i)
+    worst_param = std::max(worst_param, expect_near_all(pg[i]->value, pc[i]->value, 2e-4, 2e-3,
+                                                        "parameter " + std::to_string(i) + " " + pc[i]->name));
+  const auto sc = cpu->optimizer().slots(), sg = gpu->optimizer().slots();
+  ASSERT_EQ(sc.size(), sg.size()) << "the same optimizer slots";
+  for (size_t i = 0; i < sc.size(); ++i) {
+    EXPECT_EQ(sg[i].name, sc[i].name);
+    expect_near_all(*sg[i].tensor, *sc[i].tensor, 1e-4, 2e-3, "slot " + sc[i].name);
+  }
+  std::printf("train case=%s steps=%d loss_curve=[%s ] worst_loss_rel=%.3g worst_param_abs=%.3g\n", c.name.c_str(),
+              steps, curve.c_str(), worst_loss_rel, worst_param);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, TrainParity,
+    ::testing::Values(
+        TrainCase{"lstm2_stack_adam",
+                  "[{type: LSTM, units: 16, return_sequences: true}, {type: LSTM, units: 16}, {type: Dense, units: 3}]",
+                  OptimizerKind::Adam, false},
+        TrainCase{"bigru_stack_sgd_masked",
+                  "[{type: Bidirectional, layer: {type: GRU, units: 8, return_sequences: true}}, {type: Bidirectional, "
+                  "layer: {type: GRU, units: 8, return_sequences: true}}, {type: TimeDistributed, layer: {type: Dense, "
+                  "units: 2}}]",
+                  OptimizerKind::SGD, true},
+        TrainCase{"generic_and_stack_rmsprop",
+                  "[{type: GRU, units: 12, reset_after: false, return_sequences: true}, {type: LSTM, units: 12}, "
+                  "{type: Dense, units: 1}]",
+                  OptimizerKind::RMSprop, true}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace rnntrain

@@ -1,0 +1,260 @@
+// Tests of the Keras file layer without Keras: JSON round trips of every layer type, weights through
+// all three formats bit for bit, the CuDNN conversion, Keras 3 weight paths, chunked name lists and
+// the optimizer variable order. Real Keras checks the same files in tests/keras/.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/h5.h"
+#include "io/keras_cudnn.h"
+#include "io/keras_file.h"
+#include "io/keras_model.h"
+#include "io/keras_train.h"
+#include "io/keras_weights.h"
+#include "spec/parse.h"
+
+namespace fs = std::filesystem;
+using namespace rnntrain;
+
+namespace {
+
+const char* kAllLayers = R"(
+model:
+  layers:
+    - {type: Input, shape: [null, 3]}
+    - {type: Masking, mask_value: 0.5}
+    - {type: LSTM, units: 4, return_sequences: true, recurrent_activation: hard_sigmoid, unit_forget_bias: false,
+       kernel_initializer: {type: random_uniform, minval: -0.2, maxval: 0.1}}
+    - {type: Bidirectional, merge_mode: ave, layer: {type: GRU, units: 3, return_sequences: true, reset_after: false}}
+    - {type: Dropout, rate: 0.25}
+    - {type: TimeDistributed, layer: {type: Dense, units: 2, activation: softmax}}
+    - {type: SimpleRNN, units: 5, activation: relu, go_backwards: true, use_bias: false,
+       recurrent_initializer: {type: orthogonal, gain: 2.0}}
+    - {type: Dense, units: 1, activation: sigmoid, bias_initializer: {type: constant, value: 0.3}}
+)";
+
+const char* kTokens = R"(
+model:
+  layers:
+    - {type: Input, shape: [7]}
+    - {type: Embedding, input_dim: 11, output_dim: 4, mask_zero: true}
+    - {type: Bidirectional, layer: {type: LSTM, units: 3}, merge_mode: mul}
+    - {type: Dense, units: 2}
+)";
+
+class KerasFormats : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rnntrain_io_keras_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+Params random_params(const ModelSpec& m, uint64_t seed) {
+  Rng rng(seed);
+  Params p = init_params(m, rng);
+  for (Param* q : p.all())
+    for (float& x : q->value.data) x = static_cast<float>(rng.uniform(-1, 1));
+  return p;
+}
+
+// Every weight equal bit for bit; prints the first difference.
+void expect_same(const Params& a, const Params& b) {
+  Params& ca = const_cast<Params&>(a);
+  Params& cb = const_cast<Params&>(b);
+  auto pa = ca.all(), pb = cb.all();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(pa[i]->value.shape, pb[i]->value.shape) << "weight " << i << " " << pa[i]->name;
+    for (int64_t j = 0; j < pa[i]->value.numel(); ++j)
+      ASSERT_EQ(pa[i]->value[j], pb[i]->value[j]) << "weight " << i << " (" << pa[i]->name << ") element " << j;
+  }
+}
+
+TEST_F(KerasFormats, JsonRoundTripKeepsEveryLayerAndOption) {
+  for (const char* yaml : {kAllLayers, kTokens}) {
+    Config c = parse_config(yaml, "t.yaml");
+    for (KerasJsonStyle style : {KerasJsonStyle::Legacy, KerasJsonStyle::Keras3}) {
+      const nlohmann::json j = nlohmann::json::parse(model_to_keras_json(c.model, style).dump());
+      Config back;
+      back.path = c.path;
+      back.model = model_from_keras_json(j, KerasOrigin{"t.h5", kKeras3Version});
+      EXPECT_EQ(emit_config(back), emit_config(c)) << "style " << int(style) << "\nJSON: " << j.dump().substr(0, 600);
+    }
+  }
+}
+
+TEST_F(KerasFormats, HardSigmoidMeansWhatTheWritingKerasMeant) {
+  Config c = parse_config(kAllLayers, "t.yaml");
+  const nlohmann::json j = nlohmann::json::parse(model_to_keras_json(c.model, KerasJsonStyle::Legacy).dump());
+  EXPECT_EQ(model_from_keras_json(j, {"k3.h5", "3.15.1"}).layers[2].recurrent_activation, Activation::HardSigmoid);
+  EXPECT_EQ(model_from_keras_json(j, {"k2.h5", "2.15.0"}).layers[2].recurrent_activation, Activation::HardSigmoidKeras2);
+  EXPECT_EQ(model_from_keras_json(j, {"k1.h5", "1"}).layers[2].recurrent_activation, Activation::HardSigmoidKeras2);
+  c.model.layers[2].recurrent_activation = Activation::HardSigmoidKeras2;
+  EXPECT_EQ(keras_version_for(c.model), kKeras2Version);
+  EXPECT_THROW(export_keras(path("m.keras"), c.model, random_params(c.model, 1)), DataError);
+  EXPECT_FALSE(fs::exists(path("m.keras")));
+}
+
+TEST_F(KerasFormats, WeightsSurviveEveryFormatBitForBit) {
+  for (const char* yaml : {kAllLayers, kTokens}) {
+    Config c = parse_config(yaml, "t.yaml");
+    const Params ref = random_params(c.model, 7);
+    for (const char* name : {"m.h5", "m.keras", "m.weights.h5"}) {
+      export_keras(path(name), c.model, ref);
+      Params got = random_params(c.model, 8);
+      load_keras_weights(path(name), c.model, got);
+      expect_same(got, ref);
+      if (std::string(name) != "m.weights.h5") {
+        ImportedKeras k = import_keras(path(name));
+        Config back;
+        back.path = c.path;
+        back.model = k.model;
+        EXPECT_EQ(emit_config(back), emit_config(c)) << name;
+        expect_same(k.params, ref);
+      }
+    }
+  }
+}
+
+TEST_F(KerasFormats, Keras3PathsAreByClassAndPosition) {
+  Config c = parse_config(R"(
+model:
+  layers:
+    - {type: Input, shape: [5, 3]}
+    - {type: LSTM, units: 2, return_sequences: true, name: encoder}
+    - {type: LSTM, units: 2, name: decoder, return_sequences: true}
+    - {type: TimeDistributed, layer: {type: Dense, units: 1}}
+    - {type: Bidirectional, layer: {type: GRU, units: 2}}
+)", "t.yaml");
+  export_keras(path("m.weights.h5"), c.model, random_params(c.model, 3));
+  h5::File f = h5::File::open(path("m.weights.h5"));
+  for (const char* p : {"layers/lstm/cell/vars/2", "layers/lstm_1/cell/vars/0", "layers/time_distributed/layer/vars/1",
+                        "layers/bidirectional/forward_layer/cell/vars/2", "layers/bidirectional/backward_layer/cell/vars/0"})
+    EXPECT_TRUE(f.root().has_dataset(p)) << p;
+  EXPECT_EQ(f.root().shape("layers/bidirectional/backward_layer/cell/vars/2"), (Shape{2, 6}));  // GRU reset_after bias
+  EXPECT_EQ(f.root().group("layers/lstm_1/vars").attr_string("name"), "decoder");
+}
+
+TEST_F(KerasFormats, CudnnConversionRoundTripsAndMatchesTheDocumentedLayout) {
+  Tensor k({3, 8});  // in = 3, 2 gates of 4 units
+  for (int64_t i = 0; i < k.numel(); ++i) k[i] = static_cast<float>(i);
+  Tensor kc = cudnn_compat::kernel_to_cudnn(k, 2);
+  // Block g's row-major buffer equals that block transposed, read row by row.
+  for (int g = 0; g < 2; ++g)
+    for (int64_t p = 0; p < 12; ++p) {
+      const int64_t j = p / 3, i = p % 3;  // (K_g)^T [j][i]
+      EXPECT_EQ(kc[(p / 4) * 8 + g * 4 + p % 4], k[i * 8 + g * 4 + j]) << "gate " << g << " p " << p;
+    }
+  Tensor back = cudnn_compat::kernel_from_cudnn(kc, 2);
+  EXPECT_EQ(back.data, k.data);
+  Tensor r({4, 8});
+  for (int64_t i = 0; i < r.numel(); ++i) r[i] = static_cast<float>(i * 3 % 7);
+  EXPECT_EQ(cudnn_compat::recurrent_from_cudnn(cudnn_compat::recurrent_to_cudnn(r, 2), 2).data, r.data);
+  Tensor b({8});
+  for (int64_t i = 0; i < 8; ++i) b[i] = static_cast<float>(i) - 3.0f;
+  EXPECT_EQ(cudnn_compat::lstm_bias_from_cudnn(cudnn_compat::lstm_bias_to_cudnn(b)).data, b.data);
+  Tensor gb = cudnn_compat::gru_bias_from_cudnn(b);
+  EXPECT_EQ(gb.shape, (Shape{2, 4}));
+}
+
+TEST_F(KerasFormats, LongNameListsAreChunkedAsKerasDoes) {
+  h5::File f = h5::File::create(path("names.h5"));
+  std::vector<std::string> names;
+  for (int i = 0; i < 7000; ++i) names.push_back(fmt::format("layer_{:05d}", i));  // 11 bytes: 77000 > 64512
+  write_name_list(f.root(), "layer_names", names);
+  EXPECT_FALSE(f.root().has_attr("layer_names"));
+  EXPECT_TRUE(f.root().has_attr("layer_names0"));
+  EXPECT_TRUE(f.root().has_attr("layer_names1"));
+  EXPECT_FALSE(f.root().has_attr("layer_names2"));
+  EXPECT_EQ(read_name_list(f.root(), "layer_names"), names);
+}
+
+TEST_F(KerasFormats, OptimizerVariablesFollowKerasOrder) {
+  // Adam: momentum and velocity interleaved per parameter, then velocity_hat.
+  std::vector<std::string> adam{"momentum/0", "momentum/1", "velocity/0", "velocity/1", "velocity_hat/0", "velocity_hat/1"};
+  EXPECT_EQ(keras_slot_order(adam), (std::vector<size_t>{0, 2, 1, 3, 4, 5}));
+  // RMSprop: velocity, then momentum, then average_gradient lists.
+  std::vector<std::string> rms{"velocity/0", "velocity/1", "momentum/0", "momentum/1"};
+  EXPECT_EQ(keras_slot_order(rms), (std::vector<size_t>{0, 1, 2, 3}));
+}
+
+TEST_F(KerasFormats, TrainingConfigRoundTrips) {
+  TrainSpec t;
+  t.optimizer.kind = OptimizerKind::RMSprop;
+  t.optimizer.learning_rate = 0.003;
+  t.optimizer.rho = 0.8;
+  t.optimizer.centered = true;
+  t.optimizer.clipnorm = 1.5;
+  t.loss.kind = LossKind::BinaryCrossentropy;
+  t.loss.from_logits = true;
+  auto back = train_from_keras_json(nlohmann::json::parse(training_config_json(t).dump()), "t.h5");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->optimizer.kind, OptimizerKind::RMSprop);
+  EXPECT_DOUBLE_EQ(back->optimizer.learning_rate, 0.003);
+  EXPECT_DOUBLE_EQ(back->optimizer.rho, 0.8);
+  EXPECT_TRUE(back->optimizer.centered);
+  EXPECT_EQ(back->optimizer.clipnorm, 1.5);
+  EXPECT_EQ(back->loss.kind, LossKind::BinaryCrossentropy);
+  EXPECT_TRUE(back->loss.from_logits);
+}
+
+TEST_F(KerasFormats, CheckpointsAreKerasFullModelsAndResume) {
+  Config c = parse_config(std::string(kTokens) + "train: {optimizer: {type: adam, learning_rate: 0.02}}\n", "t.yaml");
+  Params p = random_params(c.model, 4);
+  std::vector<Tensor> m(p.all().size()), v(p.all().size());
+  OptimizerSlots slots;
+  auto all = p.all();
+  for (size_t i = 0; i < all.size(); ++i) {
+    m[i] = Tensor(all[i]->value.shape, 0.5f + i);
+    v[i] = Tensor(all[i]->value.shape, 0.25f + i);
+  }
+  for (size_t i = 0; i < all.size(); ++i) slots.emplace_back("momentum/" + std::to_string(i), &m[i]);
+  for (size_t i = 0; i < all.size(); ++i) slots.emplace_back("velocity/" + std::to_string(i), &v[i]);
+  ResumeState st;
+  st.epoch = 2;
+  st.iterations = 17;
+  st.schedule = {1, 0, 0, 0, 0, 0};
+  st.checkpoint = {0.5, 1};
+  st.config_yaml = emit_config(c);
+  save_checkpoint(path("last.h5"), c.model, p, slots, st);
+  {
+    h5::File f = h5::File::open(path("last.h5"));
+    EXPECT_TRUE(f.root().has_attr("model_config"));
+    EXPECT_NE(f.root().attr_string("training_config").find("\"Adam\""), std::string::npos);
+    auto names = read_name_list(f.root().group("optimizer_weights"), "weight_names");
+    ASSERT_EQ(names.size(), 2 + slots.size());
+    EXPECT_EQ(names[0], "adam/iteration");
+    EXPECT_EQ(names[2], "adam/sequential_embedding_embeddings_momentum");
+    EXPECT_EQ(names[3], "adam/sequential_embedding_embeddings_velocity");
+  }
+  std::vector<Tensor> m2(m.size()), v2(v.size());
+  OptimizerSlots slots2;
+  for (size_t i = 0; i < all.size(); ++i) slots2.emplace_back("momentum/" + std::to_string(i), &m2[i]);
+  for (size_t i = 0; i < all.size(); ++i) slots2.emplace_back("velocity/" + std::to_string(i), &v2[i]);
+  for (size_t i = 0; i < all.size(); ++i) m2[i] = Tensor(m[i].shape), v2[i] = Tensor(v[i].shape);
+  Params q = random_params(c.model, 9);
+  ResumeState back = load_checkpoint(path("last.h5"), c.model, q, slots2);
+  expect_same(q, p);
+  EXPECT_EQ(back.iterations, 17);
+  EXPECT_EQ(back.epoch, 2);
+  for (size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(m2[i].data, m[i].data) << "momentum " << i;
+    EXPECT_EQ(v2[i].data, v[i].data) << "velocity " << i;
+  }
+  // The checkpoint is also a Keras full model that import reads.
+  ImportedKeras k = import_keras(path("last.h5"));
+  expect_same(k.params, p);
+  ASSERT_TRUE(k.train);
+  EXPECT_DOUBLE_EQ(k.train->optimizer.learning_rate, 0.02);
+}
+
+}  // namespace

@@ -1,0 +1,86 @@
+# Keras -> rnntrain resume: Keras trains a few steps with Adam (and SGD with momentum), saves a legacy
+# .h5 checkpoint with its optimizer state, and takes one more step. rnntrain imports the checkpoint,
+# resumes from it (`train --resume`) for one step, and its weights must match Keras' within
+# 1e-5 + 1e-4·|ref| (one optimizer step of float32 gradients computed in a different order).
+# Usage: test_resume.py RNNTRAIN_BINARY
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import Suite, import_keras, seeded_weights  # noqa: E402
+
+keras, np, h5py = import_keras()
+from keras import layers as L  # noqa: E402
+
+N, T, F = 8, 6, 3
+rng = np.random.default_rng(3)
+X = rng.standard_normal((N, T, F)).astype("float32")
+X[1, 4:] = 0.0
+Y = rng.standard_normal((N, 2)).astype("float32")
+
+
+def legacy_weights(path):
+    dec = lambda n: n.decode() if isinstance(n, bytes) else str(n)  # noqa: E731
+    with h5py.File(path, "r") as f:
+        g = f["model_weights"]
+        return [g[dec(n)][dec(w)][()] for n in g.attrs["layer_names"] for w in g[dec(n)].attrs["weight_names"]]
+
+
+def case(s, name, optimizer, layers):
+    d = s.path(name, "x")[:-1]
+    np.save(d + "x.npy", X)
+    np.save(d + "y.npy", Y)
+    model = keras.Sequential([keras.Input((T, F)), *layers])
+    seeded_weights(model, 21, scale=0.3)
+    model.compile(optimizer=optimizer, loss="mse")
+    model.fit(X, Y, batch_size=N, epochs=3, shuffle=False, verbose=0)  # 3 steps of optimizer state
+    model.save(d + "ckpt.h5")
+    model.fit(X, Y, batch_size=N, epochs=1, shuffle=False, verbose=0)  # the step rnntrain must reproduce
+    ref = model.get_weights()
+
+    run = d + "run/"
+    os.makedirs(run, exist_ok=True)
+    if s.rnntrain("import", d + "ckpt.h5", "-o", run + "config.yaml")[0] != 0:
+        return
+    shutil.copy(d + "ckpt.h5", run + "last.h5")
+    code, _, _ = s.rnntrain("train", "--resume", run, f"data.train={{format: npy, inputs: {d}x.npy, targets: {d}y.npy}}",
+                            "train.epochs=1", f"train.batch_size={N}", "train.shuffle=false")
+    if code != 0:
+        return
+    got = legacy_weights(run + "final.h5")
+    if len(got) != len(ref):
+        s.fail(f"{name}: {len(got)} weights after resume, Keras has {len(ref)}")
+    before = legacy_weights(d + "ckpt.h5")
+    for i, (g, r, b) in enumerate(zip(got, ref, before)):
+        s.close(f"{name}: weight {i} after one resumed step", g, r, atol=1e-5, rtol=1e-4)
+        if np.array_equal(g, b):
+            s.fail(f"{name}: weight {i} did not change in the resumed step")
+    # The check can fail: from the same weights, a step with a fresh optimizer lands far from Keras'.
+    fresh = keras.models.clone_model(model)
+    fresh.set_weights(before)
+    fresh.compile(optimizer=optimizer.__class__.from_config(optimizer.get_config()), loss="mse")
+    fresh.fit(X, Y, batch_size=N, epochs=1, shuffle=False, verbose=0)
+    gap = max(float(np.abs(a - b).max()) for a, b in zip(fresh.get_weights(), ref))
+    print(f"{name}: a fresh optimizer's step would differ from Keras' by up to {gap:.3g}")
+    if gap < 1e-4:
+        s.fail(f"{name}: the test cannot tell restored optimizer state from a fresh one (gap {gap:.3g})")
+    with h5py.File(run + "final.h5", "r") as f:
+        it = int(f["rnntrain"].attrs["iterations"])
+    if it != 4:
+        s.fail(f"{name}: rnntrain's optimizer is at step {it} after resuming from step 3, expected 4")
+
+
+def main():
+    s = Suite(sys.argv[1])
+    case(s, "adam", keras.optimizers.Adam(learning_rate=0.01),
+         [L.LSTM(4, return_sequences=True), L.Bidirectional(L.GRU(3)), L.Dense(2)])
+    case(s, "adam_amsgrad", keras.optimizers.Adam(learning_rate=0.005, amsgrad=True),
+         [L.Masking(0.0), L.SimpleRNN(4), L.Dense(2)])
+    case(s, "sgd_momentum", keras.optimizers.SGD(learning_rate=0.05, momentum=0.9),
+         [L.GRU(4, reset_after=False), L.Dense(2)])
+    s.finish("keras resume")
+
+
+if __name__ == "__main__":
+    main()
