@@ -46,3 +46,15 @@ then
 else
   echo "setup: Python packages already installed" >&2
 fi
+
+# Opt-in (RNNTRAIN_TF_KERAS=1): tf-keras (Keras 2) with TensorFlow CPU in its own virtualenv, for
+# tests/keras/test_tf_keras.py. About 2 GB and 5 minutes to install, so not part of the default setup.
+if [ "${RNNTRAIN_TF_KERAS:-0}" = 1 ]; then
+  VENV=${RNNTRAIN_TF_KERAS_VENV:-$HOME/.cache/rnntrain-tf-keras}
+  if ! "$VENV/bin/python" -c "import tf_keras" 2>/dev/null; then
+    echo "setup: installing tf-keras==2.21.0 and tensorflow-cpu==2.21.0 into $VENV" >&2
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q tensorflow-cpu==2.21.0 tf-keras==2.21.0
+  fi
+  echo "setup: tf-keras ready; tests/keras/test_tf_keras.py finds $VENV (or set RNNTRAIN_TF_KERAS_PYTHON)" >&2
+fi

@@ -87,6 +87,8 @@ std::vector<Case> cases() {
   return out;
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class Parity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Parity, OutputsInputGradientsAndWeightGradientsMatchTheCpu) {

@@ -22,6 +22,8 @@ struct TrainCase {
   bool masked;
 };
 
+void PrintTo(const TrainCase& c, std::ostream* os) { *os << c.name; }
+
 class TrainParity : public ::testing::TestWithParam<TrainCase> {};
 
 TEST_P(TrainParity, NStepsOnTheGpuEndNearTheCpu) {

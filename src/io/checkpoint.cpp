@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "core/error.h"
@@ -132,13 +135,24 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
 
 }  // namespace
 
+// Flushes a file (or folder) to the disk, so a power loss after the rename cannot leave it empty.
+static void sync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
 void rename_into_place(const std::string& tmp, const std::string& path) {
+  sync_path(tmp);
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());
     throw RuntimeError(fmt::format("cannot rename {} to {}: {}; check that the folder is writable", tmp, path, ec.message()));
   }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  sync_path(dir.empty() ? "." : dir);
 }
 
 void save_checkpoint(const std::string& path, const ModelSpec& model, const Params& params,
@@ -164,7 +178,7 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
     rg.set_attr("checkpoint", st.checkpoint);
     rg.write_strings("history", {st.history_json});
     rg.write_strings("config", {st.config_yaml});
-    f.flush();
+    f.close();
   });
 }
 

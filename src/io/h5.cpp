@@ -31,7 +31,8 @@ Handle& Handle::operator=(Handle&& o) noexcept {
 }
 
 Handle::~Handle() {
-  if (id_ >= 0 && close_ && close_(id_) < 0)
+  // An object of a file closed with H5F_CLOSE_STRONG is already closed: nothing to do.
+  if (id_ >= 0 && close_ && H5Iis_valid(id_) > 0 && close_(id_) < 0)
     log_warn("HDF5: closing id {} failed ({}); the file may not be complete", id_, hdf5_reason());
 }
 
@@ -115,7 +116,11 @@ bool is_hdf5(const std::string& path) {
 
 File File::create(const std::string& path) {
   init();
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // Strong close degree: closing the file closes every object still open in it, so a failed write
+  // cannot leave ids that HDF5's exit handler trips over.
+  Handle fapl(H5_CALL(H5Pcreate(H5P_FILE_ACCESS), path, "/"), H5Pclose);
+  H5_CALL(H5Pset_fclose_degree(fapl.id(), H5F_CLOSE_STRONG), path, "/");
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (id < 0) {
     std::string reason = hdf5_reason();
     throw DataError(fmt::format("{}: cannot create this HDF5 file ({}). Check that its folder exists and is writable.",
@@ -163,6 +168,16 @@ Group File::root() const {
 }
 
 void File::flush() const { H5_CALL(H5Fflush(h_.id(), H5F_SCOPE_LOCAL), path_, "/"); }
+
+void File::close() {
+  if (!h_.valid()) return;
+  const herr_t flushed = H5Fflush(h_.id(), H5F_SCOPE_GLOBAL);
+  const std::string reason = flushed < 0 ? hdf5_reason() : "";
+  Handle done(std::move(h_));  // closed here, whatever happened
+  if (flushed < 0)
+    throw DataError(fmt::format("{}: cannot finish writing this HDF5 file ({}). Is the disk full, or the folder not "
+                                "writable? Free some space and run again.", path_, reason.empty() ? "unknown reason" : reason));
+}
 
 // ---- Group: navigation -------------------------------------------------------------------------
 

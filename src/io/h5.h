@@ -85,6 +85,7 @@ class File {
   Group root() const;
   const std::string& path() const { return path_; }
   void flush() const;
+  void close();  // flushes and closes; DataError (disk full, ...) if the data could not be written
 
  private:
   Handle h_;

@@ -201,7 +201,10 @@ void export_keras(const std::string& path, const ModelSpec& model, const Params&
 ImportedKeras import_keras(const std::string& path) {
   ImportedKeras out;
   Rng rng(0);
-  if (is_zip(path) || ends_with(path, ".keras")) {
+  if (!is_zip(path) && ends_with(path, ".keras") && fs::exists(path))
+    throw DataError(fmt::format("{}: not a zip archive, so not a .keras file (Keras writes those with model.save); "
+                                "the file is damaged or was renamed", path));
+  if (is_zip(path)) {
     KerasArchive a;
     open_archive(path, a, true);
     out.keras_version = a.keras_version;

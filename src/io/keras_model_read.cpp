@@ -140,8 +140,8 @@ struct Reader {
       l.recurrent_activation = activation(c, "recurrent_activation", who, Activation::Sigmoid, false);
     l.use_bias = flag(c, "use_bias", true);
     l.unit_forget_bias = flag(c, "unit_forget_bias", true);
-    // Keras 2.3 and earlier built GRUs with reset_after=False; the key is always written since.
-    l.reset_after = flag(c, "reset_after", !origin.keras2() || c.contains("reset_after"));
+    // Keras 2.2 and earlier built GRUs with reset_after=False and wrote no key for it.
+    l.reset_after = flag(c, "reset_after", !origin.keras2());
     l.dropout = num(c, "dropout", 0.0);
     l.recurrent_dropout = num(c, "recurrent_dropout", 0.0);
     return l;
