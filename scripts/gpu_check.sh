@@ -57,9 +57,9 @@ plan_summary=$(grep -E "tests passed|tests failed" "$WORK/ctest_plan.log" | tail
 say "gpu:  ${gpu_summary:-no summary (see the ctest log)}"
 say "plan: ${plan_summary:-no summary (see the ctest log)}"
 grep -h -E "\(Failed\)|\(SEGFAULT\)|\(Timeout\)|\(Subprocess aborted\)|\*\*\*Exception" "$WORK"/ctest_*.log | tee -a "$LOG"
-skipped=$(grep -c "Skipped" "$WORK/ctest_gpu.log" || true)
+skipped=$(grep -c -F "***Skipped" "$WORK/ctest_gpu.log" || true)
 say "skipped gpu tests: $skipped"
-grep -h -E "no CUDA backend to test here" "$WORK/ctest_gpu.log" | sort -u | head -3 | tee -a "$LOG"
+grep -h -oE "no CUDA backend to test here.*" "$WORK/ctest_gpu.log" | sort -u | head -3 | tee -a "$LOG"
 say "-- evidence printed by the tests (max |gpu - cpu| per case):"
 grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | tee -a "$LOG" >/dev/null
 grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | awk '
@@ -98,12 +98,35 @@ train quickstart configs/quickstart.yaml cuda "$EPOCHS" train.early_stopping=nul
 train quickstart configs/quickstart.yaml cpu "$EPOCHS" train.early_stopping=null
 train charlm configs/charlm.yaml cuda 2
 
+# A larger model for speed (the shape of perf-anchors.md's "blog" workload): 4 x LSTM(512), B = 64,
+# T = 100, 100 steps per epoch, as one fused cuDNN stack and as four single-layer stacks.
+cat >"$WORK/bench.yaml" <<'YAML'
+model:
+  layers:
+    - {type: Input, shape: [100, 2]}
+    - {type: TimeDistributed, layer: {type: Dense, units: 512}}
+    - {type: LSTM, units: 512, return_sequences: true}
+    - {type: LSTM, units: 512, return_sequences: true}
+    - {type: LSTM, units: 512, return_sequences: true}
+    - {type: LSTM, units: 512}
+    - {type: Dense, units: 1}
+data:
+  train: {format: synthetic, task: adding, samples: 6400, timesteps: 100, seed: 1}
+train:
+  batch_size: 64
+  optimizer: {type: adam, learning_rate: 0.0003}
+  loss: mse
+YAML
+step "speed: 4 x LSTM(512), B=64, T=100, 100 steps per epoch (ms per step = 10 x seconds per epoch)"
+train bench4xLSTM512_fused "$WORK/bench.yaml" cuda 3 plan.fuse=auto
+train bench4xLSTM512_unfused "$WORK/bench.yaml" cuda 3 plan.fuse=never
+
 step "summary"
 say "GPU:    $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 say "CUDA:   $(nvcc --version | grep -oE 'release [0-9.]+' | head -1)"
-say "cuDNN:  build $(grep -oE 'Found CUDNN: .*' "$WORK/configure.log" | grep -oE 'version "[0-9.]+"'), runtime $(grep -ohE 'cuDNN [0-9.]+\)' "$WORK"/train_*_cuda.log | head -1 | tr -d ')')"
+say "cuDNN:  headers $(grep -oE 'cuDNN [0-9.]+$' "$WORK/configure.log" | head -1 | sed 's/cuDNN //'), loaded at run time $(grep -ohE 'cuDNN [0-9.]+\)' "$WORK"/train_*_cuda.log | head -1 | tr -d ')' | sed 's/cuDNN //')"
 say "tests:  gpu: ${gpu_summary:-?}; plan: ${plan_summary:-?}"
-grep -h -E "^(quickstart|charlm) on" "$LOG" | sed 's/^/        /' >"$WORK/curves"
+grep -h -E "^(quickstart|charlm|bench[^ ]*) on" "$LOG" | sed 's/^/        /' >"$WORK/curves"
 cat "$WORK/curves" | tee -a "$LOG"
 if [ "$fail" = 0 ]; then say "RESULT: PASS"; else say "RESULT: FAIL"; fi
 [ -n "${OUT:-}" ] && cp "$WORK/ctest_gpu.log" "$OUT/ctest_gpu.log" 2>/dev/null

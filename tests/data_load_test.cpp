@@ -2,12 +2,15 @@
 // .npz stored and deflated, CSV windows and scaling checked by hand, text vocabulary and shifted
 // targets), their error messages, DataMeta's JSON, Dataset rows, and write_predictions.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <typeinfo>
 
 #include "core/error.h"
 #include "data/dataset.h"
@@ -229,7 +232,107 @@ TEST_F(LoadTest, NpyRejectsWhatItCannotReadWithReasons) {
   EXPECT_HAS(error_of([&] { load(src); }), path("labels.npy"));
 }
 
+TEST_F(LoadTest, NpyHeadersWithImpossibleSizesAreDataErrorsNamingTheFile) {
+  // Each header is damaged (or crafted) but the file is small; none may crash, wrap around, allocate
+  // terabytes or leak a library exception.
+  struct Case {
+    std::string shape, want;
+  };
+  const std::vector<Case> cases = {
+      {"(4, 4611686018427387904, 1)", "more elements than a 64-bit count can hold"},  // 2^64 elements: wraps to 0
+      {"(100000000000, 30, 2)", "declares shape (100000000000, 30, 2)"},             // 24 TB
+      {"(12345678901234567890123, 2)", "dimension 12345678901234567890123"},           // 23 digits: no int64
+      {"(3, 3)", "holds only 16 bytes"},                                               // simply truncated
+  };
+  for (const Case& c : cases) {
+    write("bad.npy", npy("<f4", c.shape, raw<float>({1, 2, 3, 4})));
+    DataSource src;
+    src.format = DataFormat::Npy;
+    src.inputs = "bad.npy";
+    std::string msg;
+    try {
+      load(src);
+      ADD_FAILURE() << c.shape << ": loaded without an error";
+    } catch (const DataError& e) {
+      msg = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.shape << ": " << typeid(e).name() << " instead of a DataError: " << e.what();
+    }
+    EXPECT_HAS(msg, path("bad.npy"));
+    EXPECT_HAS(msg, c.want);
+    EXPECT_HAS(msg, "numpy.save");  // what to do
+  }
+}
+
+TEST_F(LoadTest, Hdf5DatasetDeclaringMoreThanMemoryIsRefusedBeforeReading) {
+  // A chunked dataset of 6e15 float32 values with no chunk written: the file is a few KB.
+  {
+    hid_t file = H5Fcreate(path("huge.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    const hsize_t dims[3] = {100000000000000ull, 30, 2}, chunk[3] = {1, 30, 2};
+    hid_t space = H5Screate_simple(3, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 3, chunk);
+    hid_t ds = H5Dcreate2(file, "x", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  DataSource src;
+  src.format = DataFormat::Hdf5;
+  src.path = "huge.h5";
+  std::string msg;
+  try {
+    load(src);
+    ADD_FAILURE() << "loaded a dataset of 6e15 values";
+  } catch (const DataError& e) {
+    msg = e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << typeid(e).name() << " instead of a DataError: " << e.what();
+  }
+  EXPECT_HAS(msg, path("huge.h5"));
+  EXPECT_HAS(msg, "dataset 'x'");
+  EXPECT_HAS(msg, "shape (100000000000000, 30, 2)");
+  EXPECT_HAS(msg, "more than this machine has");
+}
+
+TEST_F(LoadTest, PathsThatCannotBeCheckedSayWhy) {
+  DataSource src;
+  src.format = DataFormat::Npy;
+  src.inputs = std::string(5000, 'a') + ".npy";  // longer than any file name may be
+  const std::string msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, "cannot be opened");
+  EXPECT_EQ(msg.find("no such file"), std::string::npos) << msg.substr(msg.size() - 200);
+}
+
 // ---- npz ---------------------------------------------------------------------------------------
+
+TEST_F(LoadTest, NpzMemberDeclaringAnImpossibleSizeIsRefusedBeforeInflating) {
+  if (!zip_supported()) GTEST_SKIP() << "built without libzip: .npz is not available";
+  write_zip(path("d.npz"), {{"x.npy", npy("<f4", "(2, 2)", raw<float>({1, 2, 3, 4}))}}, false);
+  // Claim ~100 MB uncompressed for the stored member, in its local and central directory headers.
+  std::ifstream in(path("d.npz"), std::ios::binary);
+  std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const uint32_t lie = 0x06000000;
+  auto patch = [&](const std::string& signature, size_t offset) {
+    const size_t at = zip.find(signature);
+    ASSERT_NE(at, std::string::npos) << "no " << signature.size() << "-byte signature in the archive";
+    for (int k = 0; k < 4; ++k) zip[at + offset + k] = static_cast<char>((lie >> (8 * k)) & 0xff);
+  };
+  patch(std::string("PK\x03\x04", 4), 22);  // local file header: uncompressed size
+  patch(std::string("PK\x01\x02", 4), 24);  // central directory: uncompressed size
+  write("d.npz", zip);
+  DataSource src;
+  src.format = DataFormat::Npz;
+  src.path = "d.npz";
+  const std::string msg = error_of([&] { load(src); });
+  EXPECT_HAS(msg, path("d.npz") + ": member 'x.npy'");
+  EXPECT_HAS(msg, "declares 96 MiB uncompressed");
+  EXPECT_HAS(msg, "damaged");
+}
 
 TEST_F(LoadTest, NpzReadsStoredAndDeflatedMembers) {
   if (!zip_supported()) GTEST_SKIP() << "built without libzip: .npz is not available";

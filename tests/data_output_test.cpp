@@ -57,6 +57,38 @@ TEST(DataMetaTest, JsonRoundTripAndErrors) {
   EXPECT_HAS(error_of([] { DataMeta::from_json("{oops", "m.json"); }), "m.json");
 }
 
+TEST(DataMetaTest, DamagedFilesGiveMessagesNotLibraryText) {
+  struct Case {
+    std::string json, want;
+  };
+  const std::vector<Case> cases = {
+      {"{oops", "the JSON does not parse"},
+      {"", "the JSON does not parse"},
+      {"[1, 2]", "must be a JSON object, not array"},
+      {"{\"vocab\": 3}", "key 'vocab' has the wrong type"},
+      {"{\"shift\": [\"a\"], \"scale\": [1]}", "key 'shift' has the wrong type"},
+      {"{\"shift\": [0, 1], \"scale\": [1]}", "must have the same length"},
+      {"{\"shift\": [0], \"scale\": [0]}", "column 0 has shift 0 and scale 0"},
+      {"{\"target_shift\": [1e400], \"target_scale\": [1]}", "the JSON does not parse"},
+      {"{\"target_shift\": [1], \"target_scale\": [-2]}", "target_scale -2"},
+  };
+  for (const Case& c : cases) {
+    std::string msg;
+    try {
+      DataMeta::from_json(c.json, "runs/r/data_meta.json");
+      ADD_FAILURE() << "accepted: " << c.json;
+    } catch (const DataError& e) {
+      msg = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a DataError for " << c.json << ": " << e.what();
+    }
+    EXPECT_HAS(msg, "runs/r/data_meta.json");
+    EXPECT_HAS(msg, c.want);
+    EXPECT_HAS(msg, "re-run training");
+    EXPECT_EQ(msg.find("[json.exception"), std::string::npos) << "library prefix in: " << msg;
+  }
+}
+
 TEST(DatasetRowsTest, GatherAndSliceCopyRowsOfEveryArray) {
   Dataset d;
   d.x = Tensor({4, 2});

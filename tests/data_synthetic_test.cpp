@@ -132,3 +132,32 @@ TEST(SyntheticTest, UnknownTaskIsAConfigErrorListingTheTasks) {
   }
   EXPECT_THROW(make("adding", 10, 1), ConfigError) << "adding needs two steps";
 }
+
+TEST(SyntheticTest, SeedZeroWarnsThatEverySplitWouldGetTheSameSamples) {
+  // Seed 0 is the default: a validation source without its own seed equals the training one.
+  Dataset train = make("sine", 8, 10, 0);
+  ::testing::internal::CaptureStderr();
+  Dataset val = make("sine", 4, 10, 0);
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("seed is 0"), std::string::npos) << "stderr was: " << warned;
+  EXPECT_NE(warned.find("Set `seed:` to a different value on each split"), std::string::npos) << "stderr: " << warned;
+  EXPECT_NE(warned.find("synthetic:sine"), std::string::npos) << "stderr: " << warned;
+  // (What the warning is about: the 4 validation samples are the first 4 training ones.)
+  EXPECT_TRUE(std::equal(val.x.data.begin(), val.x.data.end(), train.x.data.begin()));
+  ::testing::internal::CaptureStderr();
+  make("sine", 4, 10, 12);
+  const std::string quiet = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet.find("seed"), std::string::npos) << "a seed was given, yet stderr says: " << quiet;
+}
+
+TEST(SyntheticTest, SizesBeyondMemoryAreAConfigErrorBeforeGenerating) {
+  std::string msg;
+  try {
+    make("adding", 4000000000000LL, 50);
+    ADD_FAILURE() << "generated 4e12 samples";
+  } catch (const ConfigError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("more than this machine's memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fewer samples"), std::string::npos) << msg;
+}

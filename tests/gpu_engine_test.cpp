@@ -5,6 +5,8 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "gpu_helpers.h"
 
@@ -68,6 +70,38 @@ TEST(CudaEngine, ParametersRoundTripThroughTheCudnnWeightSpaceExactly) {
   }
 }
 
+// What a checkpoint holds (parameters, optimizer slots, iterations) restarts training where it was.
+TEST(CudaEngine, RestartingFromParamsAndSlotsContinuesTheSameRun) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[6, 3]", "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8}, "
+                         "{type: Dense, units: 2}]", "restart");
+  cfg.device = Device::Cuda;
+  cfg.train.optimizer.kind = OptimizerKind::Adam;
+  cfg.train.optimizer.amsgrad = true;
+  Rng r1(1), r2(1);
+  auto a = make_engine(cfg, random_params(cfg.model, 4), r1);
+  for (int s = 0; s < 6; ++s) a->train_step(random_batch(cfg, 4, 6, 10 + s), 0.01, {});
+  // "Save": parameters, slots, iterations.
+  Params saved = a->host_params();
+  std::vector<Tensor> slots;
+  for (const NamedTensor& t : a->optimizer().slots()) slots.push_back(*t.tensor);
+  // "Load" into a fresh engine.
+  auto b = make_engine(cfg, random_params(cfg.model, 99), r2);
+  b->host_params() = saved;
+  const auto bs = b->optimizer().slots();
+  ASSERT_EQ(bs.size(), slots.size());
+  for (size_t i = 0; i < bs.size(); ++i) *bs[i].tensor = slots[i];
+  b->optimizer().set_iterations(a->optimizer().iterations());
+  b->params_changed();
+  for (int s = 6; s < 10; ++s) {
+    const Batch batch = random_batch(cfg, 4, 6, 10 + s);
+    const double la = a->train_step(batch, 0.01, {}).mean(), lb = b->train_step(batch, 0.01, {}).mean();
+    EXPECT_NEAR(lb, la, 1e-6 * std::fabs(la)) << "step " << s + 1;
+  }
+  const std::vector<Param*> pa = a->host_params().all(), pb = b->host_params().all();
+  for (size_t i = 0; i < pa.size(); ++i) expect_near_all(pb[i]->value, pa[i]->value, 1e-6, 1e-5, pa[i]->name);
+}
+
 TEST(CudaEngine, OutOfMemoryNamesTheSizeAndSuggestsASmallerBatch) {
   SKIP_WITHOUT_GPU();
   // TimeDistributed(Dense(100000)) over 600000 steps: a 240 GB output, more than any single GPU has.
@@ -85,6 +119,7 @@ TEST(CudaEngine, OutOfMemoryNamesTheSizeAndSuggestsASmallerBatch) {
     EXPECT_NE(m.find("out of memory"), std::string::npos) << m;
     EXPECT_NE(m.find("MiB"), std::string::npos) << m;
     EXPECT_NE(m.find("batch_size"), std::string::npos) << m;
+    std::printf("out-of-memory message: %s\n", m.c_str());
   }
 }
 
