@@ -61,12 +61,13 @@ skipped=$(grep -c -F "***Skipped" "$WORK/ctest_gpu.log" || true)
 say "skipped gpu tests: $skipped"
 grep -h -oE "no CUDA backend to test here.*" "$WORK/ctest_gpu.log" | sort -u | head -3 | tee -a "$LOG"
 say "-- evidence printed by the tests (max |gpu - cpu| per case):"
-grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | tee -a "$LOG" >/dev/null
+grep -h -oE "parity case=.*" "$WORK/ctest_gpu.log" | sort -u >>"$LOG"
 grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | awk '
   /^parity/ { n++; for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[2] + 0 > worst[kv[1]]) worst[kv[1]] = kv[2] + 0 } }
   END { printf "parity cases: %d; worst output %.3g, dx %.3g, weight_grad %.3g\n", n, worst["output"], worst["dx"], worst["weight_grad"] }' |
   tee -a "$LOG"
-grep -h -oE "train case=.*" "$WORK/ctest_gpu.log" | sort -u
+grep -h -oE "(train|dropout) case=.*|dropout rate=.*|out-of-memory message: .*" "$WORK/ctest_gpu.log" | sort -u |
+  tee -a "$LOG"
 # Failed tests' output, for the log only.
 grep -B2 -A25 -E "Failure|FAILED  \]" "$WORK/ctest_gpu.log" | head -200 >>"$LOG"
 

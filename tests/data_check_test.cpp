@@ -210,3 +210,13 @@ TEST(CheckTest, TokenIdsMustBeIntegersBelowInputDim) {
   d.y[7] = 10.0f;
   EXPECT_HAS(failure(d, token_model(4, 10), kSparse), "label 10 at sample 1, position (3)");
 }
+
+TEST(CheckTest, MessagesSpellTheLossAsTheConfigDoes) {
+  // check_dataset and the train library share one loss_name: the spelling a user writes in train.loss
+  // (train_loss_test checks every spelling).
+  Dataset d = features(6, 5, 2, 3);
+  d.y = Tensor({6, 4});
+  const std::string msg = failure(d, feature_model(5, 2, 3), LossKind::MSE);
+  EXPECT_HAS(msg, "loss mse expects targets of shape (None, 3)");
+  EXPECT_HAS(failure(d, feature_model(5, 2, 3), LossKind::MAE), "loss mae expects");
+}

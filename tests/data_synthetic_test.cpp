@@ -2,6 +2,7 @@
 // data/README.md says it is, recomputed here from the inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -147,7 +148,7 @@ TEST(SyntheticTest, SeedZeroWarnsThatEverySplitWouldGetTheSameSamples) {
   ::testing::internal::CaptureStderr();
   make("sine", 4, 10, 12);
   const std::string quiet = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(quiet.find("seed"), std::string::npos) << "a seed was given, yet stderr says: " << quiet;
+  EXPECT_EQ(quiet.find("seed is 0"), std::string::npos) << "a seed was given, yet stderr says: " << quiet;
 }
 
 TEST(SyntheticTest, SizesBeyondMemoryAreAConfigErrorBeforeGenerating) {

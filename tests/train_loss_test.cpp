@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/dataset.h"
 #include "train/loss.h"
 
 using namespace rnntrain;
@@ -372,4 +373,18 @@ TEST(Loss, BadTargetsThrowDataErrorWithShapes) {
   const std::string mask = error_of(spec_of(LossKind::MSE), p3, Tensor({2, 5, 3}), &l);
   EXPECT_NE(mask.find("mask"), std::string::npos) << mask;
   EXPECT_NE(mask.find("(2, 5)"), std::string::npos) << mask;
+}
+
+TEST(Loss, NamesAreTheConfigSpellings) {
+  // One loss_name (data/dataset.h) serves the losses, the metrics and check_dataset; it prints what a
+  // user writes in train.loss.
+  const std::pair<LossKind, const char*> spellings[] = {
+      {LossKind::MSE, "mse"},
+      {LossKind::MAE, "mae"},
+      {LossKind::Huber, "huber"},
+      {LossKind::BinaryCrossentropy, "binary_crossentropy"},
+      {LossKind::CategoricalCrossentropy, "categorical_crossentropy"},
+      {LossKind::SparseCategoricalCrossentropy, "sparse_categorical_crossentropy"},
+  };
+  for (const auto& [kind, name] : spellings) EXPECT_STREQ(loss_name(kind), name);
 }

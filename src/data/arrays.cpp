@@ -27,7 +27,7 @@ static void require_fits(std::optional<uint64_t> bytes, const std::string& what,
                          const std::string& fix) {
   const uint64_t limit = memory_limit_bytes();
   if (bytes && *bytes <= limit) return;
-  throw DataError(fmt::format("{} declares {}, {} in memory: more than this machine has ({}). {}", what, declared,
+  throw DataError(fmt::format("{} declares {}: {} in memory, more than this machine has ({}). {}", what, declared,
                               bytes ? bytes_str(static_cast<double>(*bytes)) : "more bytes than 64 bits can count",
                               bytes_str(static_cast<double>(limit)), fix));
 }

@@ -17,7 +17,8 @@ try:
     from tf_keras import layers as L
 except Exception as e:
     other = os.environ.get("RNNTRAIN_TF_KERAS_PYTHON", os.path.expanduser("~/.cache/rnntrain-tf-keras/bin/python"))
-    if os.path.exists(other) and os.path.realpath(other) != os.path.realpath(sys.executable):
+    if os.path.exists(other) and not os.environ.get("RNNTRAIN_TF_KERAS_REEXEC"):
+        os.environ["RNNTRAIN_TF_KERAS_REEXEC"] = "1"  # once: a venv's python may resolve to this very binary
         os.execv(other, [other, *sys.argv])
     print(f"SKIP: tf-keras is not importable ({type(e).__name__}: {e}); run scripts/setup.sh with RNNTRAIN_TF_KERAS=1 "
           "and set RNNTRAIN_TF_KERAS_PYTHON to that Python")

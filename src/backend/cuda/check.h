@@ -1,6 +1,7 @@
 // Checks for every CUDA runtime, cuBLAS and cuDNN call: CUDA_CHECK(cudaMalloc(...)) throws a
-// RuntimeError naming the call text, file:line and the library's error string. KERNEL_CHECK() after
-// a launch. Destructors use the *_LOG variants, which log instead of throwing.
+// RuntimeError naming the call text, file:line and the library's error string; kernels are checked after
+// a launch (LAUNCH_CHECK in kernels_common.cuh). Destructors use the *_LOG variants, which log
+// instead of throwing.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -32,9 +33,6 @@ void log_cuda_failure(const char* lib, const char* what, const char* call, const
     const cudnnStatus_t rnntrain_s_ = (call);                                             \
     if (rnntrain_s_ != CUDNN_STATUS_SUCCESS) ::rnntrain::cuda::fail_cudnn(rnntrain_s_, #call, __FILE__, __LINE__); \
   } while (0)
-
-// After a kernel launch: reports a bad launch configuration (not an asynchronous fault).
-#define KERNEL_CHECK(name) CUDA_CHECK(cudaGetLastError())
 
 #define CUDA_LOG(call)                                                                                     \
   do {                                                                                                     \

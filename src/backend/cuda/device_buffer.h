@@ -49,8 +49,8 @@ class DeviceBuffer {
   const char* what_;
 };
 
-// Host <-> device copies on a stream (n elements); the host side must stay alive until the stream
-// reaches them, or call sync().
+// Host <-> device copies of `bytes` on a stream (a cudaStream_t). From pageable host memory the
+// upload has read the source when it returns; the download has finished when it returns.
 void copy_to_device(void* dst, const void* src, size_t bytes, void* stream);
 void copy_to_host(void* dst, const void* src, size_t bytes, void* stream);
 

@@ -4,8 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 namespace rnntrain::cuda::k {
 

@@ -13,6 +13,7 @@
 #include "core/batch.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "spec/config.h"
 
 namespace rnntrain::cuda {
 
@@ -46,7 +47,7 @@ class DeviceStage {
   virtual ~DeviceStage() = default;
   // Phase 1 of ParamStore: reserve device space for this stage's parameters.
   virtual void reserve(ParamStore& store) = 0;
-  // Phase 3: say where each of its parameters lives. first: its first parameter's Params::all() index.
+  // Phase 3 (after ParamStore::allocate): say where each of its parameters lives.
   virtual void place(ParamStore& store) = 0;
   virtual DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) = 0;
   // dy: gradient of forward's output. Adds into the store's gradients; returns dx (ptr null when
@@ -54,20 +55,15 @@ class DeviceStage {
   virtual DevTensor backward(const DevTensor& dy, bool need_dx) = 0;
 };
 
-// Builders, one per stage kind (basic_stages.cpp, cudnn_stack.cpp, generic_rnn.cpp). `first_param`
-// is the Params::all() index of the layer's (or stack's) first weight.
+// What every stage builder gets.
 struct StageEnv {
   Gpu& gpu;
   ParamStore& store;
   uint64_t seed;  // the run's seed, for cuDNN's dropout states
 };
 
-}  // namespace rnntrain::cuda
-
-#include "spec/config.h"
-
-namespace rnntrain::cuda {
-
+// Builders, one per stage kind (basic_stages.cpp, cudnn_stack.cpp, generic_rnn.cpp). `first_param`
+// is the Params::all() index of the layer's first weight.
 std::unique_ptr<DeviceStage> make_embedding_stage(const StageEnv& env, const LayerSpec& l, size_t first_param);
 std::unique_ptr<DeviceStage> make_masking_stage(const StageEnv& env, const LayerSpec& l);
 std::unique_ptr<DeviceStage> make_dropout_stage(const StageEnv& env, const LayerSpec& l);
