@@ -4,11 +4,11 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "data/dataset.h"  // loss_name
 #include "spec/config.h"
 
 namespace rnntrain {
 
-const char* loss_name(LossKind k);  // Keras function name: "mse", "binary_crossentropy", ...
 
 // pred viewed as N positions of K values: pred [B, K] -> N = B, pred [B, T, K] -> N = B*T.
 struct TargetView {

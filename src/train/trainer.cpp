@@ -28,8 +28,8 @@ std::string resolve_path(const Config& cfg, const std::string& path) {
   return (base / path).lexically_normal().string();
 }
 
-Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta) {
-  return load_source(src, fs::path(cfg.path).parent_path().string(), meta);
+Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction) {
+  return load_source(src, fs::path(cfg.path).parent_path().string(), meta, holdout_fraction);
 }
 
 static std::string read_text(const std::string& path) {
@@ -164,7 +164,8 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
   if (!cfg.data.train)
     throw ConfigError(fmt::format("{}: data.train is missing; training needs a data source (see docs/config.md)", cfg.path));
   Splits s;
-  s.train = load_data(cfg, *cfg.data.train, meta);
+  // CSV scaling is fitted on the rows that train, not on those validation_split holds out.
+  s.train = load_data(cfg, *cfg.data.train, meta, cfg.data.validation ? 0.0 : cfg.data.validation_split);
   if (cfg.data.validation) {
     s.val = load_data(cfg, *cfg.data.validation, meta);
   } else if (cfg.data.validation_split > 0) {

@@ -44,7 +44,7 @@ Config with_absolute_paths(const Config& cfg);
 // Rows of data.train that train when data.validation_split holds out the rest (Keras' rule).
 int64_t training_rows(const Config& cfg, int64_t n);
 // Loads a data source of the config, resolving its path.
-Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta);
+Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction = 0.0);
 // Reads <dir>/data_meta.json if present (empty meta otherwise); read_meta_file reads one file.
 DataMeta read_meta(const std::string& dir);
 DataMeta read_meta_file(const std::string& path);
