@@ -51,6 +51,7 @@ const Case kCases[] = {
     {"bidirectional_sum_between", "[{type: Bidirectional, merge_mode: sum, layer: {type: LSTM, units: 8, return_sequences: true}}, {type: Bidirectional, layer: {type: LSTM, units: 8}}]", "C1 C1", "merge_mode"},
     {"bidirectional_sum_on_last_merges", "[{type: Bidirectional, layer: {type: GRU, units: 8, return_sequences: true}}, {type: Bidirectional, merge_mode: ave, layer: {type: GRU, units: 8}}]", "C2", ""},
     {"bidirectional_then_unidirectional", "[{type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, {type: LSTM, units: 8}]", "C1 C1", "Bidirectional"},
+    {"bidirectional_input_dropout_is_generic", "[{type: Bidirectional, layer: {type: LSTM, units: 8, dropout: 0.1}}]", "G", ""},
     {"fuse_never", "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8}]", "C1 C1", "plan.fuse: never", FuseMode::Never},
 };
 

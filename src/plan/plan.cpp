@@ -57,6 +57,8 @@ std::string cudnn_ineligible(const LayerSpec& layer) {
   if (!c->use_bias) return "use_bias: false";
   if (c->recurrent_dropout > 0) return fmt::format("recurrent_dropout {}", c->recurrent_dropout);
   if (c->go_backwards) return "go_backwards: true";
+  if (layer.kind == LayerKind::Bidirectional && c->dropout > 0)
+    return fmt::format("input dropout {} in a Bidirectional layer (Keras draws one mask per direction)", c->dropout);
   return "";
 }
 

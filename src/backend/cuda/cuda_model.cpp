@@ -42,25 +42,6 @@ void check_input(const LayerSpec& in, const Tensor& x) {
 
 }  // namespace
 
-std::vector<rnntrain::Stage> device_stages(const ModelSpec& spec, const Plan& plan) {
-  std::vector<rnntrain::Stage> out;
-  for (const rnntrain::Stage& st : plan.stages) {
-    const LayerSpec& first = spec.layers[st.layers[0]];
-    if (st.kind != StageKind::CudnnStack || first.kind != LayerKind::Bidirectional || first.inner->dropout <= 0) {
-      out.push_back(st);
-      continue;
-    }
-    out.push_back({StageKind::GenericRnn, {st.layers[0]}, 1, "Bidirectional with input dropout"});
-    size_t k = 1;
-    for (; k < st.layers.size() && !rnn_cell(spec.layers[st.layers[k]]); ++k)
-      out.push_back({StageKind::Layer, {st.layers[k]}, 0, ""});
-    if (k < st.layers.size())
-      out.push_back({StageKind::CudnnStack, std::vector<size_t>(st.layers.begin() + k, st.layers.end()),
-                     st.rnn_layers - 1, ""});
-  }
-  return out;
-}
-
 CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& params, uint64_t seed)
     : gpu_(gpu), spec_(spec), store_(gpu) {
   if (params.layers.size() != spec.layers.size())
@@ -73,7 +54,7 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& par
   token_input_ = spec.layers[0].shape.size() == 1;
 
   const StageEnv env{gpu, store_, seed};
-  for (const rnntrain::Stage& st : device_stages(spec, make_plan(spec, fuse))) {
+  for (const rnntrain::Stage& st : make_plan(spec, fuse).stages) {
     const size_t i = st.layers[0];
     const LayerSpec& l = spec.layers[i];
     const int64_t input = shapes[i].in.empty() ? 0 : shapes[i].in.back();

@@ -41,8 +41,5 @@ class CudaModel {
   std::string summary_;
 };
 
-// The planner's stages adjusted for this backend: a Bidirectional layer with input dropout (each
-// direction draws its own mask in Keras) cannot start a cuDNN stack, so it runs generic.
-std::vector<rnntrain::Stage> device_stages(const ModelSpec& spec, const Plan& plan);
 
 }  // namespace rnntrain::cuda

@@ -25,13 +25,16 @@ void check_launch(const char* kernel, const char* file, int line);
 
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+// fminf/fmaxf drop NaN operands; these keep NaN, as the CPU backend does, so bad weights surface.
+__device__ inline float clamp01_nan(float v) { return v != v ? v : fminf(1.0f, fmaxf(0.0f, v)); }
+
 __device__ inline float act_f(int act, float x) {
   switch (act) {
     case kTanh: return tanhf(x);
     case kSigmoid: return 1.0f / (1.0f + expf(-x));
-    case kHardSigmoid: return fminf(1.0f, fmaxf(0.0f, x * (1.0f / 6.0f) + 0.5f));
-    case kHardSigmoidKeras2: return fminf(1.0f, fmaxf(0.0f, 0.2f * x + 0.5f));
-    case kRelu: return fmaxf(0.0f, x);
+    case kHardSigmoid: return clamp01_nan(x * (1.0f / 6.0f) + 0.5f);
+    case kHardSigmoidKeras2: return clamp01_nan(0.2f * x + 0.5f);
+    case kRelu: return x != x ? x : fmaxf(0.0f, x);
     default: return x;
   }
 }
