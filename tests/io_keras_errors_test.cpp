@@ -13,6 +13,14 @@
 #include "io/keras_file.h"
 #include "io/keras_model.h"
 #include "spec/parse.h"
+#include "io/zip.h"
+
+// The file names of every format this build writes: .keras needs libzip (absent on some machines).
+static std::vector<const char*> keras_formats() {
+  if (rnntrain::zip_supported()) return {"m.h5", "m.keras", "m.weights.h5"};
+  std::printf("note: this build has no libzip; the .keras format is not tested here\n");
+  return {"m.h5", "m.weights.h5"};
+}
 
 namespace fs = std::filesystem;
 using namespace rnntrain;
@@ -72,7 +80,7 @@ TEST_F(KerasErrors, NotHdf5NorZip) {
 }
 
 TEST_F(KerasErrors, TruncatedFilesOfEveryFormat) {
-  for (const char* name : {"m.h5", "m.keras", "m.weights.h5"}) {
+  for (const char* name : keras_formats()) {
     export_keras(path(name), cfg_.model, params_);
     const auto size = fs::file_size(path(name));
     for (auto keep : {size / 2, size - 200, uintmax_t(100)}) {
@@ -194,7 +202,7 @@ TEST_F(KerasErrors, FunctionalModelsMustBeOneChain) {
 }
 
 TEST_F(KerasErrors, AFailedExportLeavesTheOldFileUntouched) {
-  for (const char* name : {"m.h5", "m.keras", "m.weights.h5"}) {
+  for (const char* name : keras_formats()) {
     std::ofstream(path(name)) << "precious";
     Params broken = params_;
     broken.layers.pop_back();  // the Dense layer's weights are missing: writing fails half-way

@@ -16,6 +16,14 @@
 #include "io/keras_train.h"
 #include "io/keras_weights.h"
 #include "spec/parse.h"
+#include "io/zip.h"
+
+// The file names of every format this build writes: .keras needs libzip (absent on some machines).
+static std::vector<const char*> keras_formats() {
+  if (rnntrain::zip_supported()) return {"m.h5", "m.keras", "m.weights.h5"};
+  std::printf("note: this build has no libzip; the .keras format is not tested here\n");
+  return {"m.h5", "m.weights.h5"};
+}
 
 namespace fs = std::filesystem;
 using namespace rnntrain;
@@ -108,7 +116,7 @@ TEST_F(KerasFormats, WeightsSurviveEveryFormatBitForBit) {
   for (const char* yaml : {kAllLayers, kTokens}) {
     Config c = parse_config(yaml, "t.yaml");
     const Params ref = random_params(c.model, 7);
-    for (const char* name : {"m.h5", "m.keras", "m.weights.h5"}) {
+    for (const char* name : keras_formats()) {
       export_keras(path(name), c.model, ref);
       Params got = random_params(c.model, 8);
       load_keras_weights(path(name), c.model, got);
