@@ -39,29 +39,13 @@ std::string legacy_weight_name(const LayerSpec& l, const std::string& param) {
   return fmt::format("{}/{}:0", l.name, param);
 }
 
-// Keras' snake_case class name: the base of a layer's Keras 3 weights path.
-const char* snake(LayerKind k) {
-  switch (k) {
-    case LayerKind::Input: return "input_layer";
-    case LayerKind::Embedding: return "embedding";
-    case LayerKind::Masking: return "masking";
-    case LayerKind::LSTM: return "lstm";
-    case LayerKind::GRU: return "gru";
-    case LayerKind::SimpleRNN: return "simple_rnn";
-    case LayerKind::Bidirectional: return "bidirectional";
-    case LayerKind::Dropout: return "dropout";
-    case LayerKind::Dense: return "dense";
-    case LayerKind::TimeDistributed: return "time_distributed";
-  }
-  return "layer";
-}
 
 // layers/<class>[_n] for each model layer but the Input (Sequential.layers), counted per class.
 std::vector<std::string> keras3_paths(const ModelSpec& model) {
   std::map<std::string, int> count;
   std::vector<std::string> out(model.layers.size());
   for (size_t i = 1; i < model.layers.size(); ++i) {
-    const std::string base = snake(model.layers[i].kind);
+    const std::string base = layer_snake_name(model.layers[i].kind);
     const int n = count[base]++;
     out[i] = n == 0 ? "layers/" + base : fmt::format("layers/{}_{}", base, n);
   }

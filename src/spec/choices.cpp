@@ -104,20 +104,5 @@ std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
 std::span<const Choice<Device>> devices() { return kDevices; }
 
-const char* layer_prefix(LayerKind k) {
-  switch (k) {
-    case LayerKind::Input: return "input_layer";
-    case LayerKind::Embedding: return "embedding";
-    case LayerKind::Masking: return "masking";
-    case LayerKind::LSTM: return "lstm";
-    case LayerKind::GRU: return "gru";
-    case LayerKind::SimpleRNN: return "simple_rnn";
-    case LayerKind::Bidirectional: return "bidirectional";
-    case LayerKind::Dropout: return "dropout";
-    case LayerKind::Dense: return "dense";
-    case LayerKind::TimeDistributed: return "time_distributed";
-  }
-  return "layer";
-}
 
 }  // namespace rnntrain::spec

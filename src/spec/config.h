@@ -21,7 +21,8 @@ struct SourceLoc {
 };
 
 enum class LayerKind { Input, Embedding, Masking, LSTM, GRU, SimpleRNN, Bidirectional, Dropout, Dense, TimeDistributed };
-const char* layer_kind_name(LayerKind k);  // Keras class name: "LSTM", "TimeDistributed", ...
+const char* layer_kind_name(LayerKind k);   // Keras class name: "LSTM", "TimeDistributed", ...
+const char* layer_snake_name(LayerKind k);  // its snake_case: "lstm", "simple_rnn", "input_layer" (default names, Keras 3 paths)
 bool is_recurrent(LayerKind k);            // LSTM, GRU, SimpleRNN (not Bidirectional)
 
 // HardSigmoid is Keras 3's clip(x/6 + 0.5, 0, 1); HardSigmoidKeras2 is clip(0.2x + 0.5, 0, 1).

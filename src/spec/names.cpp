@@ -28,6 +28,22 @@ const char* layer_kind_name(LayerKind k) {
   return "?";
 }
 
+const char* layer_snake_name(LayerKind k) {
+  switch (k) {
+    case LayerKind::Input: return "input_layer";
+    case LayerKind::Embedding: return "embedding";
+    case LayerKind::Masking: return "masking";
+    case LayerKind::LSTM: return "lstm";
+    case LayerKind::GRU: return "gru";
+    case LayerKind::SimpleRNN: return "simple_rnn";
+    case LayerKind::Bidirectional: return "bidirectional";
+    case LayerKind::Dropout: return "dropout";
+    case LayerKind::Dense: return "dense";
+    case LayerKind::TimeDistributed: return "time_distributed";
+  }
+  return "layer";
+}
+
 bool is_recurrent(LayerKind k) { return k == LayerKind::LSTM || k == LayerKind::GRU || k == LayerKind::SimpleRNN; }
 
 const char* activation_name(Activation a) {

@@ -231,7 +231,7 @@ void assign_names(std::vector<LayerSpec>& layers, const std::vector<Value>& item
   std::map<std::string, int> counters;
   for (const Site& s : sites) {
     if (s.name) continue;
-    const std::string prefix = layer_prefix(s.layer->kind);
+    const std::string prefix = layer_snake_name(s.layer->kind);
     std::string n;
     do {
       const int c = counters[prefix]++;

@@ -30,6 +30,5 @@ std::span<const Choice<FuseMode>> fuse_modes();
 std::span<const Choice<Device>> devices();
 
 // Keras-style default layer name prefix: "lstm", "simple_rnn", "time_distributed", "input_layer".
-const char* layer_prefix(LayerKind k);
 
 }  // namespace rnntrain::spec

@@ -110,4 +110,18 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
   return out;
 }
 
+void check_input_batch(const LayerSpec& in, const Tensor& x) {
+  const bool tokens = in.shape.size() == 1;
+  const int want_rank = tokens ? 2 : 3;
+  if (x.rank() != want_rank)
+    throw DataError(fmt::format("the input batch has shape {} but Input layer '{}' ({}) declares shape {}; {}",
+                                shape_str(x.shape), in.name, in.loc.str(), shape_str(in.shape),
+                                tokens ? "token ids must be (batch, timesteps)"
+                                       : "features must be (batch, timesteps, features)"));
+  if (!tokens && in.shape[1] > 0 && x.dim(2) != in.shape[1])
+    throw DataError(fmt::format("the input has {} features per step but Input layer '{}' ({}) declares {}; fix the "
+                                "data or the Input shape",
+                                x.dim(2), in.name, in.loc.str(), in.shape[1]));
+}
+
 }  // namespace rnntrain

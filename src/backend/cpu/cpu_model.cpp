@@ -58,28 +58,9 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params) : spec_(spec), params_
 
 CpuModel::~CpuModel() = default;
 
-namespace {
-
-// x: [B, T] token ids or [B, T, F] features, as the Input layer declares.
-void check_input(const LayerSpec& in, const Tensor& x) {
-  const bool tokens = in.shape.size() == 1;
-  const int want_rank = tokens ? 2 : 3;
-  if (x.rank() != want_rank)
-    throw DataError(fmt::format("the input batch has shape {} but Input layer '{}' ({}) declares shape {}; {}",
-                                shape_str(x.shape), in.name, in.loc.str(), shape_str(in.shape),
-                                tokens ? "token ids must be (batch, timesteps)"
-                                       : "features must be (batch, timesteps, features)"));
-  if (!tokens && in.shape[1] > 0 && x.dim(2) != in.shape[1])
-    throw DataError(fmt::format("the input has {} features per step but Input layer '{}' ({}) declares {}; fix the "
-                                "data or the Input shape",
-                                x.dim(2), in.name, in.loc.str(), in.shape[1]));
-}
-
-}  // namespace
-
 Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
                          ForwardContext* ctx, Tensor* out_mask) {
-  check_input(spec_.layers[0], x);
+  check_input_batch(spec_.layers[0], x);
   const int64_t B = x.dim(0), T = x.dim(1);
   cpu::Mask mask;  // [B, T]
   if (lengths && !lengths->empty()) {

@@ -26,19 +26,6 @@ const LayerSpec* rnn_cell(const LayerSpec& l) {
   return nullptr;
 }
 
-// x: [B, T] token ids or [B, T, F] features, as the Input layer declares (same messages as the CPU).
-void check_input(const LayerSpec& in, const Tensor& x) {
-  const bool tokens = in.shape.size() == 1;
-  if (x.rank() != (tokens ? 2 : 3))
-    throw DataError(fmt::format("the input batch has shape {} but Input layer '{}' ({}) declares shape {}; {}",
-                                shape_str(x.shape), in.name, in.loc.str(), shape_str(in.shape),
-                                tokens ? "token ids must be (batch, timesteps)"
-                                       : "features must be (batch, timesteps, features)"));
-  if (!tokens && in.shape[1] > 0 && x.dim(2) != in.shape[1])
-    throw DataError(fmt::format("the input has {} features per step but Input layer '{}' ({}) declares {}; fix the "
-                                "data or the Input shape",
-                                x.dim(2), in.name, in.loc.str(), in.shape[1]));
-}
 
 }  // namespace
 
@@ -104,7 +91,7 @@ CudaModel::~CudaModel() = default;
 
 DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
   const Tensor& x = b.x;
-  check_input(spec_.layers[0], x);
+  check_input_batch(spec_.layers[0], x);
   const int64_t B = x.dim(0), T = x.dim(1);
   cudaStream_t st = gpu_.stream();
   copy_to_device(x_.ensure(x.numel()), x.ptr(), sizeof(float) * x.numel(), st);
