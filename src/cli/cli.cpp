@@ -22,6 +22,7 @@ static const char* kExamples = R"(Examples:
   rnntrain eval configs/quickstart.yaml --weights runs/quickstart/best.h5 --json
   rnntrain predict configs/quickstart.yaml --weights runs/quickstart/best.h5 --data x.h5 -o pred.npy
   rnntrain plan configs/quickstart.yaml
+  rnntrain bench configs/charlm.yaml --steps 10 --repeats 5 --json bench.json
 Overrides (KEY.PATH=VALUE, after the config file) change any config key; see docs/config.md.)";
 
 int run_cli(int argc, char** argv) {
@@ -73,6 +74,17 @@ int run_cli(int argc, char** argv) {
   imp->add_option("args", a.args, "KERAS_FILE (.h5 full model or .keras)")->required();
   imp->add_option("-o,--output", a.output, "Config to write (default: the Keras file's name with .yaml)");
 
+  BenchArgs ba;
+  auto* bench = app.add_subcommand("bench", "Time training steps (forward, loss, backward, optimizer) on a synthetic batch");
+  bench->footer("Example: rnntrain bench configs/charlm.yaml --steps 10 --repeats 5 --json bench.json\n"
+                "         rnntrain bench configs/tokens.yaml --timesteps 50 train.batch_size=128");
+  bench->add_option("args", ba.args, "CONFIG [KEY=VALUE ...]")->required();
+  bench->add_option("--steps", ba.steps, "Timed training steps per repeat")->capture_default_str();
+  bench->add_option("--repeats", ba.repeats, "Repeats; the median ms/step is reported (at least 3)")->capture_default_str();
+  bench->add_option("--warmup", ba.warmup, "Untimed training steps before the first repeat")->capture_default_str();
+  bench->add_option("--timesteps", ba.timesteps, "Timesteps of the synthetic batch when the Input shape has None");
+  bench->add_option("--json", ba.json_file, "Also write the results as JSON to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -91,6 +103,7 @@ int run_cli(int argc, char** argv) {
     if (plan->parsed()) return cmd_plan(a);
     if (exp->parsed()) return cmd_export(a);
     if (imp->parsed()) return cmd_import(a);
+    if (bench->parsed()) return cmd_bench(ba);
   } catch (const UsageError& e) {  // ConfigError too
     log_error("{}", e.what());
     return 2;

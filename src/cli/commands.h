@@ -1,5 +1,6 @@
 // One function per subcommand; cli.cpp parses the command line into CommandArgs and calls them.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,15 @@ int cmd_predict(const CommandArgs& a);
 int cmd_plan(const CommandArgs& a);
 int cmd_export(const CommandArgs& a);  // keras_commands.cpp
 int cmd_import(const CommandArgs& a);
+
+// `rnntrain bench` (bench.cpp): times training steps of the config's model on a synthetic batch.
+struct BenchArgs {
+  std::vector<std::string> args;  // CONFIG then KEY=VALUE overrides
+  int64_t steps = 10, repeats = 5, warmup = 3;  // timed steps per repeat, repeats (>= 3), untimed steps first
+  int64_t timesteps = 0;          // for an Input shape with None timesteps
+  std::string json_file;          // --json FILE
+};
+int cmd_bench(const BenchArgs& a);
 
 // Splits args into the config path and the overrides, and loads the config. With resume_dir and
 // no config path, the run directory's config.yaml is used.

@@ -1,0 +1,80 @@
+// `rnntrain bench`: the JSON it writes has the documented structure, its numbers are positive and
+// consistent with each other (sequences/s = batch * 1000 / ms_per_step, the median of the repeats),
+// and bad arguments are usage errors. Never a timing threshold: only structure and arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+using namespace rnntrain::test;
+
+TEST(Bench, QuickstartJsonIsConsistent) {
+  auto tmp = scratch("bench");
+  const std::string json = (tmp / "out.json").string();
+  CmdResult r = run_rnntrain("bench configs/quickstart.yaml --steps 2 --repeats 3 --json " + json, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("winner: configured"), std::string::npos) << r.out;
+  const std::string text = slurp(json);
+  ASSERT_FALSE(text.empty()) << "no JSON written to " << json << "\nstderr: " << r.err;
+  const auto j = nlohmann::json::parse(text);
+
+  for (const char* k : {"date", "config", "hardware", "versions", "batch_size", "timesteps", "steps", "repeats",
+                        "flops_per_step", "candidates", "winner"})
+    EXPECT_TRUE(j.contains(k)) << "missing key " << k << " in\n" << text;
+  EXPECT_EQ(j["batch_size"], 32);  // configs/quickstart.yaml
+  EXPECT_EQ(j["timesteps"], 30);
+  EXPECT_EQ(j["steps"], 2);
+  EXPECT_EQ(j["repeats"], 3);
+  EXPECT_TRUE(j["hardware"].contains("device")) << text;
+  EXPECT_EQ(j["versions"]["rnntrain"], RNNTRAIN_VERSION);
+  // LSTM(32) on 2 features, B=32, T=30: 3 x 2*4*32*(2+32)*32*30.
+  EXPECT_DOUBLE_EQ(j["flops_per_step"].get<double>(), 3.0 * 2 * 4 * 32 * (2 + 32) * 32 * 30);
+
+  ASSERT_EQ(j["candidates"].size(), 1u) << text;  // on the CPU, only the configured model
+  const auto& c = j["candidates"][0];
+  EXPECT_EQ(c["name"], "configured");
+  EXPECT_EQ(j["winner"], c["name"]);
+  const double ms = c["ms_per_step"].get<double>();
+  const double sps = c["sequences_per_s"].get<double>();
+  const double tflops = c["tflops"].get<double>();
+  EXPECT_GT(ms, 0.0);
+  EXPECT_GT(sps, 0.0);
+  EXPECT_GT(tflops, 0.0);
+  EXPECT_GT(c["peak_host_rss_mib"].get<double>(), 0.0);
+  EXPECT_TRUE(c["peak_device_mib"].is_null()) << "a CPU engine has no device memory";
+  EXPECT_TRUE(std::isfinite(c["last_loss"].get<double>()));
+
+  EXPECT_NEAR(sps, 32 * 1000.0 / ms, 1e-6 * sps) << "sequences/s must be batch * 1000 / ms_per_step";
+  EXPECT_NEAR(tflops, j["flops_per_step"].get<double>() / (ms / 1000.0) / 1e12, 1e-6 * tflops);
+  std::vector<double> reps = c["ms_per_step_repeats"].get<std::vector<double>>();
+  ASSERT_EQ(reps.size(), 3u);
+  for (double v : reps) EXPECT_GT(v, 0.0);
+  std::sort(reps.begin(), reps.end());
+  EXPECT_DOUBLE_EQ(ms, reps[1]) << "ms_per_step is the median of the repeats";
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(Bench, EmbeddingModelWithNoneTimesteps) {
+  auto tmp = scratch("bench_tokens");
+  const std::string json = (tmp / "out.json").string();
+  CmdResult no_t = run_rnntrain("bench configs/tokens.yaml --steps 1 --repeats 3", tmp);
+  EXPECT_EQ(no_t.code, 2) << "None timesteps without --timesteps is a usage error\n" << no_t.err;
+  EXPECT_NE(no_t.err.find("--timesteps"), std::string::npos) << no_t.err;
+  CmdResult r = run_rnntrain("bench configs/tokens.yaml --timesteps 12 --steps 1 --repeats 3 --warmup 1 --json " + json, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["timesteps"], 12);
+  EXPECT_GT(j["candidates"][0]["ms_per_step"].get<double>(), 0.0);
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(Bench, BadArgumentsAreUsageErrors) {
+  auto tmp = scratch("bench_args");
+  EXPECT_EQ(run_rnntrain("bench configs/quickstart.yaml --repeats 2", tmp).code, 2);
+  EXPECT_EQ(run_rnntrain("bench configs/quickstart.yaml --steps 0", tmp).code, 2);
+  EXPECT_EQ(run_rnntrain("bench configs/no_such.yaml", tmp).code, 2);
+  std::filesystem::remove_all(tmp);
+}
