@@ -13,14 +13,8 @@
 #include "io/keras_file.h"
 #include "io/keras_model.h"
 #include "spec/parse.h"
-#include "io/zip.h"
+#include "io_keras_util.h"
 
-// The file names of every format this build writes: .keras needs libzip (absent on some machines).
-static std::vector<const char*> keras_formats() {
-  if (rnntrain::zip_supported()) return {"m.h5", "m.keras", "m.weights.h5"};
-  std::printf("note: this build has no libzip; the .keras format is not tested here\n");
-  return {"m.h5", "m.weights.h5"};
-}
 
 namespace fs = std::filesystem;
 using namespace rnntrain;
