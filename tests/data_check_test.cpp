@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "spec/shapes.h"
+#include "test_util.h"
 
 using namespace rnntrain;
 
@@ -89,8 +90,6 @@ void passes(const Dataset& d, const ModelSpec& m, LossKind loss, bool need_targe
   }
 }
 
-#define EXPECT_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 constexpr auto kSparse = LossKind::SparseCategoricalCrossentropy;
 

@@ -17,6 +17,7 @@
 #include "data/npy.h"
 #include "io/h5.h"
 #include "io/zip.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace rnntrain;
@@ -43,19 +44,6 @@ class LoadTest : public ::testing::Test {
   fs::path dir_;
 };
 
-template <typename E = DataError, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception of the right type";
-  return "";
-}
-
-#define EXPECT_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 // A .npy file written by hand: header dict, padding to 64 bytes, raw little-endian data.
 std::string npy(const std::string& descr, const std::string& shape, const std::string& data, int version = 1,

@@ -11,25 +11,13 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "io/h5.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace rnntrain;
 
 namespace {
 
-template <typename E = DataError, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception of the right type";
-  return "";
-}
-
-#define EXPECT_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 void expect_values(const Tensor& t, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(t.data.size(), want.size()) << what;

@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/npy.h"
 #include "io/h5.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace rnntrain;
@@ -49,8 +50,6 @@ class SplitTest : public ::testing::Test {
   fs::path dir_;
 };
 
-#define EXPECT_HAS(msg, part) \
-  EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 Tensor filled(Shape shape, float value) { return Tensor(std::move(shape), value); }
 

@@ -14,6 +14,7 @@
 #include "io/keras_model.h"
 #include "spec/parse.h"
 #include "io_keras_util.h"
+#include "test_util.h"
 
 
 namespace fs = std::filesystem;
@@ -63,7 +64,6 @@ std::string data_error(F&& f) {
   return "";
 }
 
-#define EXPECT_HAS(msg, text) EXPECT_NE((msg).find(text), std::string::npos) << "message: " << (msg)
 
 TEST_F(KerasErrors, NotHdf5NorZip) {
   std::ofstream(path("x.h5")) << "this is not a model\n";

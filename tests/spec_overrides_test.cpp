@@ -7,11 +7,11 @@
 
 #include "core/error.h"
 #include "spec/parse.h"
+#include "test_util.h"
 
 namespace rnntrain {
 namespace {
 
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 
 const char* kBase = R"(model:
   layers:

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "spec/parse.h"
+#include "test_util.h"
 
 namespace rnntrain {
 namespace {
@@ -43,7 +44,6 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
   return "";
 }
 
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "missing \"" << (part) << "\" in: " << (msg)
 #define EXPECT_STARTS(msg, part) EXPECT_EQ((msg).rfind(part, 0), 0u) << "expected to start with \"" << (part) << "\": " << (msg)
 
 TEST(Defaults, LayersTakeKerasDefaults) {
