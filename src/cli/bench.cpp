@@ -14,14 +14,19 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <span>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/checkpoint.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
+#include "train/autotune.h"
+#include "train/engine.h"
 #include "train/trainer.h"
 
 // OpenBLAS is the CPU backend's BLAS (CMakeLists.txt requires it); asked only to report its
@@ -33,24 +38,12 @@ namespace rnntrain {
 namespace {
 
 struct Candidate {
-  std::string name;  // "configured", "fused", "per-layer"
-  FuseMode fuse = FuseMode::Auto;
+  PlanChoice choice;
+  std::string name;  // "configured" on the CPU, else choice.name()
   std::string plan;  // stage summary: "3 stages: layer, cudnn(2), layer"
-  std::vector<double> ms;  // ms/step of each repeat
-  double median_ms = 0, seq_per_s = 0, tflops = 0, last_loss = 0;
-  double peak_host_mib = 0;
-  std::string device;
+  Timing t;
+  double seq_per_s = 0, tflops = 0, peak_host_mib = 0;
 };
-
-Candidate make_candidate(std::string name, FuseMode fuse, std::string plan) {
-  Candidate c;
-  c.name = std::move(name);
-  c.fuse = fuse;
-  c.plan = std::move(plan);
-  return c;
-}
-
-const char* fuse_name(FuseMode f) { return f == FuseMode::Auto ? "auto" : f == FuseMode::Always ? "always" : "never"; }
 
 std::string plan_summary(const Plan& p) {
   std::string s = fmt::format("{} stage{}:", p.stages.size(), p.stages.size() == 1 ? "" : "s");
@@ -64,12 +57,28 @@ std::string plan_summary(const Plan& p) {
   return s;
 }
 
-bool same_stages(const Plan& a, const Plan& b) {
-  if (a.stages.size() != b.stages.size()) return false;
-  for (size_t i = 0; i < a.stages.size(); ++i)
-    if (a.stages[i].kind != b.stages[i].kind || a.stages[i].layers != b.stages[i].layers) return false;
-  return true;
+// "fp16,bf16" -> the enum values, with an error naming the option and the bad item.
+template <typename E>
+std::vector<E> parse_list(const std::string& text, const char* option, std::span<const std::pair<const char*, E>> names) {
+  std::vector<E> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    bool found = false;
+    for (const auto& [n, v] : names)
+      if (item == n) out.push_back(v), found = true;
+    if (!found) {
+      std::string all;
+      for (const auto& [n, v] : names) all += (all.empty() ? "" : ", ") + std::string(n);
+      throw UsageError(fmt::format("{} {}: '{}' is not one of {}", option, text, item, all));
+    }
+  }
+  return out;
 }
+
+constexpr std::pair<const char*, Precision> kPrecisions[] = {
+    {"fp32", Precision::Fp32}, {"tf32", Precision::Tf32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}};
+constexpr std::pair<const char*, RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard},
+                                                      {"persist_static", RnnAlgo::PersistStatic}};
 
 // Model FLOPs of one training step (../shared/docs/perf-anchors.md): 3 x forward, forward = sum over
 // recurrent layers of 2*G*H*(in+H)*B*T, doubled for Bidirectional. Embedding and Dense not counted.
@@ -86,55 +95,10 @@ double step_flops(const ModelSpec& m, const std::vector<LayerShape>& shapes, int
   return 3.0 * fwd;
 }
 
-// One batch of the model's input shape with targets valid for the loss. x: [B, T, F] features in
-// [-1, 1), or [B, T] token ids in [1, input_dim) (never the padding id 0); no lengths (no masking).
-Batch synthetic_batch(const Config& cfg, const std::vector<LayerShape>& shapes, int64_t T, Rng& rng) {
-  const int64_t B = cfg.train.batch_size;
-  const LayerSpec& input = cfg.model.layers[0];
-  const LayerSpec* emb = nullptr;
-  for (const auto& l : cfg.model.layers)
-    if (l.kind == LayerKind::Embedding) { emb = &l; break; }
-  Batch b;
-  if (emb) {
-    b.x = Tensor({B, T});
-    for (auto& v : b.x.data) v = static_cast<float>(1 + rng.below(static_cast<uint64_t>(std::max<int64_t>(emb->input_dim - 1, 1))));
-  } else {
-    Shape xs{B, T};
-    for (size_t d = 1; d < input.shape.size(); ++d) xs.push_back(input.shape[d]);
-    b.x = Tensor(xs);
-    for (auto& v : b.x.data) v = static_cast<float>(rng.uniform(-1.0, 1.0));
-  }
-  Shape out{B};
-  for (int64_t d : shapes.back().out) out.push_back(d < 0 ? T : d);
-  const int64_t K = out.back();
-  const LossKind loss = cfg.train.loss.kind;
-  if (loss == LossKind::SparseCategoricalCrossentropy) {
-    out.pop_back();  // labels: [B] or [B, T]
-    b.y = Tensor(out);
-    for (auto& v : b.y.data) v = static_cast<float>(rng.below(static_cast<uint64_t>(K)));
-  } else if (loss == LossKind::CategoricalCrossentropy) {
-    b.y = Tensor(out);  // one-hot rows
-    for (int64_t r = 0; r < b.y.numel() / K; ++r) b.y[r * K + static_cast<int64_t>(rng.below(static_cast<uint64_t>(K)))] = 1.0f;
-  } else if (loss == LossKind::BinaryCrossentropy) {
-    b.y = Tensor(out);
-    for (auto& v : b.y.data) v = rng.uniform() < 0.5 ? 0.0f : 1.0f;
-  } else {
-    b.y = Tensor(out);
-    for (auto& v : b.y.data) v = static_cast<float>(rng.uniform(-1.0, 1.0));
-  }
-  return b;
-}
-
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux: KiB
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string cpu_model() {
@@ -153,35 +117,16 @@ std::string utc_now() {
   return buf;
 }
 
-void run_candidate(Candidate& c, const Config& base, const Batch& batch, const BenchArgs& a, double flops) {
-  Config cfg = base;
-  cfg.plan.fuse = c.fuse;
-  Rng rng(cfg.train.seed);
-  auto engine = make_engine(cfg, initial_params(cfg, ""), rng);
-  c.device = engine->device_name();
-  const double lr = cfg.train.optimizer.learning_rate;
-  LossValue l;
-  for (int64_t i = 0; i < a.warmup; ++i) l = engine->train_step(batch, lr, {});
-  for (int64_t r = 0; r < a.repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < a.steps; ++i) l = engine->train_step(batch, lr, {});
-    const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
-    c.ms.push_back(dt.count() / static_cast<double>(a.steps));
-    log_debug("bench candidate={} repeat={} ms_per_step={:.4f} loss={:.6g}", c.name, r, c.ms.back(), l.mean());
-  }
-  c.last_loss = l.mean();
-  c.median_ms = median(c.ms);
-  c.seq_per_s = static_cast<double>(batch.size()) * 1000.0 / c.median_ms;
-  c.tflops = flops / (c.median_ms / 1000.0) / 1e12;
-  c.peak_host_mib = peak_rss_mib();
-}
-
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
   if (a.steps < 1) throw UsageError(fmt::format("--steps {}: must be at least 1", a.steps));
   if (a.repeats < 3) throw UsageError(fmt::format("--repeats {}: must be at least 3 (the median of repeats is reported)", a.repeats));
   if (a.warmup < 0) throw UsageError(fmt::format("--warmup {}: must be 0 or more", a.warmup));
+  if (a.min_length < 0) throw UsageError(fmt::format("--min-length {}: must be 0 or more", a.min_length));
+  CandidateFilter filter;
+  filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions);
+  filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos);
   Config cfg = load_config_args(a.args);
   const auto shapes = infer_shapes(cfg.model);
   const LayerSpec& input = cfg.model.layers[0];
@@ -193,40 +138,59 @@ int cmd_bench(const BenchArgs& a) {
   }
   if (T <= 0)
     throw UsageError(fmt::format("{}: the Input shape has no fixed timesteps (None); pass --timesteps N", input.loc.str()));
+  if (a.min_length > T) throw UsageError(fmt::format("--min-length {}: longer than the {} timesteps", a.min_length, T));
   const int64_t B = cfg.train.batch_size;
   Rng data_rng(cfg.train.seed + 1);
-  const Batch batch = synthetic_batch(cfg, shapes, T, data_rng);
+  const Batch batch = synthetic_batch(cfg, T, a.min_length, data_rng);
   const double flops = step_flops(cfg.model, shapes, B, T);
+  const Params init = initial_params(cfg, "");
 
-  // Candidates: on the GPU fused (plan.fuse auto) versus per-layer (never) when their plans differ;
-  // on the CPU the stages are not used, so the configured model is the only candidate.
+  // On the GPU: every candidate plan (fused/per-layer x precision x algorithm). On the CPU the
+  // planner's stages do not change what runs, so the configured model is the only candidate.
   const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
   std::vector<Candidate> cands;
-  if (gpu) {
-    const Plan fused = make_plan(cfg.model, FuseMode::Auto), split = make_plan(cfg.model, FuseMode::Never);
-    cands.push_back(make_candidate("fused", FuseMode::Auto, plan_summary(fused)));
-    if (!same_stages(fused, split)) cands.push_back(make_candidate("per-layer", FuseMode::Never, plan_summary(split)));
-  } else {
-    cands.push_back(make_candidate("configured", cfg.plan.fuse, plan_summary(make_plan(cfg.model, cfg.plan.fuse))));
+  for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{})
+    cands.push_back({c, c.name(), plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
+  if (cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
+    PlanChoice c{cfg.plan.fuse, gpu && cfg.plan.precision != Precision::Auto ? cfg.plan.precision : Precision::Fp32,
+                 RnnAlgo::Standard};
+    cands.push_back({c, "configured", plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
   }
   for (auto& c : cands) {
-    log_info("bench candidate={} plan.fuse={} steps={} repeats={} warmup={}", c.name, fuse_name(c.fuse), a.steps, a.repeats, a.warmup);
-    run_candidate(c, cfg, batch, a, flops);
+    log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, a.warmup);
+    c.t = time_plan(cfg, c.choice, init, batch, a.warmup, a.repeats, a.steps);
+    if (!c.t.error.empty()) continue;
+    c.seq_per_s = static_cast<double>(B) * 1000.0 / c.t.median_ms;
+    c.tflops = flops / (c.t.median_ms / 1000.0) / 1e12;
+    c.peak_host_mib = peak_rss_mib();
   }
-  const auto win = std::min_element(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) { return x.median_ms < y.median_ms; });
+  const Candidate* win = nullptr;
+  for (const auto& c : cands)
+    if (c.t.error.empty() && (!win || c.t.median_ms < win->t.median_ms)) win = &c;
+  std::string device;
+  for (const auto& c : cands)
+    if (!c.t.device.empty()) device = c.t.device;
 
   const int threads = openblas_get_num_threads();
-  std::printf("bench %s: device %s, batch %lld, timesteps %lld, %lld steps x %lld repeats after %lld warm-up steps\n",
-              cfg.path.c_str(), cands.front().device.c_str(), (long long)B, (long long)T, (long long)a.steps,
+  std::printf("bench %s: device %s, batch %lld, timesteps %lld%s, %lld steps x %lld repeats after %lld warm-up steps\n",
+              cfg.path.c_str(), device.c_str(), (long long)B, (long long)T,
+              a.min_length > 0 ? fmt::format(" (lengths {}..{})", a.min_length, T).c_str() : "", (long long)a.steps,
               (long long)a.repeats, (long long)a.warmup);
   std::printf("model FLOPs per step %.4g (3 x forward of the recurrent layers); BLAS threads %d\n", flops, threads);
-  std::printf("%-11s %-38s %10s %9s %9s %11s %9s %10s %12s\n", "candidate", "plan", "ms/step", "min", "max", "seq/s",
+  std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s\n", "candidate", "plan", "ms/step", "min", "max", "seq/s",
               "TFLOP/s", "host MiB", "device MiB");
-  for (const auto& c : cands)
-    std::printf("%-11s %-38s %10.3f %9.3f %9.3f %11.1f %9.4f %10.1f %12s\n", c.name.c_str(), c.plan.c_str(), c.median_ms,
-                *std::min_element(c.ms.begin(), c.ms.end()), *std::max_element(c.ms.begin(), c.ms.end()), c.seq_per_s,
-                c.tflops, c.peak_host_mib, "n/a");
-  std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->median_ms);
+  for (const auto& c : cands) {
+    if (!c.t.error.empty()) {
+      std::printf("%-30s %-30s failed: %s\n", c.name.c_str(), c.plan.c_str(), c.t.error.c_str());
+      continue;
+    }
+    const std::string dev = c.t.peak_device_mib < 0 ? "n/a" : fmt::format("{:.1f}", c.t.peak_device_mib);
+    std::printf("%-30s %-30s %10.3f %9.3f %9.3f %10.1f %8.3f %9.1f %11s\n", c.name.c_str(), c.plan.c_str(),
+                c.t.median_ms, *std::min_element(c.t.ms.begin(), c.t.ms.end()),
+                *std::max_element(c.t.ms.begin(), c.t.ms.end()), c.seq_per_s, c.tflops, c.peak_host_mib, dev.c_str());
+  }
+  if (win) std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->t.median_ms);
+  else std::printf("winner: none (every candidate failed)\n");
 
   if (!a.json_file.empty()) {
     nlohmann::ordered_json j;
@@ -235,11 +199,12 @@ int cmd_bench(const BenchArgs& a) {
     j["overrides"] = nlohmann::ordered_json::array();
     for (const auto& s : a.args)
       if (s.find('=') != std::string::npos) j["overrides"].push_back(s);
-    j["hardware"] = {{"device", cands.front().device}, {"cpu", cpu_model()},
+    j["hardware"] = {{"device", device}, {"gpu", gpu_description()}, {"cpu", cpu_model()},
                      {"cores", std::thread::hardware_concurrency()}, {"blas_threads", threads}};
     j["versions"] = {{"rnntrain", RNNTRAIN_VERSION}, {"compiler", std::string("gcc-compatible ") + __VERSION__}, {"blas", openblas_get_config()}};
     j["batch_size"] = B;
     j["timesteps"] = T;
+    j["min_length"] = a.min_length;
     j["steps"] = a.steps;
     j["repeats"] = a.repeats;
     j["warmup"] = a.warmup;
@@ -248,25 +213,35 @@ int cmd_bench(const BenchArgs& a) {
     for (const auto& c : cands) {
       nlohmann::ordered_json cj;
       cj["name"] = c.name;
-      cj["fuse"] = fuse_name(c.fuse);
+      cj["fuse"] = fuse_mode_name(c.choice.fuse);
+      cj["precision"] = precision_name(c.choice.precision);
+      cj["algo"] = rnn_algo_name(c.choice.algo);
       cj["plan"] = c.plan;
-      cj["ms_per_step"] = c.median_ms;
-      cj["ms_per_step_repeats"] = c.ms;
-      cj["sequences_per_s"] = c.seq_per_s;
-      cj["tflops"] = c.tflops;
-      cj["peak_host_rss_mib"] = c.peak_host_mib;
-      cj["peak_device_mib"] = nullptr;  // the Engine interface does not report device memory yet
-      cj["last_loss"] = c.last_loss;
+      cj["status"] = c.t.error.empty() ? "ok" : "failed: " + c.t.error;
+      if (c.t.error.empty()) {
+        cj["ms_per_step"] = c.t.median_ms;
+        cj["ms_per_step_repeats"] = c.t.ms;
+        cj["sequences_per_s"] = c.seq_per_s;
+        cj["tflops"] = c.tflops;
+        cj["peak_host_rss_mib"] = c.peak_host_mib;
+        cj["peak_device_mib"] = c.t.peak_device_mib < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.t.peak_device_mib);
+        cj["last_loss"] = c.t.last_loss;
+      } else {
+        cj["ms_per_step"] = nullptr;
+        cj["peak_device_mib"] = nullptr;
+      }
       j["candidates"].push_back(cj);
     }
-    j["winner"] = win->name;
-    std::ofstream out(a.json_file);
-    if (!out) throw RuntimeError(fmt::format("--json {}: cannot write the file", a.json_file));
-    out << j.dump(2) << "\n";
-    if (!out) throw RuntimeError(fmt::format("--json {}: write failed", a.json_file));
+    j["winner"] = win ? nlohmann::ordered_json(win->name) : nlohmann::ordered_json();
+    write_atomically(a.json_file, [&](const std::string& tmp) {
+      std::ofstream out(tmp);
+      out << j.dump(2) << "\n";
+      out.close();
+      if (!out) throw RuntimeError(fmt::format("--json {}: cannot write the file", a.json_file));
+    });
     log_info("wrote {}", a.json_file);
   }
-  return 0;
+  return win ? 0 : 1;
 }
 
 }  // namespace rnntrain

@@ -83,6 +83,12 @@ int run_cli(int argc, char** argv) {
   bench->add_option("--repeats", ba.repeats, "Repeats; the median ms/step is reported (at least 3)")->capture_default_str();
   bench->add_option("--warmup", ba.warmup, "Untimed training steps before the first repeat")->capture_default_str();
   bench->add_option("--timesteps", ba.timesteps, "Timesteps of the synthetic batch when the Input shape has None");
+  bench->add_option("--min-length", ba.min_length,
+                    "Give the batch sequence lengths uniform in [N, timesteps] (padded, masked steps)");
+  bench->add_option("--precision", ba.precisions, "GPU candidates' precisions, comma-separated (fp32,tf32,fp16,bf16)");
+  bench->add_option("--algo", ba.algos,
+                    "GPU candidates' cuDNN algorithms, comma-separated (standard,persist_static; default: "
+                    "persist_static for fp16/bf16 only)");
   bench->add_option("--json", ba.json_file, "Also write the results as JSON to this file");
 
   try {

@@ -12,6 +12,7 @@
 #include "spec/parse.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
+#include "train/autotune.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -97,7 +98,9 @@ int cmd_eval(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
   Dataset d = eval_data(cfg, a, true);
   Rng rng(cfg.train.seed);
-  auto engine = make_engine(cfg, initial_params(cfg, a.weights), rng);
+  Params init = initial_params(cfg, a.weights);
+  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));
+  auto engine = make_engine(run_cfg, std::move(init), rng);
   EvalResult r = evaluate(*engine, cfg, d);
   if (a.json) {
     nlohmann::ordered_json j;
@@ -117,7 +120,9 @@ int cmd_predict(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
   Dataset d = eval_data(cfg, a, false);
   Rng rng(cfg.train.seed);
-  auto engine = make_engine(cfg, initial_params(cfg, a.weights), rng);
+  Params init = initial_params(cfg, a.weights);
+  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));
+  auto engine = make_engine(run_cfg, std::move(init), rng);
   Tensor pred = predict_all(*engine, d, cfg.train.batch_size);
   write_predictions(a.output, pred);
   log_info("wrote {} predictions of shape {} to {}", d.size(), shape_str(pred.shape), a.output);

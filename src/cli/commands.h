@@ -26,6 +26,8 @@ struct BenchArgs {
   std::vector<std::string> args;  // CONFIG then KEY=VALUE overrides
   int64_t steps = 10, repeats = 5, warmup = 3;  // timed steps per repeat, repeats (>= 3), untimed steps first
   int64_t timesteps = 0;          // for an Input shape with None timesteps
+  int64_t min_length = 0;         // > 0: sequence lengths uniform in [min_length, T] (masked steps)
+  std::string precisions, algos;  // comma lists of candidate precisions / algorithms ("" = defaults)
   std::string json_file;          // --json FILE
 };
 int cmd_bench(const BenchArgs& a);

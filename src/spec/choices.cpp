@@ -86,6 +86,11 @@ constexpr Choice<ScheduleKind> kSchedules[] = {
 
 constexpr Choice<MonitorMode> kModes[] = {{"auto", MonitorMode::Auto}, {"min", MonitorMode::Min}, {"max", MonitorMode::Max}};
 constexpr Choice<FuseMode> kFuse[] = {{"auto", FuseMode::Auto}, {"always", FuseMode::Always}, {"never", FuseMode::Never}};
+constexpr Choice<Precision> kPrecisions[] = {{"fp32", Precision::Fp32}, {"tf32", Precision::Tf32},
+                                            {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16},
+                                            {"auto", Precision::Auto}};
+constexpr Choice<RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard}, {"persist_static", RnnAlgo::PersistStatic},
+                                      {"auto", RnnAlgo::Auto}};
 constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::Cpu}, {"cuda", Device::Cuda}};
 
 }  // namespace
@@ -102,6 +107,8 @@ std::span<const Choice<OptimizerKind>> optimizer_kinds() { return kOptimizers; }
 std::span<const Choice<ScheduleKind>> schedule_kinds() { return kSchedules; }
 std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
+std::span<const Choice<Precision>> precisions() { return kPrecisions; }
+std::span<const Choice<RnnAlgo>> rnn_algos() { return kAlgos; }
 std::span<const Choice<Device>> devices() { return kDevices; }
 
 

@@ -197,9 +197,25 @@ struct TrainSpec {
 
 enum class Device { Auto, Cpu, Cuda };
 enum class FuseMode { Auto, Always, Never };
+// The cuDNN stacks' arithmetic. fp32: strict FP32 (FMA math, no tensor cores). tf32: FP32 data with
+// TF32 tensor-core products (cuDNN and cuBLAS). fp16 / bf16: the stacks compute in half precision from
+// an FP32 master copy of the weights (the optimizer and every other layer stay FP32), with dynamic loss
+// scaling for fp16. auto: measured (needs plan.autotune). The CPU backend always computes in FP32.
+enum class Precision { Fp32, Tf32, Fp16, Bf16, Auto };
+// cuDNN's RNN algorithm for the stacks: standard, persist_static (recurrent weights held on chip;
+// batches with padded sequences fall back to standard), or auto (measured; needs plan.autotune).
+enum class RnnAlgo { Standard, PersistStatic, Auto };
 struct PlanSpec {
   FuseMode fuse = FuseMode::Auto;
+  Precision precision = Precision::Fp32;
+  RnnAlgo algo = RnnAlgo::Standard;
+  bool autotune = false;  // time the candidate plans on the first batch and train with the fastest
+  std::string cache;      // autotune's cache file; "" = $XDG_CACHE_HOME/rnntrain/autotune.json
 };
+// As written in configs: "fp16", "persist_static", "never".
+const char* precision_name(Precision p);
+const char* rnn_algo_name(RnnAlgo a);
+const char* fuse_mode_name(FuseMode f);
 
 struct OutputSpec {
   std::string dir = "runs/run";  // the run directory (relative to the working directory)

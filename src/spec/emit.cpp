@@ -264,6 +264,10 @@ std::string emit_config(const Config& c) {
   put_train(e, c.train);
   key(e, "plan") << YAML::BeginMap;
   put_name(e, "fuse", spec::enum_name(spec::fuse_modes(), c.plan.fuse));
+  put_name(e, "precision", spec::enum_name(spec::precisions(), c.plan.precision));
+  put_name(e, "algo", spec::enum_name(spec::rnn_algos(), c.plan.algo));
+  put_bool(e, "autotune", c.plan.autotune);
+  if (!c.plan.cache.empty()) put_str(e, "cache", c.plan.cache);
   e << YAML::EndMap;
   put_name(e, "device", spec::enum_name(spec::devices(), c.device));
   key(e, "output") << YAML::BeginMap;

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "spec/config.h"
+#include "spec/sections.h"
 
 namespace rnntrain {
 
@@ -27,6 +28,10 @@ const char* layer_kind_name(LayerKind k) {
   }
   return "?";
 }
+
+const char* precision_name(Precision p) { return spec::enum_name(spec::precisions(), p); }
+const char* rnn_algo_name(RnnAlgo a) { return spec::enum_name(spec::rnn_algos(), a); }
+const char* fuse_mode_name(FuseMode f) { return spec::enum_name(spec::fuse_modes(), f); }
 
 const char* layer_snake_name(LayerKind k) {
   switch (k) {

@@ -44,6 +44,12 @@ std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropo
 
 // "" when the CUDA backend can run here; otherwise why not (no CUDA in this build, no GPU visible).
 std::string gpu_unavailable_reason();
+// The GPU, driver, runtime and cuDNN versions in one line ("" without a usable GPU).
+std::string gpu_description();
+// The most device memory (MiB) the GPU engines' buffers held at once since reset_device_peak()
+// (cuDNN's and cuBLAS' handles not counted); -1 without the CUDA backend.
+double device_peak_mib();
+void reset_device_peak();
 
 // The CPU engine (engine_cpu.cpp), whatever cfg.device says.
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng);

@@ -10,6 +10,8 @@
 #include "train/targets.h"
 
 #ifdef RNNTRAIN_WITH_CUDA
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gpu.h"
 #include "backend/cuda/session.h"
 #endif
 
@@ -113,6 +115,27 @@ std::string gpu_unavailable_reason() {
 #else
   return "this rnntrain was built without the CUDA backend (configure with -DRNNTRAIN_CUDA=ON where nvcc and cuDNN "
          "are installed)";
+#endif
+}
+
+std::string gpu_description() {
+#ifdef RNNTRAIN_WITH_CUDA
+  if (cuda::unavailable_reason().empty()) return cuda::device_description();
+#endif
+  return "";
+}
+
+double device_peak_mib() {
+#ifdef RNNTRAIN_WITH_CUDA
+  return static_cast<double>(cuda::device_bytes_peak()) / (1024.0 * 1024.0);
+#else
+  return -1.0;
+#endif
+}
+
+void reset_device_peak() {
+#ifdef RNNTRAIN_WITH_CUDA
+  cuda::reset_device_bytes_peak();
 #endif
 }
 

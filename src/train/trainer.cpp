@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "spec/parse.h"
+#include "train/autotune.h"
 #include "train/progress.h"
 #include "train/schedule.h"
 
@@ -222,7 +223,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   Splits data = load_splits(cfg, meta, shapes);
 
   Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout
-  auto engine = make_engine(cfg, initial_params(cfg, resuming ? "" : opt.weights), rng);
+  Params init = initial_params(cfg, resuming ? "" : opt.weights);
+  const Config run_cfg = resolve_plan(cfg, init, data.train.x.dim(1));  // the engine's plan: autotune decides here
+  auto engine = make_engine(run_cfg, std::move(init), rng);
   Optimizer& optimizer = engine->optimizer();
   Schedule schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate);
   std::optional<EarlyStopping> early;

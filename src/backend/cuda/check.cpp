@@ -37,7 +37,8 @@ void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line)
 void fail_cudnn(cudnnStatus_t s, const char* call, const char* file, int line) {
   std::string hint;
   if (s == CUDNN_STATUS_NOT_SUPPORTED)
-    hint = "; cuDNN cannot run this layer configuration: set plan.fuse: never or device: cpu, and report it";
+    hint = "; cuDNN cannot run this layer configuration with this algorithm and precision: try plan.algo: "
+           "standard, plan.precision: fp32 or plan.fuse: never (or device: cpu), and report it";
   throw RuntimeError(
       fmt::format("cuDNN error {} in {} at {}:{}{}", cudnnGetErrorString(s), call, base_name(file), line, hint));
 }

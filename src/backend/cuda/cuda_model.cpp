@@ -29,8 +29,10 @@ const LayerSpec* rnn_cell(const LayerSpec& l) {
 
 }  // namespace
 
-CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& params, uint64_t seed)
+CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Params& params, uint64_t seed)
     : gpu_(gpu), spec_(spec), store_(gpu) {
+  if (plan.precision == Precision::Auto || plan.algo == RnnAlgo::Auto)
+    throw RuntimeError("internal: plan.precision or plan.algo is still auto when the CUDA model is built");
   if (params.layers.size() != spec.layers.size())
     throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
                                    "model (check the weights file or init_from)",
@@ -40,8 +42,9 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& par
   for (size_t i = 0; i < spec.layers.size(); ++i) first[i + 1] = first[i] + params.layers[i].params.size();
   token_input_ = spec.layers[0].shape.size() == 1;
 
-  const StageEnv env{gpu, store_, seed};
-  for (const rnntrain::Stage& st : make_plan(spec, fuse).stages) {
+  const StageEnv env{gpu, store_, seed, plan.precision, plan.algo};
+  gpu.set_tf32(plan.precision != Precision::Fp32);  // cuBLAS (Dense, Embedding) follows the stacks
+  for (const rnntrain::Stage& st : make_plan(spec, plan.fuse).stages) {
     const size_t i = st.layers[0];
     const LayerSpec& l = spec.layers[i];
     const int64_t input = shapes[i].in.empty() ? 0 : shapes[i].in.back();

@@ -14,8 +14,9 @@ namespace rnntrain::cuda {
 
 class CudaModel {
  public:
-  // Places and uploads `params` (canonical Keras layout; not kept).
-  CudaModel(Gpu& gpu, const ModelSpec& spec, FuseMode fuse, Params& params, uint64_t seed);
+  // Places and uploads `params` (canonical Keras layout; not kept). plan: fuse, and the stacks'
+  // precision and algorithm (not auto: the autotuner resolves those before an engine is built).
+  CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Params& params, uint64_t seed);
   ~CudaModel();
 
   // x: [B, T, F] features or [B, T] token ids; b.lengths optional. Returns the output on the device

@@ -1,8 +1,14 @@
 // One planner CudnnStack as one cuDNN RNN: numLayers recurrent layers of one cell, uni- or
-// bidirectional, the Dropout between them as cuDNN's inter-layer dropout, padded batch-major IO with
-// per-sequence lengths for masks, CUDNN_FMA_MATH (strict FP32). Its weight space is a range of the
-// ParamStore; layout/weight_layout.cpp maps the Keras weights into it. Around the cuDNN calls: the
-// first layer's input dropout, the last layer's merge mode or last-step output, padded-step fixes.
+// bidirectional, the Dropout between them as cuDNN's inter-layer dropout, padded time-major IO with
+// per-sequence lengths for masks (as PyTorch calls cuDNN). Precision (plan.precision): fp32 is
+// CUDNN_FMA_MATH (strict), tf32 DEFAULT_MATH, fp16/bf16 half data with FP32 math on tensor cores.
+// Algorithm (plan.algo): STANDARD, or PERSIST_STATIC with STANDARD for batches with padded sequences
+// (which persistent kernels do not support); both descriptors share one weight layout.
+// The stack's FP32 master weights are a range of the ParamStore laid out element for element like
+// cuDNN's weight space (layout/weight_layout.cpp maps the Keras weights into it); in half precision
+// each forward casts them into a half weight space and backward adds the half gradients back.
+// Around the cuDNN calls: batch-major <-> time-major conversion (and the cast), the first layer's
+// input dropout, the last layer's merge mode or last-step output, padded-step fixes.
 #include <fmt/format.h>
 
 #include "backend/cuda/kernels.h"
@@ -29,6 +35,12 @@ class CudnnStackStage final : public DeviceStage {
  private:
   void set_lengths(MaskState& mask, int64_t B, int64_t T);
   void set_descriptors(int64_t B, int64_t T);
+  void set_rnn(RnnDesc& d, cudnnRNNAlgo_t algo, cudnnRNNMode_t mode);
+  std::vector<std::vector<CudnnSlot>> slots(cudnnRNNDescriptor_t d, const void* base);
+  // [B, T, F] fp32 -> [T, B, F] in the stack's data type, into buf; and back.
+  void* to_cudnn(const float* x, DeviceBuffer<uint8_t>& buf, int64_t F);
+  void from_cudnn(const void* c, float* out, int64_t F);
+  const void* weights();  // cuDNN's weight space for this forward
 
   Gpu& gpu_;
   ParamStore& store_;
@@ -40,11 +52,18 @@ class CudnnStackStage final : public DeviceStage {
   MergeMode merge_ = MergeMode::Concat;
   int64_t L_ = 0, D_ = 1, I_ = 0, H_ = 0;
   double between_dropout_ = 0.0, input_dropout_ = 0.0;
-  RnnDesc rnn_desc_;
+  bool half_ = false, persist_ = false;
+  int etype_ = k::kF32;  // the cuDNN side's element type
+  cudnnDataType_t dtype_ = CUDNN_DATA_FLOAT;
+  size_t esize_ = 4;
+  cudnnMathType_t math_ = CUDNN_FMA_MATH;
+  RnnDesc std_desc_, persist_desc_;  // STANDARD; PERSIST_STATIC when plan.algo asks for it
+  cudnnRNNDescriptor_t desc_ = nullptr;  // the one this step uses (forward and backward)
   DropoutDesc drop_desc_;
   DeviceBuffer<uint8_t> drop_states_{"cuDNN dropout states"};
   size_t w_bytes_ = 0;
-  int64_t w_off_ = 0;
+  int64_t w_off_ = 0, w_elems_ = 0;
+  DeviceBuffer<uint8_t> wh_{"half weight space"}, dwh_{"half weight gradients"};
   // per call
   RnnDataDesc x_desc_, y_desc_;
   TensorDesc h_desc_;
@@ -54,12 +73,16 @@ class CudnnStackStage final : public DeviceStage {
   std::vector<int32_t> lens_, cudnn_lens_;  // true lengths; cuDNN's (0 -> 1: it refuses empty sequences)
   DeviceBuffer<int32_t> lens_dev_{"sequence lengths"}, cudnn_lens_dev_{"cuDNN sequence lengths"};
   const float* x_in_ = nullptr;
+  const void* xc_in_ = nullptr;  // what cuDNN read as x (time-major, the stack's type)
   const float* cat_ = nullptr;  // the last layer's [B, T, D*H] output before the merge (y, or a fixed copy)
   DevTensor x_;
   DeviceBuffer<float> in_mask_{"input dropout mask"}, x_drop_{"stack input"};
-  DeviceBuffer<float> y_{"cuDNN output"}, hy_{"cuDNN final states"}, fixed_{"stack output"}, out_{"stack output"};
+  DeviceBuffer<float> y_{"stack output (all directions)"}, hy_{"cuDNN final states"}, out_{"stack output"};
   DeviceBuffer<float> dy_{"cuDNN output gradient"}, dy2_{"cuDNN output gradient"}, dhy_{"cuDNN state gradient"};
   DeviceBuffer<float> dx_{"stack input gradient"};
+  // cuDNN-side arrays (time-major, the stack's type)
+  DeviceBuffer<uint8_t> xc_{"cuDNN input"}, yc_{"cuDNN output"}, hyc_{"cuDNN final states"}, dyc_{"cuDNN output gradient"};
+  DeviceBuffer<uint8_t> dhyc_{"cuDNN state gradient"}, dxc_{"cuDNN input gradient"};
   DeviceBuffer<uint8_t> work_{"cuDNN workspace"}, reserve_{"cuDNN reserve space"};
   size_t work_bytes_ = 0, reserve_bytes_ = 0;
 };
@@ -90,6 +113,15 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   if (cell_.kind == LayerKind::GRU) mode = CUDNN_GRU;
   if (cell_.kind == LayerKind::SimpleRNN) mode = cell_.activation == Activation::Relu ? CUDNN_RNN_RELU : CUDNN_RNN_TANH;
 
+  half_ = env.precision == Precision::Fp16 || env.precision == Precision::Bf16;
+  if (half_) {
+    const bool bf16 = env.precision == Precision::Bf16;
+    etype_ = bf16 ? k::kBF16 : k::kF16, dtype_ = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF, esize_ = 2;
+  }
+  if (env.precision == Precision::Tf32) math_ = CUDNN_DEFAULT_MATH;
+  if (half_) math_ = CUDNN_TENSOR_OP_MATH;
+  persist_ = env.algo == RnnAlgo::PersistStatic;
+
   cudnnHandle_t h = gpu_.cudnn();
   if (between_dropout_ > 0.0) {
     size_t bytes = 0;
@@ -99,45 +131,73 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   } else {
     CUDNN_CHECK(cudnnSetDropoutDescriptor(drop_desc_.get(), h, 0.0f, nullptr, 0, 0));
   }
-  CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_desc_.get(), CUDNN_RNN_ALGO_STANDARD, mode, CUDNN_RNN_DOUBLE_BIAS,
-                                       bidir_ ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
-                                       CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, static_cast<int32_t>(I_),
-                                       static_cast<int32_t>(H_), static_cast<int32_t>(H_), static_cast<int32_t>(L_),
-                                       drop_desc_.get(), CUDNN_RNN_PADDED_IO_ENABLED));
-  CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, rnn_desc_.get(), &w_bytes_));
-  log_debug("cudnn stack {}: {} x {}{}({}), input {}, dropout {}, weight space {} floats", name_, L_,
-            layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, between_dropout_, w_bytes_ / 4);
+  set_rnn(std_desc_, CUDNN_RNN_ALGO_STANDARD, mode);
+  CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, std_desc_.get(), &w_bytes_));
+  if (persist_) {
+    set_rnn(persist_desc_, CUDNN_RNN_ALGO_PERSIST_STATIC, mode);
+    size_t bytes = 0;
+    CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, persist_desc_.get(), &bytes));
+    if (bytes != w_bytes_)
+      throw RuntimeError(fmt::format("cuDNN's persist_static weight space for layers {} differs from standard's ({} "
+                                     "vs {} bytes); set plan.algo: standard and report it",
+                                     name_, bytes, w_bytes_));
+  }
+  w_elems_ = static_cast<int64_t>(w_bytes_ / esize_);
+  if (half_) wh_.ensure(static_cast<int64_t>(w_bytes_)), dwh_.ensure(static_cast<int64_t>(w_bytes_));
+  log_debug("cudnn stack {}: {} x {}{}({}), input {}, dropout {}, {} {}, weight space {} elements", name_, L_,
+            layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, between_dropout_,
+            precision_name(env.precision), persist_ ? "persist_static" : "standard", w_elems_);
 }
 
-void CudnnStackStage::reserve(ParamStore& store) { w_off_ = store.reserve(static_cast<int64_t>(w_bytes_ / 4)); }
+void CudnnStackStage::set_rnn(RnnDesc& d, cudnnRNNAlgo_t algo, cudnnRNNMode_t mode) {
+  CUDNN_CHECK(cudnnSetRNNDescriptor_v8(d.get(), algo, mode, CUDNN_RNN_DOUBLE_BIAS,
+                                       bidir_ ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dtype_,
+                                       CUDNN_DATA_FLOAT, math_, static_cast<int32_t>(I_), static_cast<int32_t>(H_),
+                                       static_cast<int32_t>(H_), static_cast<int32_t>(L_), drop_desc_.get(),
+                                       CUDNN_RNN_PADDED_IO_ENABLED));
+}
 
-void CudnnStackStage::place(ParamStore& store) {
-  CudnnLayout layout;
-  layout.cell = cell_.kind, layout.layers = L_, layout.dirs = D_, layout.input = I_, layout.hidden = H_;
-  layout.size = static_cast<int64_t>(w_bytes_ / 4);
+// Where cuDNN puts each matrix and bias of each pseudo-layer, in elements from `base`.
+std::vector<std::vector<CudnnSlot>> CudnnStackStage::slots(cudnnRNNDescriptor_t d, const void* base) {
   const int ids = 2 * cell_gates(cell_.kind);
-  float* w = store.w() + w_off_;
+  std::vector<std::vector<CudnnSlot>> out(L_ * D_, std::vector<CudnnSlot>(ids));
   TensorDesc m_desc, b_desc;
-  layout.slots.assign(L_ * D_, std::vector<CudnnSlot>(ids));
+  const char* b0 = static_cast<const char*>(base);
+  const int64_t es = static_cast<int64_t>(esize_);
   for (int64_t pl = 0; pl < L_ * D_; ++pl) {
     for (int id = 0; id < ids; ++id) {
       void* m_addr = nullptr;
       void* b_addr = nullptr;
-      CUDNN_CHECK(cudnnGetRNNWeightParams(gpu_.cudnn(), rnn_desc_.get(), static_cast<int32_t>(pl), w_bytes_, w, id,
-                                          m_desc.get(), &m_addr, b_desc.get(), &b_addr));
-      CudnnSlot& s = layout.slots[pl][id];
+      CUDNN_CHECK(cudnnGetRNNWeightParams(gpu_.cudnn(), d, static_cast<int32_t>(pl), w_bytes_, base, id, m_desc.get(),
+                                          &m_addr, b_desc.get(), &b_addr));
+      CudnnSlot& s = out[pl][id];
       cudnnDataType_t dt;
       int nb = 0, dims[3] = {0, 0, 0}, strides[3] = {0, 0, 0};
       if (m_addr) {
         CUDNN_CHECK(cudnnGetTensorNdDescriptor(m_desc.get(), 3, &dt, &nb, dims, strides));
-        s.m_off = (static_cast<float*>(m_addr) - w), s.rows = dims[1], s.cols = dims[2];
+        s.m_off = (static_cast<const char*>(m_addr) - b0) / es, s.rows = dims[1], s.cols = dims[2];
       }
       if (b_addr) {
         CUDNN_CHECK(cudnnGetTensorNdDescriptor(b_desc.get(), 3, &dt, &nb, dims, strides));
-        s.b_off = (static_cast<float*>(b_addr) - w), s.b_rows = dims[1];
+        s.b_off = (static_cast<const char*>(b_addr) - b0) / es, s.b_rows = dims[1];
       }
     }
   }
+  return out;
+}
+
+void CudnnStackStage::reserve(ParamStore& store) { w_off_ = store.reserve(w_elems_); }
+
+void CudnnStackStage::place(ParamStore& store) {
+  CudnnLayout layout;
+  layout.cell = cell_.kind, layout.layers = L_, layout.dirs = D_, layout.input = I_, layout.hidden = H_;
+  layout.size = w_elems_;
+  const void* ws = half_ ? static_cast<const void*>(wh_.get()) : static_cast<const void*>(store.w() + w_off_);
+  layout.slots = slots(std_desc_.get(), ws);
+  if (persist_ && !(slots(persist_desc_.get(), ws) == layout.slots))
+    throw RuntimeError(fmt::format("cuDNN lays out persist_static weights for layers {} unlike standard's; set "
+                                   "plan.algo: standard and report it",
+                                   name_));
   for (int64_t l = 0; l < L_; ++l) {
     for (int64_t d = 0; d < D_; ++d) {
       KerasPlacement p = place_keras(layout, l, d);
@@ -180,13 +240,29 @@ void CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
 
 void CudnnStackStage::set_descriptors(int64_t B, int64_t T) {
   const int b = static_cast<int>(B), t = static_cast<int>(T);
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, t,
-                                        b, static_cast<int>(I_), cudnn_lens_.data(), &pad_fill_));
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED, t,
-                                        b, static_cast<int>(D_ * H_), cudnn_lens_.data(), &pad_fill_));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, b,
+                                        static_cast<int>(I_), cudnn_lens_.data(), &pad_fill_));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, b,
+                                        static_cast<int>(D_ * H_), cudnn_lens_.data(), &pad_fill_));
   const int dims[3] = {static_cast<int>(L_ * D_), b, static_cast<int>(H_)};
   const int strides[3] = {static_cast<int>(B * H_), static_cast<int>(H_), 1};
-  CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_.get(), dtype_, 3, dims, strides));
+}
+
+void* CudnnStackStage::to_cudnn(const float* x, DeviceBuffer<uint8_t>& buf, int64_t F) {
+  void* c = buf.ensure(B_ * T_ * F * static_cast<int64_t>(esize_));
+  k::swap01_from_f32(x, c, etype_, B_, T_, F, gpu_.stream());
+  return c;
+}
+
+void CudnnStackStage::from_cudnn(const void* c, float* out, int64_t F) {
+  k::swap01_to_f32(c, etype_, out, T_, B_, F, gpu_.stream());
+}
+
+const void* CudnnStackStage::weights() {
+  if (!half_) return store_.w() + w_off_;
+  k::to_half(store_.w() + w_off_, wh_.get(), w_elems_, etype_ == k::kBF16, gpu_.stream());
+  return wh_.get();
 }
 
 // x: [B, T, I] -> [B, T, D*H] (concat), [B, T, H] (other merges), or the last valid step [B, D*H] / [B, H].
@@ -196,6 +272,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   B_ = B, T_ = T, x_ = x, training_ = run.training;
   set_lengths(mask, B, T);
   set_descriptors(B, T);
+  desc_ = persist_ && !padded_ ? persist_desc_.get() : std_desc_.get();
 
   x_in_ = x.ptr;
   in_drop_ = run.training && input_dropout_ > 0.0 && input_dropout_ < 1.0;
@@ -204,29 +281,29 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     k::mul_per_sequence(x.ptr, in_mask_.get(), x_drop_.ensure(B * T * I_), B, T, I_, st);
     x_in_ = x_drop_.get();
   }
+  xc_in_ = to_cudnn(x_in_, xc_, I_);
 
   const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
-  CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), rnn_desc_.get(), fmode, x_desc_.get(), &work_bytes_,
-                                        &reserve_bytes_));
+  CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), desc_, fmode, x_desc_.get(), &work_bytes_, &reserve_bytes_));
   if (!run.training) reserve_bytes_ = 0;
   work_.ensure(static_cast<int64_t>(work_bytes_));
   reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
-  float* y = y_.ensure(B * T * DH);
+  const int64_t es = static_cast<int64_t>(esize_);
+  void* yc = yc_.ensure(B * T * DH * es);
   float* hy = hy_.ensure(L_ * D_ * B * H_);
-  CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), rnn_desc_.get(), fmode, cudnn_lens_dev_.get(), x_desc_.get(), x_in_,
-                              y_desc_.get(), y, h_desc_.get(), nullptr, hy, h_desc_.get(), nullptr, nullptr, w_bytes_,
-                              store_.w() + w_off_, work_bytes_, work_.get(), reserve_bytes_,
-                              reserve_bytes_ ? reserve_.get() : nullptr));
+  void* hyc = half_ ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
+  CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
+                              yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
+                              work_bytes_, work_.get(), reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
+  if (half_) k::from_half(hyc, hy, L_ * D_ * B * H_, etype_ == k::kBF16, false, st);
 
   if (last_seq_) {
+    float* y = y_.ensure(B * T * DH);
+    from_cudnn(yc, y, DH);
     cat_ = y;
     if (padded_) {
-      // cuDNN's y stays untouched for backward; the output is a fixed copy. Keras: a plain layer
-      // repeats its last state over masked steps; Bidirectional outputs zeros there.
-      float* f = fixed_.ensure(B * T * DH);
-      CUDA_CHECK(cudaMemcpyAsync(f, y, sizeof(float) * B * T * DH, cudaMemcpyDeviceToDevice, st));
-      k::fix_padded_outputs(f, B, T, DH, lens_dev_.get(), !bidir_, st);
-      cat_ = f;
+      // Keras: a plain layer repeats its last state over masked steps; Bidirectional outputs zeros there.
+      k::fix_padded_outputs(y, B, T, DH, lens_dev_.get(), !bidir_, st);
     }
     if (!bidir_ || merge_ == MergeMode::Concat) return DevTensor{const_cast<float*>(cat_), {B, T, DH}};
     float* out = out_.ensure(B * T * H_);
@@ -246,11 +323,10 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
 
 DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
   if (!training_) throw RuntimeError("internal: cuDNN stack backward after an inference forward");
-  const int64_t B = B_, T = T_, DH = D_ * H_;
+  const int64_t B = B_, T = T_, DH = D_ * H_, es = static_cast<int64_t>(esize_);
   cudaStream_t st = gpu_.stream();
-  const float* y = y_.get();
-  const float* dyc = nullptr;  // cuDNN's dy: [B, T, D*H]
-  float* dhy = nullptr;
+  void* dyc = nullptr;  // cuDNN's dy: [T, B, D*H]
+  void* dhyc = nullptr;
   if (last_seq_) {
     const float* src = dy.ptr;
     if (bidir_ && merge_ != MergeMode::Concat) {
@@ -263,12 +339,11 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
       k::prepare_padded_grads(src, d, B, T, DH, lens_dev_.get(), !bidir_, st);
       src = d;
     }
-    dyc = src;
+    dyc = to_cudnn(src, dyc_, DH);
   } else {
-    float* d = dy_.ensure(B * T * DH);
-    CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(float) * B * T * DH, st));
-    dyc = d;
-    dhy = dhy_.ensure(L_ * D_ * B * H_);
+    dyc = dyc_.ensure(B * T * DH * es);
+    CUDA_CHECK(cudaMemsetAsync(dyc, 0, B * T * DH * es, st));  // zero bits are 0 in every type
+    float* dhy = dhy_.ensure(L_ * D_ * B * H_);
     CUDA_CHECK(cudaMemsetAsync(dhy, 0, sizeof(float) * L_ * D_ * B * H_, st));
     float* a = dhy + (L_ - 1) * D_ * B * H_;
     const float* ha = hy_.get() + (L_ - 1) * D_ * B * H_;
@@ -279,19 +354,33 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
       CUDA_CHECK(cudaMemcpyAsync(a, dy.ptr, sizeof(float) * B * H_, cudaMemcpyDeviceToDevice, st));
     }
     if (empty_) k::zero_empty_rows(a, B, H_, lens_dev_.get(), st);
+    dhyc = dhy;
+    if (half_) {
+      dhyc = dhyc_.ensure(L_ * D_ * B * H_ * es);
+      k::to_half(dhy, dhyc, L_ * D_ * B * H_, etype_ == k::kBF16, st);
+    }
   }
 
-  float* dx = dx_.ensure(B * T * I_);
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), rnn_desc_.get(), cudnn_lens_dev_.get(), y_desc_.get(), y, dyc,
-                                      x_desc_.get(), dx, h_desc_.get(), nullptr, dhy, nullptr, h_desc_.get(), nullptr,
-                                      nullptr, nullptr, w_bytes_, store_.w() + w_off_, work_bytes_, work_.get(),
-                                      reserve_bytes_, reserve_.get()));
-  // Adds into the gradient buffer, which the engine zeroes before each step (cuDNN only accumulates).
-  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), rnn_desc_.get(), CUDNN_WGRAD_MODE_ADD, cudnn_lens_dev_.get(),
-                                         x_desc_.get(), x_in_, h_desc_.get(), nullptr, y_desc_.get(), y, w_bytes_,
-                                         store_.g() + w_off_, work_bytes_, work_.get(), reserve_bytes_,
-                                         reserve_.get()));
+  void* dxc = dxc_.ensure(B * T * I_ * es);
+  const void* w = half_ ? static_cast<const void*>(wh_.get()) : static_cast<const void*>(store_.w() + w_off_);
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_dev_.get(), y_desc_.get(), yc_.get(), dyc,
+                                      x_desc_.get(), dxc, h_desc_.get(), nullptr, dhyc, nullptr, h_desc_.get(), nullptr,
+                                      nullptr, nullptr, w_bytes_, w, work_bytes_, work_.get(), reserve_bytes_,
+                                      reserve_.get()));
+  // cuDNN only accumulates weight gradients: into the FP32 gradient buffer, which the engine zeroes
+  // before each step, or into a zeroed half buffer that is then added to it.
+  void* dw = store_.g() + w_off_;
+  if (half_) {
+    dw = dwh_.get();
+    CUDA_CHECK(cudaMemsetAsync(dw, 0, w_bytes_, st));
+  }
+  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), desc_, CUDNN_WGRAD_MODE_ADD, cudnn_lens_dev_.get(),
+                                         x_desc_.get(), xc_in_, h_desc_.get(), nullptr, y_desc_.get(), yc_.get(),
+                                         w_bytes_, dw, work_bytes_, work_.get(), reserve_bytes_, reserve_.get()));
+  if (half_) k::from_half(dw, store_.g() + w_off_, w_elems_, etype_ == k::kBF16, true, st);
   if (!need_dx) return {};
+  float* dx = dx_.ensure(B * T * I_);
+  from_cudnn(dxc, dx, I_);
   if (padded_) k::zero_padded(dx, B, T, I_, lens_dev_.get(), st);  // Keras: masked steps get no gradient
   if (in_drop_) k::mul_per_sequence(dx, in_mask_.get(), dx, B, T, I_, st);
   return DevTensor{dx, x_.shape};

@@ -11,7 +11,7 @@
 namespace rnntrain::cuda {
 
 namespace {
-std::atomic<size_t> g_bytes{0};
+std::atomic<size_t> g_bytes{0}, g_peak{0};
 
 std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 }  // namespace
@@ -29,7 +29,10 @@ void* device_alloc(size_t bytes, const char* what) {
                                    mib(bytes), what, mib(free_b), mib(total_b), mib(g_bytes.load())));
   }
   if (e != cudaSuccess) fail_cuda(e, "cudaMalloc(&p, bytes)", __FILE__, __LINE__);
-  g_bytes += bytes;
+  const size_t now = g_bytes += bytes;
+  size_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
   return p;
 }
 
@@ -40,6 +43,8 @@ void device_free(void* p, size_t bytes) noexcept {
 }
 
 size_t device_bytes_held() { return g_bytes.load(); }
+size_t device_bytes_peak() { return g_peak.load(); }
+void reset_device_bytes_peak() { g_peak = g_bytes.load(); }
 
 void copy_to_device(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return;

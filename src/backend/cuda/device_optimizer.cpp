@@ -1,5 +1,5 @@
-// The device optimizer: slot buffers, clipping factors computed on the host from per-variable
-// gradient norms, and the launch of the update kernel (kernels_train.cu).
+// The device optimizer: slot buffers, the dynamic loss scale, clipping factors from per-variable
+// gradient norms (both on the device), and the launch of the update kernel (kernels_train.cu).
 #include "backend/cuda/device_optimizer.h"
 
 #include <algorithm>
@@ -89,31 +89,20 @@ void DeviceOptimizer::step(double lr, int64_t t) {
   for (size_t k = 0; k < groups_.size(); ++k) slot[k] = groups_[k].dev.get();
   a.s0 = slot[0], a.s1 = slot[1], a.s2 = slot[2];
 
+  if (scaled_) {
+    a.skip = scale_state_.get() + 1;
+    k::unscale_check(store_.g(), store_.var(), store_.size(), scale_.get(), scale_state_.get() + 1, st);
+  }
   // Clipping, in Keras' precedence: clipnorm, else global_clipnorm, else clipvalue.
   if (is_set(spec_.clipnorm) || is_set(spec_.global_clipnorm)) {
-    const size_t nv = store_.variables();
-    double* sums = sums_.ensure(static_cast<int64_t>(nv));
+    const int64_t nv = static_cast<int64_t>(store_.variables());
+    double* sums = sums_.ensure(nv);
     CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * nv, st));
     k::sum_squares_by_var(store_.g(), store_.var(), store_.size(), sums, st);
-    std::vector<double> host(nv);
-    copy_to_host(host.data(), sums, sizeof(double) * nv, st);
-    gpu_.sync();
-    if (is_set(spec_.clipnorm)) {
-      const double c = *spec_.clipnorm;
-      std::vector<float> f(nv, 1.0f);
-      for (size_t i = 0; i < nv; ++i) {
-        const double n = std::sqrt(host[i]);
-        if (n > c) f[i] = static_cast<float>(c / n);
-      }
-      copy_to_device(factors_.ensure(static_cast<int64_t>(nv)), f.data(), sizeof(float) * nv, st);
-      a.clip = 1, a.factors = factors_.get();
-    } else {
-      double total = 0.0;
-      for (double s : host) total += s;
-      const double norm = std::sqrt(total), c = *spec_.global_clipnorm;
-      const double f = c * std::min(1.0 / norm, 1.0 / c) + (norm - norm);  // NaN norm -> NaN, as Keras
-      if (f != 1.0) a.clip = 2, a.factor = static_cast<float>(f);
-    }
+    const bool per_var = is_set(spec_.clipnorm);
+    k::clip_factors(sums, nv, per_var ? 1 : 2, per_var ? *spec_.clipnorm : *spec_.global_clipnorm,
+                    factors_.ensure(nv), st);
+    a.clip = 1, a.factors = factors_.get();
   } else if (is_set(spec_.clipvalue)) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }
@@ -130,6 +119,24 @@ void DeviceOptimizer::step(double lr, int64_t t) {
   const double td = static_cast<double>(t);
   a.alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td)));
   k::optimizer_step(a, st);
+  if (scaled_) k::update_scale(scale_.get(), scale_state_.get(), scale_state_.get() + 1, 2000, st);
+}
+
+void DeviceOptimizer::enable_loss_scale() {
+  const float init = 32768.0f;
+  const int state[2] = {0, 0};
+  copy_to_device(scale_.ensure(1), &init, sizeof init, gpu_.stream());
+  copy_to_device(scale_state_.ensure(2), state, sizeof state, gpu_.stream());
+  gpu_.sync();  // the host values above are locals
+  scaled_ = true;
+}
+
+float DeviceOptimizer::loss_scale_value() {
+  if (!scaled_) return 1.0f;
+  float v = 0.0f;
+  copy_to_host(&v, scale_.get(), sizeof v, gpu_.stream());
+  gpu_.sync();
+  return v;
 }
 
 }  // namespace rnntrain::cuda

@@ -1,7 +1,10 @@
 // Keras 3 optimizers on the device: one kernel over the flat parameter buffer per step, with Keras'
 // clipping (clipnorm per variable, global_clipnorm, clipvalue) and weight decay. The slots live on
 // the device in the parameter buffer's layout, with host copies in Keras layout for checkpoints.
-// Mirrors train/optimizer.cpp (same slot names and order, same float32 arithmetic).
+// Mirrors train/optimizer.cpp (same slot names and order, same float32 arithmetic). Nothing in a step
+// waits for the host: clipping factors are computed on the device. With a dynamic loss scale (fp16
+// stacks) the gradients arrive multiplied by it; step() unscales them and skips the update when any
+// is not finite, then adjusts the scale, all on the device.
 #pragma once
 #include <string>
 #include <utility>
@@ -20,6 +23,12 @@ class DeviceOptimizer {
   // One update with learning rate lr at optimizer step t (1-based), from the store's gradients.
   void step(double lr, int64_t t);
 
+  // Turns on dynamic loss scaling (initial scale 2^15, doubled after 2000 finite steps). The loss
+  // gradient must then be multiplied by *loss_scale() (a device float); null when off.
+  void enable_loss_scale();
+  const float* loss_scale() const { return scaled_ ? scale_.get() : nullptr; }
+  float loss_scale_value();  // for logs and tests (syncs)
+
   // Host slot tensors, "<slot>/<i>" with i the Params::all() index; refreshed by download().
   std::vector<std::pair<std::string, Tensor*>> slots();
   void download();
@@ -37,6 +46,9 @@ class DeviceOptimizer {
   std::vector<Group> groups_;
   DeviceBuffer<double> sums_{"gradient norms"};
   DeviceBuffer<float> factors_{"clipping factors"};
+  bool scaled_ = false;
+  DeviceBuffer<float> scale_{"loss scale"};
+  DeviceBuffer<int> scale_state_{"loss scale state"};  // [0]: finite steps in a row, [1]: non-finite flag
 };
 
 }  // namespace rnntrain::cuda

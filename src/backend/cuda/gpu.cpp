@@ -54,6 +54,10 @@ Gpu::~Gpu() {
   if (stream_) CUDA_LOG(cudaStreamDestroy(stream_));
 }
 
+void Gpu::set_tf32(bool on) {
+  CUBLAS_CHECK(cublasSetMathMode(cublas_, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
 void Gpu::sync() const { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 const float* Gpu::ones(int64_t n) {

@@ -23,6 +23,8 @@ class Gpu {
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   void sync() const;
+  // cuBLAS math: strict FP32 (the default) or TF32 tensor-core products.
+  void set_tf32(bool on);
   // A device vector of at least n ones (float), for column sums through GEMV.
   const float* ones(int64_t n);
 

@@ -98,6 +98,7 @@ struct LossArgs {
   int64_t n = 0, k = 0;
   double gscale = 0.0;     // 1 / unmasked positions
   float* grad = nullptr;   // [n, k] d(mean)/d(pred), or null
+  const float* gmul = nullptr;  // one float on the device multiplying grad (the loss scale), or null
   double* sum = nullptr;   // one double: += the per-position losses
 };
 void loss(const LossArgs& a, cudaStream_t s);
@@ -120,7 +121,23 @@ struct OptArgs {
   float lr = 0.0f, alpha = 0.0f;
   float momentum = 0.0f, beta1c = 0.0f, beta2c = 0.0f, eps = 0.0f, rho = 0.0f, rhoc = 0.0f;  // c = 1 - x, from double
   bool nesterov = false, amsgrad = false, centered = false;
+  const int* skip = nullptr;  // one int on the device: non-zero skips the update (non-finite fp16 grads)
 };
 void optimizer_step(const OptArgs& a, cudaStream_t s);
+
+// ---- mixed precision and step control (kernels_mixed.cu) ----
+enum ElemType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+// in [A, C, F] -> out [C, A, F] (batch-major <-> time-major), converting from or to fp32.
+void swap01_from_f32(const float* in, void* out, int out_type, int64_t A, int64_t C, int64_t F, cudaStream_t s);
+void swap01_to_f32(const void* in, int in_type, float* out, int64_t A, int64_t C, int64_t F, cudaStream_t s);
+// out (fp16, or bf16 when bf16) = in; out (fp32) = in, or += in when accumulate.
+void to_half(const float* in, void* out, int64_t n, bool bf16, cudaStream_t s);
+void from_half(const void* in, float* out, int64_t n, bool bf16, bool accumulate, cudaStream_t s);
+// g /= *scale where var >= 0; *found |= 1 when any result is not finite.
+void unscale_check(float* g, const int32_t* var, int64_t n, const float* scale, int* found, cudaStream_t s);
+// The dynamic loss scale after a step: halve on *found, double after `interval` good steps; clears *found.
+void update_scale(float* scale, int* good, int* found, int interval, cudaStream_t s);
+// factors[nv] from per-variable sums of squares: mode 1 clipnorm (per variable), 2 global_clipnorm.
+void clip_factors(const double* sums, int64_t nv, int mode, double c, float* factors, cudaStream_t s);
 
 }  // namespace rnntrain::cuda::k

@@ -19,6 +19,7 @@ __device__ inline double clip_prob(double p, double lo, double hi) { return fmin
 __device__ inline double sgn(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
 __global__ void loss_k(LossArgs a) {
+  const double gs = a.gscale * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
   const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
   GRID_LOOP(i, a.n) {
     if (a.mask && !a.mask[i]) continue;
@@ -37,7 +38,7 @@ __global__ void loss_k(LossArgs a) {
         else if (fabs(e) <= a.delta) v = 0.5 * e * e, d = e;
         else v = a.delta * fabs(e) - 0.5 * a.delta * a.delta, d = a.delta * sgn(e);
         l += v;
-        if (g) g[j] = static_cast<float>(d * inv_k * a.gscale);
+        if (g) g[j] = static_cast<float>(d * inv_k * gs);
       }
       l *= inv_k;
     } else if (a.kind == kBinary) {
@@ -57,7 +58,7 @@ __global__ void loss_k(LossArgs a) {
           d = (x >= lo && x <= hi) ? -(y / c - (1.0 - y) / (1.0 - c)) : 0.0;
         }
         l += v;
-        if (g) g[j] = static_cast<float>(d * inv_k * a.gscale);
+        if (g) g[j] = static_cast<float>(d * inv_k * gs);
       }
       l *= inv_k;
     } else {
@@ -82,7 +83,7 @@ __global__ void loss_k(LossArgs a) {
           l += y * (lse - p[j]);
         }
         if (g)
-          for (int64_t j = 0; j < K; ++j) g[j] = static_cast<float>((ysum * exp(p[j] - lse) - target(j)) * a.gscale);
+          for (int64_t j = 0; j < K; ++j) g[j] = static_cast<float>((ysum * exp(p[j] - lse) - target(j)) * gs);
       } else {
         double s = 0.0;
         for (int64_t j = 0; j < K; ++j) s += p[j];
@@ -96,7 +97,7 @@ __global__ void loss_k(LossArgs a) {
           for (int64_t j = 0; j < K; ++j) {
             const double q = p[j] / s, c = clip_prob(q, lo, hi);
             const double w = (q >= lo && q <= hi) ? -target(j) / c : 0.0;
-            g[j] = static_cast<float>((w - gq) / s * a.gscale);
+            g[j] = static_cast<float>((w - gq) / s * gs);
           }
       }
     }
@@ -124,6 +125,7 @@ __global__ void sum_squares_k(const float* g, const int32_t* var, int64_t n, dou
 }
 
 __global__ void optimizer_k(OptArgs a) {
+  if (a.skip && *a.skip) return;
   GRID_LOOP(i, a.n) {
     const int32_t v = a.var[i];
     if (v < 0) continue;

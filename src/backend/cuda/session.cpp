@@ -22,13 +22,15 @@ static_assert(static_cast<int>(LossKind::MSE) == 0 && static_cast<int>(LossKind:
 
 struct Session::Impl {
   Impl(const Config& c, Params& p)
-      : cfg(c), params(p), model(gpu, cfg.model, cfg.plan.fuse, p, cfg.train.seed),
+      : cfg(c), params(p), model(gpu, cfg.model, cfg.plan, p, cfg.train.seed),
         opt(gpu, model.store(), cfg.train.optimizer, p) {
+    if (cfg.plan.precision == Precision::Fp16) opt.enable_loss_scale();
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
   }
 
-  StepLoss loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out);
+  // scaled: the gradient is multiplied by the optimizer's loss scale (train steps; off for gradients()).
+  StepLoss loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out, bool scaled = false);
   void to_host(const DevTensor& d, Tensor* out) {
     if (!out) return;
     *out = Tensor(d.shape);
@@ -45,7 +47,7 @@ struct Session::Impl {
   DeviceBuffer<double> sum{"loss sum"};
 };
 
-StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out) {
+StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out, bool scaled) {
   const LossSpec& spec = cfg.train.loss;
   const bool sparse = spec.kind == LossKind::SparseCategoricalCrossentropy;
   const int64_t K = pred.dim(-1), N = pred.numel() / K;
@@ -81,6 +83,7 @@ StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, T
   a.mask = mask ? m.dev : nullptr;
   a.n = N, a.k = K;
   a.gscale = count > 0 ? 1.0 / count : 0.0;
+  a.gmul = scaled ? opt.loss_scale() : nullptr;
   if (grad) {
     a.grad = dpred.ensure(N * K);
     CUDA_CHECK(cudaMemsetAsync(a.grad, 0, sizeof(float) * N * K, st));
@@ -111,7 +114,7 @@ StepLoss Session::train_step(const Batch& b, double lr, int64_t t, Rng& rng, Ten
   Impl& s = *impl_;
   s.model.store().zero_grad();  // cuDNN's weight gradients accumulate
   const DevTensor out = s.model.forward(b, true, rng);
-  const StepLoss l = s.loss(out, b, true, mask);
+  const StepLoss l = s.loss(out, b, true, mask, true);
   s.to_host(out, pred);
   s.model.backward(DevTensor{s.dpred.get(), out.shape}, false);
   s.opt.step(lr, t);

@@ -60,6 +60,8 @@ struct StageEnv {
   Gpu& gpu;
   ParamStore& store;
   uint64_t seed;  // the run's seed, for cuDNN's dropout states
+  Precision precision = Precision::Fp32;  // of the cuDNN stacks (never Auto here)
+  RnnAlgo algo = RnnAlgo::Standard;       // of the cuDNN stacks (never Auto here)
 };
 
 // Builders, one per stage kind (basic_stages.cpp, cudnn_stack.cpp, generic_rnn.cpp). `first_param`

@@ -16,6 +16,7 @@ namespace rnntrain::cuda {
 struct CudnnSlot {
   int64_t m_off = -1, rows = 0, cols = 0;  // matrix [rows][cols], row-major
   int64_t b_off = -1, b_rows = 0;          // bias [b_rows]
+  bool operator==(const CudnnSlot&) const = default;
 };
 
 // A stack's weight space as cuDNN laid it out: slots[pseudo_layer][lin_layer_id], pseudo layer = l*D + d.

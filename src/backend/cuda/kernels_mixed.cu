@@ -1,0 +1,152 @@
+// Kernels of mixed precision and of the device-side step control: FP32 <-> FP16/BF16 conversion for
+// the half-precision cuDNN stacks, gradient unscaling with the non-finite check and the dynamic loss
+// scale's update (fp16), and the clipping factors computed from the gradient norms on the device, so
+// a training step never waits for the host. Kernels first, then launchers.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+
+namespace rnntrain::cuda::k {
+
+namespace {
+
+template <typename H>
+__device__ inline H from_f(float v);
+template <>
+__device__ inline __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ inline float to_f(__half v) { return __half2float(v); }
+__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename H>
+__global__ void to_half_k(const float* in, H* out, int64_t n) {
+  GRID_LOOP(i, n) out[i] = from_f<H>(in[i]);
+}
+
+template <typename H>
+__global__ void from_half_k(const H* in, float* out, int64_t n, bool accumulate) {
+  GRID_LOOP(i, n) out[i] = accumulate ? out[i] + to_f(in[i]) : to_f(in[i]);
+}
+
+// in [A, C, F] -> out [C, A, F], converting the element type.
+template <typename In, typename Out>
+__global__ void swap01_k(const In* in, Out* out, int64_t A, int64_t C, int64_t F) {
+  GRID_LOOP(i, A * C * F) {
+    const int64_t f = i % F, a = (i / F) % A, c = i / (F * A);
+    const In v = in[(a * C + c) * F + f];
+    if constexpr (std::is_same_v<Out, float>) {
+      if constexpr (std::is_same_v<In, float>) out[i] = v;
+      else out[i] = to_f(v);
+    } else {
+      out[i] = from_f<Out>(v);
+    }
+  }
+}
+
+__global__ void unscale_check_k(float* g, const int32_t* var, int64_t n, const float* scale, int* found) {
+  const float inv = 1.0f / *scale;
+  bool bad = false;
+  GRID_LOOP(i, n) {
+    if (var[i] < 0) continue;
+    const float v = g[i] * inv;
+    g[i] = v;
+    bad = bad || !isfinite(v);
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(found, 1);
+}
+
+// Doubles the scale after `interval` finite steps in a row, halves it after a non-finite one (whose
+// update the optimizer skipped), as PyTorch's GradScaler and Keras' LossScaleOptimizer.
+__global__ void update_scale_k(float* scale, int* good, int* found, int interval) {
+  if (*found) {
+    *scale = fmaxf(*scale * 0.5f, 1.0f);
+    *good = 0;
+  } else if (++*good >= interval) {
+    *scale = fminf(*scale * 2.0f, 16777216.0f);  // 2^24
+    *good = 0;
+  }
+  *found = 0;
+}
+
+// One block: factors[v] from the per-variable sums of squares. mode 1: clipnorm per variable;
+// mode 2: global_clipnorm (one factor for all; a NaN norm gives NaN, as Keras).
+__global__ void clip_factors_k(const double* sums, int64_t nv, int mode, double c, float* factors) {
+  if (mode == 1) {
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+      const double norm = sqrt(sums[v]);
+      factors[v] = norm > c ? static_cast<float>(c / norm) : 1.0f;
+    }
+    return;
+  }
+  __shared__ double total;
+  if (threadIdx.x == 0) {
+    double t = 0.0;
+    for (int64_t v = 0; v < nv; ++v) t += sums[v];  // in order: the same sum every time
+    const double norm = sqrt(t);
+    total = c * fmin(1.0 / norm, 1.0 / c) + (norm - norm);
+  }
+  __syncthreads();
+  for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) factors[v] = static_cast<float>(total);
+}
+
+}  // namespace
+
+// ---------------- launchers ----------------
+
+void to_half(const float* in, void* out, int64_t n, bool bf16, cudaStream_t s) {
+  if (n == 0) return;
+  if (bf16) to_half_k<<<blocks_for(n), kThreads, 0, s>>>(in, static_cast<__nv_bfloat16*>(out), n);
+  else to_half_k<<<blocks_for(n), kThreads, 0, s>>>(in, static_cast<__half*>(out), n);
+  LAUNCH_CHECK("to_half");
+}
+
+void from_half(const void* in, float* out, int64_t n, bool bf16, bool accumulate, cudaStream_t s) {
+  if (n == 0) return;
+  if (bf16) from_half_k<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(in), out, n, accumulate);
+  else from_half_k<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const __half*>(in), out, n, accumulate);
+  LAUNCH_CHECK("from_half");
+}
+
+void swap01_from_f32(const float* in, void* out, int out_type, int64_t A, int64_t C, int64_t F, cudaStream_t s) {
+  const int64_t n = A * C * F;
+  if (n == 0) return;
+  const unsigned b = blocks_for(n);
+  if (out_type == kF32) swap01_k<<<b, kThreads, 0, s>>>(in, static_cast<float*>(out), A, C, F);
+  else if (out_type == kF16) swap01_k<<<b, kThreads, 0, s>>>(in, static_cast<__half*>(out), A, C, F);
+  else swap01_k<<<b, kThreads, 0, s>>>(in, static_cast<__nv_bfloat16*>(out), A, C, F);
+  LAUNCH_CHECK("swap01_from_f32");
+}
+
+void swap01_to_f32(const void* in, int in_type, float* out, int64_t A, int64_t C, int64_t F, cudaStream_t s) {
+  const int64_t n = A * C * F;
+  if (n == 0) return;
+  const unsigned b = blocks_for(n);
+  if (in_type == kF32) swap01_k<<<b, kThreads, 0, s>>>(static_cast<const float*>(in), out, A, C, F);
+  else if (in_type == kF16) swap01_k<<<b, kThreads, 0, s>>>(static_cast<const __half*>(in), out, A, C, F);
+  else swap01_k<<<b, kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(in), out, A, C, F);
+  LAUNCH_CHECK("swap01_to_f32");
+}
+
+void unscale_check(float* g, const int32_t* var, int64_t n, const float* scale, int* found, cudaStream_t s) {
+  if (n == 0) return;
+  unscale_check_k<<<blocks_for(n), kThreads, 0, s>>>(g, var, n, scale, found);
+  LAUNCH_CHECK("unscale_check");
+}
+
+void update_scale(float* scale, int* good, int* found, int interval, cudaStream_t s) {
+  update_scale_k<<<1, 1, 0, s>>>(scale, good, found, interval);
+  LAUNCH_CHECK("update_scale");
+}
+
+void clip_factors(const double* sums, int64_t nv, int mode, double c, float* factors, cudaStream_t s) {
+  if (nv == 0) return;
+  clip_factors_k<<<1, kThreads, 0, s>>>(sums, nv, mode, c, factors);
+  LAUNCH_CHECK("clip_factors");
+}
+
+}  // namespace rnntrain::cuda::k

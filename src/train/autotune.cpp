@@ -1,0 +1,291 @@
+// Plan candidates, their timing on one synthetic batch, and plan.autotune with its per-GPU cache.
+#include "train/autotune.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "plan/plan.h"
+#include "spec/parse.h"
+#include "spec/shapes.h"
+#include "train/engine.h"
+
+namespace fs = std::filesystem;
+
+namespace rnntrain {
+
+std::string PlanChoice::name() const {
+  return fmt::format("{}/{}/{}", fuse == FuseMode::Never ? "per-layer" : "fused", precision_name(precision),
+                     rnn_algo_name(algo));
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+namespace {
+
+bool has_stack(const Plan& p) {
+  for (const Stage& s : p.stages)
+    if (s.kind == StageKind::CudnnStack) return true;
+  return false;
+}
+
+bool same_stages(const Plan& a, const Plan& b) {
+  if (a.stages.size() != b.stages.size()) return false;
+  for (size_t i = 0; i < a.stages.size(); ++i)
+    if (a.stages[i].kind != b.stages[i].kind || a.stages[i].layers != b.stages[i].layers) return false;
+  return true;
+}
+
+// Whether any step mask can reach the stacks: Masking, Embedding(mask_zero) or a lengths dataset.
+bool may_mask(const Config& cfg) {
+  for (const LayerSpec& l : cfg.model.layers)
+    if (l.kind == LayerKind::Masking || (l.kind == LayerKind::Embedding && l.mask_zero)) return true;
+  for (const std::optional<DataSource>* s : {&cfg.data.train, &cfg.data.validation, &cfg.data.test})
+    if (*s && !(*s)->lengths.empty()) return true;
+  return false;
+}
+
+bool is_half(Precision p) { return p == Precision::Fp16 || p == Precision::Bf16; }
+
+}  // namespace
+
+std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter& filter) {
+  const Plan fused = make_plan(cfg.model, FuseMode::Auto), split = make_plan(cfg.model, FuseMode::Never);
+  if (!has_stack(fused)) return {};
+  std::vector<FuseMode> fuses{FuseMode::Auto};
+  if (!same_stages(fused, split)) fuses.push_back(FuseMode::Never);
+  std::vector<Precision> precs = filter.precisions;
+  if (precs.empty()) precs = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
+  const bool persist_ok = !may_mask(cfg);
+  std::vector<PlanChoice> out;
+  for (FuseMode f : fuses)
+    for (Precision p : precs) {
+      std::vector<RnnAlgo> algos = filter.algos;
+      if (algos.empty()) {
+        algos = {RnnAlgo::Standard};
+        if (is_half(p)) algos.push_back(RnnAlgo::PersistStatic);  // 3-15x slower in fp32 (perf-anchors.md)
+      }
+      for (RnnAlgo a : algos)
+        if (a != RnnAlgo::PersistStatic || persist_ok) out.push_back({f, p, a});
+    }
+  return out;
+}
+
+Batch synthetic_batch(const Config& cfg, int64_t T, int64_t min_length, Rng& rng) {
+  const std::vector<LayerShape> shapes = infer_shapes(cfg.model);
+  const int64_t B = cfg.train.batch_size;
+  const LayerSpec& input = cfg.model.layers[0];
+  const LayerSpec* emb = nullptr;
+  for (const auto& l : cfg.model.layers)
+    if (l.kind == LayerKind::Embedding) {
+      emb = &l;
+      break;
+    }
+  Batch b;
+  if (emb) {
+    b.x = Tensor({B, T});
+    const uint64_t ids = static_cast<uint64_t>(std::max<int64_t>(emb->input_dim - 1, 1));
+    for (auto& v : b.x.data) v = static_cast<float>(1 + rng.below(ids));
+  } else {
+    Shape xs{B, T};
+    for (size_t d = 1; d < input.shape.size(); ++d) xs.push_back(input.shape[d]);
+    b.x = Tensor(xs);
+    for (auto& v : b.x.data) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+  }
+  if (min_length > 0) {
+    const int64_t lo = std::min(min_length, T);
+    for (int64_t i = 0; i < B; ++i)
+      b.lengths.push_back(static_cast<int32_t>(lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(T - lo + 1)))));
+  }
+  Shape out{B};
+  for (int64_t d : shapes.back().out) out.push_back(d < 0 ? T : d);
+  const int64_t K = out.back();
+  const LossKind loss = cfg.train.loss.kind;
+  if (loss == LossKind::SparseCategoricalCrossentropy) {
+    out.pop_back();  // labels: [B] or [B, T]
+    b.y = Tensor(out);
+    for (auto& v : b.y.data) v = static_cast<float>(rng.below(static_cast<uint64_t>(K)));
+  } else if (loss == LossKind::CategoricalCrossentropy) {
+    b.y = Tensor(out);  // one-hot rows
+    for (int64_t r = 0; r < b.y.numel() / K; ++r) b.y[r * K + static_cast<int64_t>(rng.below(static_cast<uint64_t>(K)))] = 1.0f;
+  } else if (loss == LossKind::BinaryCrossentropy) {
+    b.y = Tensor(out);
+    for (auto& v : b.y.data) v = rng.uniform() < 0.5 ? 0.0f : 1.0f;
+  } else {
+    b.y = Tensor(out);
+    for (auto& v : b.y.data) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+  }
+  return b;
+}
+
+Timing time_plan(const Config& base, const PlanChoice& choice, const Params& init, const Batch& batch, int64_t warmup,
+                 int64_t repeats, int64_t steps) {
+  Config cfg = base;
+  cfg.plan.fuse = choice.fuse, cfg.plan.precision = choice.precision, cfg.plan.algo = choice.algo;
+  cfg.plan.autotune = false;
+  Timing t;
+  try {
+    reset_device_peak();
+    Rng rng(cfg.train.seed);
+    auto engine = make_engine(cfg, init, rng);
+    t.device = engine->device_name();
+    const double lr = cfg.train.optimizer.learning_rate;
+    LossValue l;
+    for (int64_t i = 0; i < warmup; ++i) l = engine->train_step(batch, lr, {});
+    for (int64_t r = 0; r < repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < steps; ++i) l = engine->train_step(batch, lr, {});
+      const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
+      t.ms.push_back(dt.count() / static_cast<double>(steps));
+      log_debug("candidate {} repeat {}: {:.4f} ms/step, loss {:.6g}", choice.name(), r, t.ms.back(), l.mean());
+    }
+    t.last_loss = l.mean();
+    t.median_ms = median(t.ms);
+    if (t.device.rfind("cuda", 0) == 0) t.peak_device_mib = device_peak_mib();
+  } catch (const std::runtime_error& e) {
+    t = Timing();
+    t.error = e.what();
+    log_info("candidate {} failed: {}", choice.name(), t.error);
+  }
+  return t;
+}
+
+namespace {
+
+std::string cache_path(const Config& cfg) {
+  if (!cfg.plan.cache.empty()) return cfg.plan.cache;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "rnntrain" / "autotune.json").string();
+  if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".cache" / "rnntrain" / "autotune.json").string();
+  return "";
+}
+
+// What the choice depends on: the GPU and its software, the model, the optimizer and loss (their
+// kernels are part of the step), the batch shape, and what the config leaves open.
+std::string cache_key(const Config& cfg, int64_t T) {
+  Config c;
+  c.model = cfg.model;
+  c.model.init_from.reset();
+  c.train.optimizer = cfg.train.optimizer;
+  c.train.loss = cfg.train.loss;
+  c.plan = cfg.plan;
+  c.plan.cache.clear();
+  std::string text = emit_config(c);
+  text += fmt::format("\nbatch {} timesteps {}\n{}", cfg.train.batch_size, T, gpu_description());
+  return fmt::format("{:016x}", std::hash<std::string>{}(text));
+}
+
+nlohmann::json read_cache(const std::string& path, bool& usable) {
+  usable = true;
+  if (path.empty() || !fs::exists(path)) return nlohmann::json::object();
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    log_warn("{}: not an rnntrain autotune cache (unreadable JSON); ignoring it and leaving it untouched. Delete it "
+             "to let rnntrain write a new one",
+             path);
+    usable = false;
+    return nlohmann::json::object();
+  }
+  return j;
+}
+
+}  // namespace
+
+Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
+  Config out = cfg;
+  const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
+  if (!gpu) {
+    if (cfg.plan.precision != Precision::Fp32 && cfg.plan.precision != Precision::Auto)
+      log_warn("plan.precision: {} applies to the GPU's cuDNN stacks; the CPU computes in FP32",
+               precision_name(cfg.plan.precision));
+    out.plan.precision = Precision::Fp32, out.plan.algo = RnnAlgo::Standard;
+    return out;
+  }
+  if (!cfg.plan.autotune) return out;
+
+  CandidateFilter f;
+  if (cfg.plan.precision != Precision::Auto) f.precisions = {cfg.plan.precision};
+  if (cfg.plan.algo != RnnAlgo::Auto) f.algos = {cfg.plan.algo};
+  std::vector<PlanChoice> cands = plan_candidates(cfg, f);
+  if (cfg.plan.fuse != FuseMode::Auto)
+    std::erase_if(cands, [&](const PlanChoice& c) { return (c.fuse == FuseMode::Never) != (cfg.plan.fuse == FuseMode::Never); });
+  auto apply = [&](const PlanChoice& c) {
+    if (cfg.plan.fuse == FuseMode::Auto) out.plan.fuse = c.fuse;
+    out.plan.precision = c.precision, out.plan.algo = c.algo;
+  };
+  if (cands.empty()) {  // no cuDNN stack: nothing to choose
+    apply({cfg.plan.fuse, cfg.plan.precision == Precision::Auto ? Precision::Fp32 : cfg.plan.precision,
+           RnnAlgo::Standard});
+    return out;
+  }
+
+  const std::string path = cache_path(cfg), key = cache_key(cfg, T);
+  bool usable = true;
+  nlohmann::json cache = read_cache(path, usable);
+  if (cache.contains(key)) {
+    const nlohmann::json& e = cache[key];
+    for (const PlanChoice& c : cands)
+      if (e.value("choice", "") == c.name()) {
+        log_info("autotune: {} ({:.3f} ms/step when measured on {}; cached in {})", c.name(),
+                 e.value("ms_per_step", 0.0), e.value("date", "?"), path);
+        apply(c);
+        return out;
+      }
+  }
+
+  log_info("autotune: timing {} candidate plans on a synthetic batch of {} x {} steps", cands.size(),
+           cfg.train.batch_size, T);
+  Rng data_rng(cfg.train.seed + 1);
+  const Batch batch = synthetic_batch(cfg, T, 0, data_rng);
+  const PlanChoice* best = nullptr;
+  double best_ms = 0;
+  nlohmann::json measured = nlohmann::json::object();
+  for (const PlanChoice& c : cands) {
+    const Timing t = time_plan(cfg, c, init, batch, 2, 3, 5);
+    measured[c.name()] = t.error.empty() ? nlohmann::json(t.median_ms) : nlohmann::json(t.error);
+    if (!t.error.empty()) continue;
+    log_info("autotune: {} {:.3f} ms/step", c.name(), t.median_ms);
+    if (!best || t.median_ms < best_ms) best = &c, best_ms = t.median_ms;
+  }
+  if (!best)
+    throw RuntimeError("autotune: every candidate plan failed (see the messages above); set plan.autotune: false "
+                       "and plan.precision: fp32, or device: cpu");
+  log_info("autotune: chose {} ({:.3f} ms/step)", best->name(), best_ms);
+  apply(*best);
+
+  if (path.empty() || !usable) return out;
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  cache[key] = {{"choice", best->name()}, {"ms_per_step", best_ms}, {"date", date}, {"gpu", gpu_description()},
+                {"batch_size", cfg.train.batch_size}, {"timesteps", T}, {"measured", measured}};
+  try {
+    if (const fs::path dir = fs::path(path).parent_path(); !dir.empty()) fs::create_directories(dir);
+    write_atomically(path, [&](const std::string& tmp) {
+      std::ofstream o(tmp);
+      o << cache.dump(2) << "\n";
+      o.close();
+      if (!o) throw RuntimeError(fmt::format("cannot write {}", tmp));
+    });
+  } catch (const std::exception& e) {
+    log_warn("autotune: could not save the choice in {} ({}); it will be measured again next time", path, e.what());
+  }
+  return out;
+}
+
+}  // namespace rnntrain

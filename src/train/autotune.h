@@ -1,0 +1,60 @@
+// Plan candidates and their measurement: what `rnntrain bench` prints and what `plan.autotune` picks.
+// A candidate is one way to run the model's cuDNN stacks (fused or per-layer, precision, algorithm);
+// timing one builds an engine for it and runs complete training steps on one synthetic batch.
+// Autotune caches its choice per GPU, cuDNN version, model, optimizer, loss and batch shape in a JSON
+// file (plan.cache, default $XDG_CACHE_HOME/rnntrain/autotune.json, else ~/.cache/...).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/batch.h"
+#include "core/rng.h"
+#include "model/params.h"
+#include "spec/config.h"
+
+namespace rnntrain {
+
+struct PlanChoice {
+  FuseMode fuse = FuseMode::Auto;
+  Precision precision = Precision::Fp32;
+  RnnAlgo algo = RnnAlgo::Standard;
+  std::string name() const;  // "fused/fp16/persist_static", "per-layer/fp32/standard"
+};
+
+// Which candidates to consider; empty lists mean the defaults below.
+struct CandidateFilter {
+  std::vector<Precision> precisions;  // default: fp32, tf32, fp16, bf16 (only the configured one if not auto and autotuning)
+  std::vector<RnnAlgo> algos;         // default: standard, plus persist_static for fp16/bf16 (where it pays)
+};
+
+// The GPU candidates for cfg: fused (plan.fuse auto) and, when its plan differs, per-layer (never),
+// each with the filter's precisions and algorithms. Persist_static only where the model has a cuDNN
+// stack and no masks (it cannot run padded sequences). Empty when the model has no cuDNN stack.
+std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter& filter);
+
+// One batch of the model's input shape: x features uniform in [-1, 1) or token ids in [1, input_dim);
+// targets valid for the loss. min_length > 0: per-sequence lengths uniform in [min_length, T].
+Batch synthetic_batch(const Config& cfg, int64_t T, int64_t min_length, Rng& rng);
+
+struct Timing {
+  std::vector<double> ms;  // ms/step of each repeat
+  double median_ms = 0, last_loss = 0;
+  double peak_device_mib = -1;  // -1: not known (CPU)
+  std::string device;
+  std::string error;  // not empty: the candidate failed (e.g. cuDNN does not support it); nothing else is set
+};
+
+// Builds an engine for cfg with `choice` applied and times train_step on `batch`: `warmup` untimed
+// steps, then `repeats` loops of `steps` steps. Failures are returned in Timing::error.
+Timing time_plan(const Config& cfg, const PlanChoice& choice, const Params& init, const Batch& batch, int64_t warmup,
+                 int64_t repeats, int64_t steps);
+
+// cfg with plan.precision and plan.algo resolved (never auto) for a batch of T steps: on the CPU
+// fp32/standard; with plan.autotune on a GPU the fastest candidate (plan.fuse included), from the cache
+// or measured now and cached; otherwise unchanged.
+Config resolve_plan(const Config& cfg, const Params& init, int64_t T);
+
+double median(std::vector<double> v);
+
+}  // namespace rnntrain
