@@ -36,6 +36,9 @@ TEST(Bench, QuickstartJsonIsConsistent) {
   ASSERT_EQ(j["candidates"].size(), 1u) << text;  // on the CPU, only the configured model
   const auto& c = j["candidates"][0];
   EXPECT_EQ(c["name"], "configured");
+  EXPECT_EQ(c["status"], "ok");
+  EXPECT_EQ(c["precision"], "fp32") << "the CPU computes in FP32";
+  EXPECT_EQ(c["algo"], "standard");
   EXPECT_EQ(j["winner"], c["name"]);
   const double ms = c["ms_per_step"].get<double>();
   const double sps = c["sequences_per_s"].get<double>();
@@ -76,5 +79,14 @@ TEST(Bench, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(run_rnntrain("bench configs/quickstart.yaml --repeats 2", tmp).code, 2);
   EXPECT_EQ(run_rnntrain("bench configs/quickstart.yaml --steps 0", tmp).code, 2);
   EXPECT_EQ(run_rnntrain("bench configs/no_such.yaml", tmp).code, 2);
+  CmdResult p = run_rnntrain("bench configs/quickstart.yaml --precision fp32,fp8", tmp);
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("--precision fp32,fp8: 'fp8' is not one of fp32, tf32, fp16, bf16"), std::string::npos) << p.err;
+  CmdResult al = run_rnntrain("bench configs/quickstart.yaml --algo persist", tmp);
+  EXPECT_EQ(al.code, 2);
+  EXPECT_NE(al.err.find("'persist' is not one of standard, persist_static"), std::string::npos) << al.err;
+  CmdResult ml = run_rnntrain("bench configs/quickstart.yaml --min-length 31", tmp);
+  EXPECT_EQ(ml.code, 2);
+  EXPECT_NE(ml.err.find("--min-length 31: longer than the 30 timesteps"), std::string::npos) << ml.err;
   std::filesystem::remove_all(tmp);
 }

@@ -147,7 +147,7 @@ train:
   early_stopping: {monitor: val_mae, mode: min, patience: 4, min_delta: 0.001, restore_best_weights: true,
                    baseline: 0.75, start_from_epoch: 2}
   checkpoint: {monitor: accuracy, mode: max, every_epoch: false}
-plan: {fuse: never}
+plan: {fuse: never, precision: auto, algo: persist_static, autotune: true, cache: /tmp/at.json}
 device: cuda
 output: {dir: runs/rich}
 )";
@@ -298,6 +298,10 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(t.checkpoint.mode, u.checkpoint.mode);
   EXPECT_EQ(t.checkpoint.every_epoch, u.checkpoint.every_epoch);
   EXPECT_EQ(a.plan.fuse, b.plan.fuse);
+  EXPECT_EQ(a.plan.precision, b.plan.precision);
+  EXPECT_EQ(a.plan.algo, b.plan.algo);
+  EXPECT_EQ(a.plan.autotune, b.plan.autotune);
+  EXPECT_EQ(a.plan.cache, b.plan.cache);
   EXPECT_EQ(a.device, b.device);
   EXPECT_EQ(a.output.dir, b.output.dir);
 }
@@ -342,7 +346,8 @@ TEST(RoundTrip, EveryKeyIsWritten) {
                           "bias_initializer: zeros", "activation: linear", "train: null", "validation_split: 0.0",
                           "seed: 42", "steps_per_epoch: 0", "learning_rate: 0.001", "epsilon: 1e-07",
                           "clipnorm: null", "type: mse", "metrics: []", "type: constant", "early_stopping: null",
-                          "every_epoch: true", "fuse: auto", "device: auto", "dir: \"runs/run\""})
+                          "every_epoch: true", "fuse: auto", "precision: fp32", "algo: standard", "autotune: false",
+                          "device: auto", "dir: \"runs/run\""})
     EXPECT_HAS(out, key);
 }
 

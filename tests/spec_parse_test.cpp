@@ -93,6 +93,9 @@ TEST(Defaults, SectionsTakeKerasDefaults) {
   EXPECT_EQ(c.data.validation_split, 0.0);
   EXPECT_EQ(c.device, Device::Auto);
   EXPECT_EQ(c.plan.fuse, FuseMode::Auto);
+  EXPECT_EQ(c.plan.precision, Precision::Fp32) << "strict FP32 unless the config asks";
+  EXPECT_EQ(c.plan.algo, RnnAlgo::Standard);
+  EXPECT_FALSE(c.plan.autotune);
   EXPECT_EQ(c.output.dir, "runs/run");
 }
 
@@ -300,6 +303,8 @@ TEST(Errors, UnknownEnumValuesListTheChoices) {
       {h + dense + "train: {early_stopping: {mode: maximum}}\n", "train.early_stopping.mode", "", "max"},
       {h + dense + "device: cdua\n", "device", "cuda", "cpu"},
       {h + dense + "plan: {fuse: alway}\n", "plan.fuse", "always", "never"},
+      {h + dense + "plan: {precision: fp61}\n", "plan.precision", "fp16", "bf16"},
+      {h + dense + "plan: {algo: persistent}\n", "plan.algo", "", "persist_static"},
       {h + dense + "data: {train: {format: hdf, path: x}}\n", "data.train.format", "hdf5", "synthetic"},
       {h + dense + "data: {train: {path: a.csv, window: 2, features: [a], targets: [a], scaling: standart}}\n", "data.train.scaling", "standard", "minmax"},
   };
@@ -367,6 +372,8 @@ TEST(Errors, StructureRulesNameTheFix) {
       {h + dense + "train: {schedule: cosine}\n", "needs decay_steps"},
       {h + dense + "train: {early_stopping: {monitor: val_acc}, metrics: [accuracy]}\n", "did you mean 'val_accuracy'?"},
       {"model:\n  layers:\n    - {type: Input, shape: [null, null]}\n" + dense, "only timesteps (the first entry) may be null"},
+      {h + dense + "plan: {precision: auto}\n", "plan.precision: auto means measured: set plan.autotune: true"},
+      {h + dense + "plan: {algo: auto, autotune: false}\n", "plan.algo: auto means measured: set plan.autotune: true"},
   };
   for (const Case& c : cases) EXPECT_HAS(error_of(c.text), c.says);
 }
