@@ -149,8 +149,11 @@ int cmd_bench(const BenchArgs& a) {
   // planner's stages do not change what runs, so the configured model is the only candidate.
   const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
   std::vector<Candidate> cands;
-  for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{})
+  for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{}) {
+    // Padded batches run persist_static stacks with the standard algorithm: nothing new to time.
+    if (c.algo == RnnAlgo::PersistStatic && a.min_length > 0 && a.min_length < T && a.algos.empty()) continue;
     cands.push_back({c, c.name(), plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
+  }
   if (cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
     PlanChoice c{cfg.plan.fuse, gpu && cfg.plan.precision != Precision::Auto ? cfg.plan.precision : Precision::Fp32,
                  RnnAlgo::Standard};

@@ -146,10 +146,18 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     t.device = engine->device_name();
     const double lr = cfg.train.optimizer.learning_rate;
     LossValue l;
-    for (int64_t i = 0; i < warmup; ++i) l = engine->train_step(batch, lr, {});
+    // As training without metrics runs: steps enqueued back to back, losses collected as they finish.
+    auto run = [&](int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        engine->enqueue_train_step(batch, lr);
+        for (const LossValue& v : engine->collect_losses(false)) l = v;
+      }
+      for (const LossValue& v : engine->collect_losses(true)) l = v;
+    };
+    run(warmup);
     for (int64_t r = 0; r < repeats; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < steps; ++i) l = engine->train_step(batch, lr, {});
+      run(steps);
       const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
       t.ms.push_back(dt.count() / static_cast<double>(steps));
       log_debug("candidate {} repeat {}: {:.4f} ms/step, loss {:.6g}", choice.name(), r, t.ms.back(), l.mean());

@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/batch.h"
@@ -21,6 +22,14 @@ class Engine {
   virtual std::string device_name() const = 0;
   // One optimizer step on the batch; updates the metrics with the batch's predictions.
   virtual LossValue train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) = 0;
+  // The same step without waiting for a device (no metrics: they need the predictions on the host).
+  // collect_losses() returns the losses of the steps enqueued since its last call, oldest first: those
+  // finished, or all of them when wait. The defaults run train_step() at once.
+  virtual void enqueue_train_step(const Batch& batch, double lr) { done_.push_back(train_step(batch, lr, {})); }
+  virtual std::vector<LossValue> collect_losses(bool wait) {
+    (void)wait;
+    return std::exchange(done_, {});
+  }
   // Loss and metrics without updating anything (inference mode: no dropout).
   virtual LossValue eval_step(const Batch& batch, const std::vector<Metric*>& metrics) = 0;
   // Model output for the batch's inputs (inference mode).
@@ -34,6 +43,9 @@ class Engine {
   // update. The gradients land in host_params()'s grads (values unchanged); pred and dx (when not
   // null) receive the output and the gradient w.r.t. feature inputs (empty for token ids).
   virtual LossValue gradients(const Batch& batch, Tensor* pred, Tensor* dx) = 0;
+
+ private:
+  std::vector<LossValue> done_;  // the default enqueue_train_step's results
 };
 
 // Builds the engine for cfg.device: cpu; cuda (a UsageError saying why when this build has no CUDA

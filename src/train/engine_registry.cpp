@@ -55,6 +55,20 @@ class CudaEngine final : public Engine {
     return {l.sum, l.count};
   }
 
+  void enqueue_train_step(const Batch& b, double lr) override {
+    check_targets(b);
+    const int64_t t = opt_.iterations() + 1;
+    session_.enqueue_train_step(b, lr, t, rng_);
+    opt_.set_iterations(t);
+    stale_ = true;
+  }
+
+  std::vector<LossValue> collect_losses(bool wait) override {
+    std::vector<LossValue> out;
+    for (const cuda::StepLoss& l : session_.collect(wait)) out.push_back({l.sum, l.count});
+    return out;
+  }
+
   LossValue eval_step(const Batch& b, const std::vector<Metric*>& metrics) override {
     check_targets(b);
     Tensor pred, mask;

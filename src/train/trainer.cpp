@@ -300,20 +300,31 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     Progress progress(epoch, cfg.train.epochs, steps, opt.progress);
     double sum = 0.0, count = 0.0;
     double lr = schedule.lr(optimizer.iterations());
+    int64_t done = 0;  // steps whose loss has been seen
+    auto take = [&](const LossValue& lv) {
+      if (!std::isfinite(lv.sum))
+        throw RuntimeError(fmt::format("epoch {} step {}: the loss is {}; lower train.optimizer.learning_rate, "
+                                       "add clipnorm, or check the data for extreme values", epoch + 1, done + 1, lv.sum));
+      const int64_t end = std::min(n, (done + 1) * bs);
+      sum += lv.mean() * static_cast<double>(end - done * bs);  // as Keras' loss tracker: batch means weighted by size
+      count += static_cast<double>(end - done * bs);
+      ++done;
+      std::vector<std::pair<std::string, double>> shown{{"loss", sum / count}};
+      for (auto* m : ms) shown.emplace_back(m->name(), m->result());
+      progress.update(done, end, shown);
+    };
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t b = s * bs;
       rows.assign(order.begin() + b, order.begin() + std::min(n, b + bs));
       lr = schedule.lr(optimizer.iterations());
-      LossValue lv = engine->train_step(data.train.gather(rows), lr, ms);
-      if (!std::isfinite(lv.sum))
-        throw RuntimeError(fmt::format("epoch {} step {}: the loss is {}; lower train.optimizer.learning_rate, "
-                                       "add clipnorm, or check the data for extreme values", epoch + 1, s + 1, lv.sum));
-      sum += lv.mean() * rows.size();  // as Keras' loss tracker: batch means weighted by batch size
-      count += rows.size();
-      std::vector<std::pair<std::string, double>> shown{{"loss", sum / count}};
-      for (auto* m : ms) shown.emplace_back(m->name(), m->result());
-      progress.update(s + 1, std::min(n, b + bs), shown);
+      if (ms.empty()) {  // no metrics to update: the GPU runs ahead, losses are read back as they finish
+        engine->enqueue_train_step(data.train.gather(rows), lr);
+        for (const LossValue& lv : engine->collect_losses(false)) take(lv);
+      } else {
+        take(engine->train_step(data.train.gather(rows), lr, ms));
+      }
     }
+    for (const LossValue& lv : engine->collect_losses(true)) take(lv);
     const double secs = progress.finish();
 
     Logs logs{{"loss", sum / count}, {"learning_rate", lr}};

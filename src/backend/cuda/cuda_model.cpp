@@ -59,11 +59,13 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
           if (rnn_cell(spec.layers[j])) firsts.push_back(first[j]);
         }
         stages_.push_back(make_cudnn_stack_stage(env, layers, input, firsts));
+        names_.push_back("cudnn " + names);
         summary_ += fmt::format("  cudnn stack ({} layers): {}\n", st.rnn_layers, names);
         continue;
       }
       case StageKind::GenericRnn:
         stages_.push_back(make_generic_rnn_stage(env, l, input, first[i]));
+        names_.push_back("generic " + names);
         summary_ += fmt::format("  generic rnn: {} ({})\n", names, st.why_generic);
         continue;
       case StageKind::Layer: break;
@@ -82,6 +84,7 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
         break;
       default: throw RuntimeError(fmt::format("internal: layer '{}' is recurrent but outside a recurrent stage", l.name));
     }
+    names_.push_back(names);
     summary_ += fmt::format("  layer: {}\n", names);
   }
   for (auto& s : stages_) s->reserve(store_);
@@ -97,7 +100,7 @@ DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
   check_input_batch(spec_.layers[0], x);
   const int64_t B = x.dim(0), T = x.dim(1);
   cudaStream_t st = gpu_.stream();
-  copy_to_device(x_.ensure(x.numel()), x.ptr(), sizeof(float) * x.numel(), st);
+  float* xd = static_cast<float*>(x_up_.put(x.ptr(), sizeof(float) * x.numel()));
 
   MaskState mask;
   if (!b.lengths.empty()) {
@@ -115,9 +118,14 @@ DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
     mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;
   }
 
+  Profiler& prof = gpu_.profiler();
+  prof.mark("upload (and host gaps)");
   const RunInfo run{training, &rng, &b};
-  DevTensor cur{x_.get(), x.shape};
-  for (auto& s : stages_) cur = s->forward(cur, mask, run);
+  DevTensor cur{xd, x.shape};
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    cur = stages_[i]->forward(cur, mask, run);
+    prof.mark(names_[i] + " forward");
+  }
   out_mask_ = cur.shape.size() == 3 ? mask : MaskState{};
   return cur;
 }
@@ -127,6 +135,7 @@ DevTensor CudaModel::backward(const DevTensor& dy, bool need_input_grad) {
   for (size_t i = stages_.size(); i-- > 0;) {
     const bool need_dx = i > 0 || (need_input_grad && !token_input_);
     g = stages_[i]->backward(g, need_dx);
+    gpu_.profiler().mark(names_[i] + " backward");
     if (!g.ptr) break;
   }
   return g;

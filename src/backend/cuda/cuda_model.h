@@ -35,8 +35,9 @@ class CudaModel {
   const ModelSpec& spec_;
   ParamStore store_;
   std::vector<std::unique_ptr<DeviceStage>> stages_;
+  std::vector<std::string> names_;  // per stage, for the profiler
   bool token_input_ = false;
-  DeviceBuffer<float> x_{"model input"};
+  Uploader x_up_{gpu_};  // the batch's inputs
   DeviceBuffer<uint8_t> mask_{"batch mask"};
   MaskState out_mask_;
   std::string summary_;

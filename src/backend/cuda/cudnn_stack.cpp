@@ -33,7 +33,7 @@ class CudnnStackStage final : public DeviceStage {
   DevTensor backward(const DevTensor& dy, bool need_dx) override;
 
  private:
-  void set_lengths(MaskState& mask, int64_t B, int64_t T);
+  bool set_lengths(MaskState& mask, int64_t B, int64_t T);
   void set_descriptors(int64_t B, int64_t T);
   void set_rnn(RnnDesc& d, cudnnRNNAlgo_t algo, cudnnRNNMode_t mode);
   std::vector<std::vector<CudnnSlot>> slots(cudnnRNNDescriptor_t d, const void* base);
@@ -85,6 +85,8 @@ class CudnnStackStage final : public DeviceStage {
   DeviceBuffer<uint8_t> dhyc_{"cuDNN state gradient"}, dxc_{"cuDNN input gradient"};
   DeviceBuffer<uint8_t> work_{"cuDNN workspace"}, reserve_{"cuDNN reserve space"};
   size_t work_bytes_ = 0, reserve_bytes_ = 0;
+  int64_t desc_T_ = -1;  // the T the data descriptors were set for (with lens_)
+  std::pair<cudnnRNNDescriptor_t, cudnnForwardMode_t> sizes_for_{};  // what work/reserve_bytes_ are for
 };
 
 CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const LayerSpec*>& layers, int64_t input,
@@ -211,7 +213,10 @@ void CudnnStackStage::place(ParamStore& store) {
   }
 }
 
-void CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
+// Returns whether the lengths (or B, T) differ from the previous call's: only then are the
+// descriptors set again and cuDNN asked for its temp space sizes (both cost host time per call).
+bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
+  const std::vector<int32_t> before = lens_;
   lens_.assign(B, static_cast<int32_t>(T));
   if (mask.present()) {
     const std::vector<uint8_t>& m = mask.on_host(gpu_);
@@ -227,6 +232,8 @@ void CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
       lens_[b] = static_cast<int32_t>(len);
     }
   }
+  if (lens_ == before && T == desc_T_) return false;
+  desc_T_ = T;
   cudnn_lens_ = lens_;
   padded_ = empty_ = false;
   for (int32_t& l : cudnn_lens_) {
@@ -236,6 +243,7 @@ void CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
   }
   copy_to_device(lens_dev_.ensure(B), lens_.data(), sizeof(int32_t) * B, gpu_.stream());
   copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+  return true;
 }
 
 void CudnnStackStage::set_descriptors(int64_t B, int64_t T) {
@@ -270,8 +278,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   const int64_t B = x.dim(0), T = x.dim(1), DH = D_ * H_;
   cudaStream_t st = gpu_.stream();
   B_ = B, T_ = T, x_ = x, training_ = run.training;
-  set_lengths(mask, B, T);
-  set_descriptors(B, T);
+  if (set_lengths(mask, B, T)) set_descriptors(B, T), sizes_for_ = {};
   desc_ = persist_ && !padded_ ? persist_desc_.get() : std_desc_.get();
 
   x_in_ = x.ptr;
@@ -284,8 +291,11 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   xc_in_ = to_cudnn(x_in_, xc_, I_);
 
   const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
-  CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), desc_, fmode, x_desc_.get(), &work_bytes_, &reserve_bytes_));
-  if (!run.training) reserve_bytes_ = 0;
+  if (sizes_for_ != std::pair{desc_, fmode}) {
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), desc_, fmode, x_desc_.get(), &work_bytes_, &reserve_bytes_));
+    if (!run.training) reserve_bytes_ = 0;
+    sizes_for_ = {desc_, fmode};
+  }
   work_.ensure(static_cast<int64_t>(work_bytes_));
   reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
   const int64_t es = static_cast<int64_t>(esize_);

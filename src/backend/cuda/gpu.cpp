@@ -4,6 +4,8 @@
 #include "backend/cuda/session.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -39,18 +41,116 @@ std::string device_description() {
 
 Gpu::Gpu() {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&cublas_));
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Strict FP32 (the default math mode never rounds FP32 GEMMs to TF32), so results track the CPU.
   CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   CUDNN_CHECK(cudnnCreate(&cudnn_));
   CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+  profiler_ = std::make_unique<Profiler>(stream_);
+}
+
+Profiler::Profiler(cudaStream_t s) : stream_(s) {
+  const char* v = std::getenv("RNNTRAIN_PROFILE");
+  on_ = v && *v && std::string(v) != "0";
+}
+
+void Profiler::record(const std::string& phase) {
+  if (!start_) {
+    CUDA_CHECK(cudaEventCreate(&start_));
+    CUDA_CHECK(cudaEventRecord(start_, stream_));
+    wall0_ = std::chrono::steady_clock::now();
+  }
+  if (pool_.size() <= marks_.size()) {
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    pool_.push_back(e);
+  }
+  cudaEvent_t e = pool_[marks_.size()];
+  CUDA_CHECK(cudaEventRecord(e, stream_));
+  marks_.emplace_back(phase, e);
+}
+
+void Profiler::end_step() {
+  if (!on_ || marks_.empty()) return;
+  CUDA_CHECK(cudaEventSynchronize(marks_.back().second));
+  cudaEvent_t prev = start_;
+  for (auto& [phase, e] : marks_) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, prev, e));
+    if (!ms_.count(phase)) order_.push_back(phase);
+    ms_[phase] += ms;
+    prev = e;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  wall_ms_ += std::chrono::duration<double, std::milli>(now - wall0_).count();
+  wall0_ = now;
+  CUDA_CHECK(cudaEventRecord(start_, stream_));  // the next step's time starts here (host gaps included)
+  marks_.clear();
+  ++steps_;
+}
+
+Profiler::~Profiler() {
+  if (on_ && steps_ > 0) {
+    std::string table = fmt::format("profile: {} steps, wall {:.3f} ms/step; GPU time per step by phase:", steps_,
+                                    wall_ms_ / static_cast<double>(steps_));
+    double total = 0;
+    for (const std::string& p : order_) {
+      table += fmt::format("\n  {:<40} {:9.3f} ms", p, ms_[p] / static_cast<double>(steps_));
+      total += ms_[p];
+    }
+    table += fmt::format("\n  {:<40} {:9.3f} ms (between the step's first and last marks, host gaps included)", "total",
+                         total / static_cast<double>(steps_));
+    log_info("{}", table);
+  }
+  if (start_) CUDA_LOG(cudaEventDestroy(start_));
+  for (cudaEvent_t e : pool_) CUDA_LOG(cudaEventDestroy(e));
+}
+
+void* Uploader::put(const void* src, size_t bytes) {
+  Slot& other = slots_[next_ ^ 1];
+  if (other.active) CUDA_CHECK(cudaEventRecord(other.used, gpu_.stream()));  // the step that read it, and all before
+  Slot& s = slots_[next_];
+  next_ ^= 1;
+  if (!s.copied) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.used, cudaEventDisableTiming));
+  }
+  if (s.active) CUDA_CHECK(cudaEventSynchronize(s.copied));  // the pinned buffer is free again
+  if (bytes > s.cap) {
+    if (s.active) CUDA_CHECK(cudaEventSynchronize(s.used));  // the device buffer is about to be freed
+    if (s.pinned) CUDA_CHECK(cudaFreeHost(s.pinned));
+    s.pinned = nullptr;
+    CUDA_CHECK(cudaMallocHost(&s.pinned, bytes));
+    s.cap = bytes;
+  }
+  uint8_t* dev = s.dev.ensure(static_cast<int64_t>(bytes));
+  if (bytes) std::memcpy(s.pinned, src, bytes);
+  if (s.active) CUDA_CHECK(cudaStreamWaitEvent(gpu_.copy_stream(), s.used, 0));
+  CUDA_CHECK(cudaMemcpyAsync(dev, s.pinned, bytes, cudaMemcpyHostToDevice, gpu_.copy_stream()));
+  CUDA_CHECK(cudaEventRecord(s.copied, gpu_.copy_stream()));
+  CUDA_CHECK(cudaStreamWaitEvent(gpu_.stream(), s.copied, 0));
+  s.active = true;
+  return dev;
+}
+
+Uploader::~Uploader() {
+  for (Slot& s : slots_) {
+    if (s.copied) CUDA_LOG(cudaEventSynchronize(s.copied));
+    if (s.copied) CUDA_LOG(cudaEventDestroy(s.copied));
+    if (s.used) CUDA_LOG(cudaEventDestroy(s.used));
+    if (s.pinned) CUDA_LOG(cudaFreeHost(s.pinned));
+  }
 }
 
 Gpu::~Gpu() {
+  profiler_.reset();
   if (stream_) CUDA_LOG(cudaStreamSynchronize(stream_));
   if (cudnn_) CUDNN_LOG(cudnnDestroy(cudnn_));
   if (cublas_) CUBLAS_LOG(cublasDestroy(cublas_));
+  if (copy_stream_) CUDA_LOG(cudaStreamSynchronize(copy_stream_));
+  if (copy_stream_) CUDA_LOG(cudaStreamDestroy(copy_stream_));
   if (stream_) CUDA_LOG(cudaStreamDestroy(stream_));
 }
 

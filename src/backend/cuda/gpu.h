@@ -1,8 +1,12 @@
 // The per-engine GPU context (one stream, the cuBLAS and cuDNN handles bound to it, a vector of
 // ones for column sums) and move-only RAII owners of cuDNN descriptors. Nothing here computes.
 #pragma once
+#include <chrono>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_buffer.h"
@@ -12,6 +16,32 @@ namespace rnntrain::cuda {
 // "NVIDIA H200 (cc 9.0, driver 13.0, runtime 13.0, cuDNN 9.14.0)".
 std::string device_description();
 
+// Where a training step's GPU time goes (RNNTRAIN_PROFILE=1): CUDA events between marks, summed per
+// phase and printed (with the wall time per step) when the engine closes. Off: marks cost nothing.
+class Profiler {
+ public:
+  explicit Profiler(cudaStream_t s);
+  ~Profiler();
+  // The GPU time since the previous mark (or the step's start) is charged to `phase`.
+  void mark(const std::string& phase) {
+    if (on_) record(phase);
+  }
+  void end_step();  // syncs (only when on) and adds the step's times
+
+ private:
+  void record(const std::string& phase);
+  bool on_ = false;
+  cudaStream_t stream_;
+  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+  std::vector<cudaEvent_t> pool_;
+  cudaEvent_t start_ = nullptr;
+  std::map<std::string, double> ms_;
+  std::vector<std::string> order_;
+  int64_t steps_ = 0;
+  std::chrono::steady_clock::time_point wall0_;
+  double wall_ms_ = 0;
+};
+
 class Gpu {
  public:
   Gpu();
@@ -20,6 +50,7 @@ class Gpu {
   Gpu& operator=(const Gpu&) = delete;
 
   cudaStream_t stream() const { return stream_; }
+  cudaStream_t copy_stream() const { return copy_stream_; }  // host -> device uploads (Uploader)
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   void sync() const;
@@ -27,13 +58,41 @@ class Gpu {
   void set_tf32(bool on);
   // A device vector of at least n ones (float), for column sums through GEMV.
   const float* ones(int64_t n);
+  Profiler& profiler() { return *profiler_; }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   DeviceBuffer<float> ones_{"vector of ones"};
   int64_t ones_n_ = 0;
+  std::unique_ptr<Profiler> profiler_;
+};
+
+// Batches to the device without stalling either side: put() copies host data into a pinned buffer
+// and uploads it on the copy stream into one of two device buffers, and makes the compute stream wait
+// for the copy. A buffer is rewritten only after the compute work enqueued before the following put()
+// (the step that read it) is done, so the upload of step n+1 overlaps the end of step n, and the host
+// never waits for the compute stream. Each put() returns memory valid until the put() after next.
+class Uploader {
+ public:
+  explicit Uploader(Gpu& gpu) : gpu_(gpu) {}
+  ~Uploader();
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+  void* put(const void* src, size_t bytes);
+
+ private:
+  struct Slot {
+    DeviceBuffer<uint8_t> dev{"uploaded batch"};
+    void* pinned = nullptr;
+    size_t cap = 0;
+    cudaEvent_t copied = nullptr, used = nullptr;
+    bool active = false;  // copied and used have been recorded
+  };
+  Gpu& gpu_;
+  Slot slots_[2];
+  int next_ = 0;
 };
 
 // Owns one cuDNN descriptor of type D, created with C and destroyed with X.

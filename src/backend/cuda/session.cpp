@@ -3,6 +3,7 @@
 #include "backend/cuda/session.h"
 
 #include <cmath>
+#include <deque>
 
 #include <fmt/format.h>
 
@@ -30,7 +31,9 @@ struct Session::Impl {
   }
 
   // scaled: the gradient is multiplied by the optimizer's loss scale (train steps; off for gradients()).
-  StepLoss loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out, bool scaled = false);
+  // host_sum: where the loss sum is copied (pinned memory, not waited for), or null to wait for it.
+  StepLoss loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out, bool scaled = false,
+                double* host_sum = nullptr);
   void to_host(const DevTensor& d, Tensor* out) {
     if (!out) return;
     *out = Tensor(d.shape);
@@ -43,11 +46,36 @@ struct Session::Impl {
   Gpu gpu;
   CudaModel model;
   DeviceOptimizer opt;
-  DeviceBuffer<float> target{"targets"}, dpred{"loss gradient"};
+  Uploader target_up{gpu};
+  DeviceBuffer<float> dpred{"loss gradient"};
   DeviceBuffer<double> sum{"loss sum"};
+  // Enqueued steps: pinned slots for their loss sums, an event each, and the queue (oldest first).
+  struct Pending {
+    int slot;
+    double count;
+  };
+  double* sums_host = nullptr;
+  cudaEvent_t done[kInFlight] = {};
+  std::deque<Pending> pending;
+  std::vector<StepLoss> collected;  // waited for early (queue full), not yet returned
+  int next_slot = 0;
+  ~Impl() {
+    for (cudaEvent_t e : done)
+      if (e) CUDA_LOG(cudaEventDestroy(e));
+    if (sums_host) CUDA_LOG(cudaFreeHost(sums_host));
+  }
+  StepLoss finish_oldest();
 };
 
-StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out, bool scaled) {
+StepLoss Session::Impl::finish_oldest() {
+  const Pending p = pending.front();
+  pending.pop_front();
+  CUDA_CHECK(cudaEventSynchronize(done[p.slot]));
+  return StepLoss{sums_host[p.slot], p.count};
+}
+
+StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, Tensor* mask_out, bool scaled,
+                             double* host_sum) {
   const LossSpec& spec = cfg.train.loss;
   const bool sparse = spec.kind == LossKind::SparseCategoricalCrossentropy;
   const int64_t K = pred.dim(-1), N = pred.numel() / K;
@@ -75,11 +103,11 @@ StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, T
     }
   }
   cudaStream_t st = gpu.stream();
-  copy_to_device(target.ensure(y.numel()), y.ptr(), sizeof(float) * y.numel(), st);
+  const float* yd = static_cast<const float*>(target_up.put(y.ptr(), sizeof(float) * y.numel()));
   k::LossArgs a;
   a.kind = static_cast<int>(spec.kind);
   a.from_logits = spec.from_logits, a.delta = spec.delta, a.label_smoothing = spec.label_smoothing;
-  a.pred = pred.ptr, a.target = target.get(), a.sparse = sparse;
+  a.pred = pred.ptr, a.target = yd, a.sparse = sparse;
   a.mask = mask ? m.dev : nullptr;
   a.n = N, a.k = K;
   a.gscale = count > 0 ? 1.0 / count : 0.0;
@@ -92,9 +120,13 @@ StepLoss Session::Impl::loss(const DevTensor& pred, const Batch& b, bool grad, T
   CUDA_CHECK(cudaMemsetAsync(a.sum, 0, sizeof(double), st));
   k::loss(a, st);
   StepLoss out;
-  copy_to_host(&out.sum, a.sum, sizeof(double), st);
-  gpu.sync();
   out.count = count;
+  if (host_sum) {
+    CUDA_CHECK(cudaMemcpyAsync(host_sum, a.sum, sizeof(double), cudaMemcpyDeviceToHost, st));
+  } else {
+    copy_to_host(&out.sum, a.sum, sizeof(double), st);
+    gpu.sync();
+  }
   if (mask_out) {
     *mask_out = Tensor();
     if (mask) {
@@ -116,9 +148,48 @@ StepLoss Session::train_step(const Batch& b, double lr, int64_t t, Rng& rng, Ten
   const DevTensor out = s.model.forward(b, true, rng);
   const StepLoss l = s.loss(out, b, true, mask, true);
   s.to_host(out, pred);
+  s.gpu.profiler().mark("loss (and readback)");
   s.model.backward(DevTensor{s.dpred.get(), out.shape}, false);
   s.opt.step(lr, t);
+  s.gpu.profiler().mark("optimizer");
+  s.gpu.profiler().end_step();
   return l;
+}
+
+void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng) {
+  Impl& s = *impl_;
+  if (!s.sums_host) {
+    CUDA_CHECK(cudaMallocHost(&s.sums_host, sizeof(double) * kInFlight));
+    for (cudaEvent_t& e : s.done) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  if (static_cast<int>(s.pending.size()) == kInFlight) s.collected.push_back(s.finish_oldest());
+  const int slot = s.next_slot;
+  s.next_slot = (slot + 1) % kInFlight;
+  s.model.store().zero_grad();
+  const DevTensor out = s.model.forward(b, true, rng);
+  const StepLoss l = s.loss(out, b, true, nullptr, true, s.sums_host + slot);
+  s.gpu.profiler().mark("loss");
+  s.model.backward(DevTensor{s.dpred.get(), out.shape}, false);
+  s.opt.step(lr, t);
+  CUDA_CHECK(cudaEventRecord(s.done[slot], s.gpu.stream()));
+  s.pending.push_back({slot, l.count});
+  s.gpu.profiler().mark("optimizer");
+  s.gpu.profiler().end_step();
+}
+
+std::vector<StepLoss> Session::collect(bool wait) {
+  Impl& s = *impl_;
+  std::vector<StepLoss> out = std::move(s.collected);
+  s.collected.clear();
+  while (!s.pending.empty()) {
+    if (!wait) {
+      const cudaError_t e = cudaEventQuery(s.done[s.pending.front().slot]);
+      if (e == cudaErrorNotReady) break;
+      CUDA_CHECK(e);
+    }
+    out.push_back(s.finish_oldest());
+  }
+  return out;
 }
 
 StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {

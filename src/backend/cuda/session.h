@@ -36,6 +36,13 @@ class Session {
   // One optimizer step at step t (1-based) with learning rate lr. pred and mask (when not null)
   // receive the predictions and the output mask ([B, T] of 0/1, or left empty) on the host.
   StepLoss train_step(const Batch& b, double lr, int64_t t, Rng& rng, Tensor* pred, Tensor* mask);
+  // The same step without waiting for the GPU: its loss is copied to host memory when the GPU gets
+  // there, and collect() returns it. At most kInFlight steps wait to be collected; enqueueing
+  // another first waits for the oldest (its loss is kept for collect()).
+  static constexpr int kInFlight = 8;
+  void enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng);
+  // The losses of enqueued steps, oldest first: those the GPU has finished, or all of them when wait.
+  std::vector<StepLoss> collect(bool wait);
   // Inference mode (no dropout), no update.
   StepLoss eval_step(const Batch& b, Tensor* pred, Tensor* mask);
   Tensor predict(const Batch& b);
