@@ -7,8 +7,10 @@
 // The stack's FP32 master weights are a range of the ParamStore laid out element for element like
 // cuDNN's weight space (layout/weight_layout.cpp maps the Keras weights into it); in half precision
 // each forward casts them into a half weight space and backward adds the half gradients back.
-// Around the cuDNN calls: batch-major <-> time-major conversion (and the cast), the first layer's
-// input dropout, the last layer's merge mode or last-step output, padded-step fixes.
+// Around the cuDNN calls: batch-major <-> time-major conversion (and the cast) where needed (half
+// precision, persist_static; FP32 standard runs on batch-major arrays directly), the first layer's
+// input dropout, the last layer's merge mode or last-step output, padded-step fixes. The cuDNN
+// workspace and the backward conversion buffers are scratch shared by all stacks (Gpu::scratch).
 #include <fmt/format.h>
 
 #include "backend/cuda/kernels.h"
@@ -37,8 +39,8 @@ class CudnnStackStage final : public DeviceStage {
   void set_descriptors(int64_t B, int64_t T);
   void set_rnn(RnnDesc& d, cudnnRNNAlgo_t algo, cudnnRNNMode_t mode);
   std::vector<std::vector<CudnnSlot>> slots(cudnnRNNDescriptor_t d, const void* base);
-  // [B, T, F] fp32 -> [T, B, F] in the stack's data type, into buf; and back.
-  void* to_cudnn(const float* x, DeviceBuffer<uint8_t>& buf, int64_t F);
+  // [B, T, F] fp32 -> [T, B, F] in the stack's data type, into buf (x itself when direct_); and back.
+  const void* to_cudnn(const float* x, void* buf, int64_t F);
   void from_cudnn(const void* c, float* out, int64_t F);
   const void* weights();  // cuDNN's weight space for this forward
 
@@ -53,6 +55,7 @@ class CudnnStackStage final : public DeviceStage {
   int64_t L_ = 0, D_ = 1, I_ = 0, H_ = 0;
   double between_dropout_ = 0.0, input_dropout_ = 0.0;
   bool half_ = false, persist_ = false;
+  bool direct_ = true;  // cuDNN reads and writes the batch-major FP32 arrays themselves (FP32 standard)
   int etype_ = k::kF32;  // the cuDNN side's element type
   cudnnDataType_t dtype_ = CUDNN_DATA_FLOAT;
   size_t esize_ = 4;
@@ -78,12 +81,14 @@ class CudnnStackStage final : public DeviceStage {
   DevTensor x_;
   DeviceBuffer<float> in_mask_{"input dropout mask"}, x_drop_{"stack input"};
   DeviceBuffer<float> y_{"stack output (all directions)"}, hy_{"cuDNN final states"}, out_{"stack output"};
+  DeviceBuffer<float> fixed_{"stack output"};
+  const void* yc_used_ = nullptr;  // cuDNN's y of the last forward
   DeviceBuffer<float> dy_{"cuDNN output gradient"}, dy2_{"cuDNN output gradient"}, dhy_{"cuDNN state gradient"};
   DeviceBuffer<float> dx_{"stack input gradient"};
   // cuDNN-side arrays (time-major, the stack's type)
-  DeviceBuffer<uint8_t> xc_{"cuDNN input"}, yc_{"cuDNN output"}, hyc_{"cuDNN final states"}, dyc_{"cuDNN output gradient"};
-  DeviceBuffer<uint8_t> dhyc_{"cuDNN state gradient"}, dxc_{"cuDNN input gradient"};
-  DeviceBuffer<uint8_t> work_{"cuDNN workspace"}, reserve_{"cuDNN reserve space"};
+  DeviceBuffer<uint8_t> xc_{"cuDNN input"}, yc_{"cuDNN output"}, hyc_{"cuDNN final states"};
+  DeviceBuffer<uint8_t> dhyc_{"cuDNN state gradient"};
+  DeviceBuffer<uint8_t> reserve_{"cuDNN reserve space"};
   size_t work_bytes_ = 0, reserve_bytes_ = 0;
   int64_t desc_T_ = -1;  // the T the data descriptors were set for (with lens_)
   std::pair<cudnnRNNDescriptor_t, cudnnForwardMode_t> sizes_for_{};  // what work/reserve_bytes_ are for
@@ -123,6 +128,7 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   if (env.precision == Precision::Tf32) math_ = CUDNN_DEFAULT_MATH;
   if (half_) math_ = CUDNN_TENSOR_OP_MATH;
   persist_ = env.algo == RnnAlgo::PersistStatic;
+  direct_ = !half_ && !persist_;
 
   cudnnHandle_t h = gpu_.cudnn();
   if (between_dropout_ > 0.0) {
@@ -248,19 +254,21 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
 
 void CudnnStackStage::set_descriptors(int64_t B, int64_t T) {
   const int b = static_cast<int>(B), t = static_cast<int>(T);
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, b,
-                                        static_cast<int>(I_), cudnn_lens_.data(), &pad_fill_));
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, t, b,
-                                        static_cast<int>(D_ * H_), cudnn_lens_.data(), &pad_fill_));
+  const cudnnRNNDataLayout_t layout =
+      direct_ ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_.get(), dtype_, layout, t, b, static_cast<int>(I_), cudnn_lens_.data(),
+                                        &pad_fill_));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_.get(), dtype_, layout, t, b, static_cast<int>(D_ * H_),
+                                        cudnn_lens_.data(), &pad_fill_));
   const int dims[3] = {static_cast<int>(L_ * D_), b, static_cast<int>(H_)};
   const int strides[3] = {static_cast<int>(B * H_), static_cast<int>(H_), 1};
   CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_.get(), dtype_, 3, dims, strides));
 }
 
-void* CudnnStackStage::to_cudnn(const float* x, DeviceBuffer<uint8_t>& buf, int64_t F) {
-  void* c = buf.ensure(B_ * T_ * F * static_cast<int64_t>(esize_));
-  k::swap01_from_f32(x, c, etype_, B_, T_, F, gpu_.stream());
-  return c;
+const void* CudnnStackStage::to_cudnn(const float* x, void* buf, int64_t F) {
+  if (direct_) return x;
+  k::swap01_from_f32(x, buf, etype_, B_, T_, F, gpu_.stream());
+  return buf;
 }
 
 void CudnnStackStage::from_cudnn(const void* c, float* out, int64_t F) {
@@ -288,7 +296,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     k::mul_per_sequence(x.ptr, in_mask_.get(), x_drop_.ensure(B * T * I_), B, T, I_, st);
     x_in_ = x_drop_.get();
   }
-  xc_in_ = to_cudnn(x_in_, xc_, I_);
+  xc_in_ = to_cudnn(x_in_, direct_ ? nullptr : xc_.ensure(B * T * I_ * static_cast<int64_t>(esize_)), I_);
 
   const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   if (sizes_for_ != std::pair{desc_, fmode}) {
@@ -296,25 +304,31 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     if (!run.training) reserve_bytes_ = 0;
     sizes_for_ = {desc_, fmode};
   }
-  work_.ensure(static_cast<int64_t>(work_bytes_));
+  void* work = gpu_.scratch(0, work_bytes_);
   reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
   const int64_t es = static_cast<int64_t>(esize_);
-  void* yc = yc_.ensure(B * T * DH * es);
+  void* yc = direct_ ? static_cast<void*>(y_.ensure(B * T * DH)) : static_cast<void*>(yc_.ensure(B * T * DH * es));
+  yc_used_ = yc;
   float* hy = hy_.ensure(L_ * D_ * B * H_);
   void* hyc = half_ ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
   CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
                               yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
-                              work_bytes_, work_.get(), reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
+                              work_bytes_, work, reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
   if (half_) k::from_half(hyc, hy, L_ * D_ * B * H_, etype_ == k::kBF16, false, st);
 
   if (last_seq_) {
-    float* y = y_.ensure(B * T * DH);
-    from_cudnn(yc, y, DH);
-    cat_ = y;
+    float* y = static_cast<float*>(yc);
+    if (!direct_) from_cudnn(yc, y = y_.ensure(B * T * DH), DH);
     if (padded_) {
       // Keras: a plain layer repeats its last state over masked steps; Bidirectional outputs zeros there.
+      // (Direct: cuDNN's y stays untouched for backward; the output is a fixed copy.)
+      if (direct_) {
+        y = fixed_.ensure(B * T * DH);
+        CUDA_CHECK(cudaMemcpyAsync(y, yc, sizeof(float) * B * T * DH, cudaMemcpyDeviceToDevice, st));
+      }
       k::fix_padded_outputs(y, B, T, DH, lens_dev_.get(), !bidir_, st);
     }
+    cat_ = y;
     if (!bidir_ || merge_ == MergeMode::Concat) return DevTensor{const_cast<float*>(cat_), {B, T, DH}};
     float* out = out_.ensure(B * T * H_);
     k::merge_dirs(static_cast<int>(merge_), B * T, H_, cat_, DH, cat_ + H_, DH, out, st);
@@ -349,9 +363,9 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
       k::prepare_padded_grads(src, d, B, T, DH, lens_dev_.get(), !bidir_, st);
       src = d;
     }
-    dyc = to_cudnn(src, dyc_, DH);
+    dyc = const_cast<void*>(to_cudnn(src, gpu_.scratch(1, B * T * DH * esize_), DH));
   } else {
-    dyc = dyc_.ensure(B * T * DH * es);
+    dyc = gpu_.scratch(1, B * T * DH * esize_);
     CUDA_CHECK(cudaMemsetAsync(dyc, 0, B * T * DH * es, st));  // zero bits are 0 in every type
     float* dhy = dhy_.ensure(L_ * D_ * B * H_);
     CUDA_CHECK(cudaMemsetAsync(dhy, 0, sizeof(float) * L_ * D_ * B * H_, st));
@@ -371,11 +385,12 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     }
   }
 
-  void* dxc = dxc_.ensure(B * T * I_ * es);
+  void* dxc = direct_ ? static_cast<void*>(dx_.ensure(B * T * I_)) : gpu_.scratch(2, B * T * I_ * esize_);
+  void* work = gpu_.scratch(0, work_bytes_);
   const void* w = half_ ? static_cast<const void*>(wh_.get()) : static_cast<const void*>(store_.w() + w_off_);
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_dev_.get(), y_desc_.get(), yc_.get(), dyc,
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_dev_.get(), y_desc_.get(), yc_used_, dyc,
                                       x_desc_.get(), dxc, h_desc_.get(), nullptr, dhyc, nullptr, h_desc_.get(), nullptr,
-                                      nullptr, nullptr, w_bytes_, w, work_bytes_, work_.get(), reserve_bytes_,
+                                      nullptr, nullptr, w_bytes_, w, work_bytes_, work, reserve_bytes_,
                                       reserve_.get()));
   // cuDNN only accumulates weight gradients: into the FP32 gradient buffer, which the engine zeroes
   // before each step, or into a zeroed half buffer that is then added to it.
@@ -385,12 +400,12 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     CUDA_CHECK(cudaMemsetAsync(dw, 0, w_bytes_, st));
   }
   CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), desc_, CUDNN_WGRAD_MODE_ADD, cudnn_lens_dev_.get(),
-                                         x_desc_.get(), xc_in_, h_desc_.get(), nullptr, y_desc_.get(), yc_.get(),
-                                         w_bytes_, dw, work_bytes_, work_.get(), reserve_bytes_, reserve_.get()));
+                                         x_desc_.get(), xc_in_, h_desc_.get(), nullptr, y_desc_.get(), yc_used_,
+                                         w_bytes_, dw, work_bytes_, work, reserve_bytes_, reserve_.get()));
   if (half_) k::from_half(dw, store_.g() + w_off_, w_elems_, etype_ == k::kBF16, true, st);
   if (!need_dx) return {};
-  float* dx = dx_.ensure(B * T * I_);
-  from_cudnn(dxc, dx, I_);
+  float* dx = static_cast<float*>(dxc);
+  if (!direct_) from_cudnn(dxc, dx = dx_.ensure(B * T * I_), I_);
   if (padded_) k::zero_padded(dx, B, T, I_, lens_dev_.get(), st);  // Keras: masked steps get no gradient
   if (in_drop_) k::mul_per_sequence(dx, in_mask_.get(), dx, B, T, I_, st);
   return DevTensor{dx, x_.shape};

@@ -59,6 +59,9 @@ class Gpu {
   // A device vector of at least n ones (float), for column sums through GEMV.
   const float* ones(int64_t n);
   Profiler& profiler() { return *profiler_; }
+  // Scratch memory shared by the stages (each uses it only within one call): slot 0 cuDNN's workspace,
+  // 1 and 2 the stacks' backward conversion buffers. Grows as needed; contents do not persist.
+  void* scratch(int slot, size_t bytes) { return scratch_[slot].ensure(static_cast<int64_t>(bytes)); }
 
  private:
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
@@ -67,6 +70,8 @@ class Gpu {
   DeviceBuffer<float> ones_{"vector of ones"};
   int64_t ones_n_ = 0;
   std::unique_ptr<Profiler> profiler_;
+  DeviceBuffer<uint8_t> scratch_[3] = {DeviceBuffer<uint8_t>{"cuDNN workspace"}, DeviceBuffer<uint8_t>{"gradient scratch"},
+                                       DeviceBuffer<uint8_t>{"gradient scratch"}};
 };
 
 // Batches to the device without stalling either side: put() copies host data into a pinned buffer

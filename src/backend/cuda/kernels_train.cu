@@ -18,6 +18,51 @@ enum { kSGD = 0, kAdam = 1, kAdamW = 2, kRMSprop = 3, kAdagrad = 4 };
 __device__ inline double clip_prob(double p, double lo, double hi) { return fmin(fmax(p, lo), hi); }
 __device__ inline double sgn(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
+// The per-element losses (MSE, MAE, Huber, binary cross-entropy): one thread per element, so reads
+// are coalesced; each block adds its partial sum of (loss / K) into a.sum.
+__global__ void loss_elem_k(LossArgs a) {
+  const double gs = a.gscale * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
+  const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
+  const int64_t K = a.k;
+  const double inv_k = 1.0 / static_cast<double>(K);
+  double acc = 0.0;
+  GRID_LOOP(e, a.n * K) {
+    const int64_t i = e / K;
+    if (a.mask && !a.mask[i]) continue;
+    const double x = a.pred[e], t = a.target[e];
+    double v, d;
+    if (a.kind == kBinary) {
+      const double y = t * (1.0 - a.label_smoothing) + 0.5 * a.label_smoothing;
+      if (a.from_logits) {
+        v = fmax(x, 0.0) - x * y + log1p(exp(-fabs(x)));
+        const double sg = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+        d = sg - y;
+      } else {
+        const double c = clip_prob(x, lo, hi);
+        v = -(y * log(c) + (1.0 - y) * log(1.0 - c));
+        d = (x >= lo && x <= hi) ? -(y / c - (1.0 - y) / (1.0 - c)) : 0.0;
+      }
+    } else {
+      const double err = x - t;
+      if (a.kind == kMSE) v = err * err, d = 2.0 * err;
+      else if (a.kind == kMAE) v = fabs(err), d = sgn(err);
+      else if (fabs(err) <= a.delta) v = 0.5 * err * err, d = err;
+      else v = a.delta * fabs(err) - 0.5 * a.delta * a.delta, d = a.delta * sgn(err);
+    }
+    acc += v * inv_k;
+    if (a.grad) a.grad[e] = static_cast<float>(d * inv_k * gs);
+  }
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(a.sum, part[0]);
+}
+
+// The per-row losses (categorical and sparse categorical cross-entropy): one thread per row.
 __global__ void loss_k(LossArgs a) {
   const double gs = a.gscale * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
   const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
@@ -26,42 +71,8 @@ __global__ void loss_k(LossArgs a) {
     const int64_t K = a.k;
     const float* p = a.pred + i * K;
     float* g = a.grad ? a.grad + i * K : nullptr;
-    const double inv_k = 1.0 / static_cast<double>(K);
     double l = 0.0;
-    if (a.kind == kMSE || a.kind == kMAE || a.kind == kHuber) {
-      const float* t = a.target + i * K;
-      for (int64_t j = 0; j < K; ++j) {
-        const double e = static_cast<double>(p[j]) - t[j];
-        double v, d;
-        if (a.kind == kMSE) v = e * e, d = 2.0 * e;
-        else if (a.kind == kMAE) v = fabs(e), d = sgn(e);
-        else if (fabs(e) <= a.delta) v = 0.5 * e * e, d = e;
-        else v = a.delta * fabs(e) - 0.5 * a.delta * a.delta, d = a.delta * sgn(e);
-        l += v;
-        if (g) g[j] = static_cast<float>(d * inv_k * gs);
-      }
-      l *= inv_k;
-    } else if (a.kind == kBinary) {
-      const float* t = a.target + i * K;
-      const double ls = a.label_smoothing;
-      for (int64_t j = 0; j < K; ++j) {
-        const double y = t[j] * (1.0 - ls) + 0.5 * ls;
-        const double x = p[j];
-        double v, d;
-        if (a.from_logits) {
-          v = fmax(x, 0.0) - x * y + log1p(exp(-fabs(x)));
-          const double s = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-          d = s - y;
-        } else {
-          const double c = clip_prob(x, lo, hi);
-          v = -(y * log(c) + (1.0 - y) * log(1.0 - c));
-          d = (x >= lo && x <= hi) ? -(y / c - (1.0 - y) / (1.0 - c)) : 0.0;
-        }
-        l += v;
-        if (g) g[j] = static_cast<float>(d * inv_k * gs);
-      }
-      l *= inv_k;
-    } else {
+    {
       // Categorical (dense targets or sparse labels), targets smoothed towards 1/K.
       const float* t = a.sparse ? nullptr : a.target + i * K;
       const int64_t label = a.sparse ? static_cast<int64_t>(a.target[i]) : -1;
@@ -191,7 +202,8 @@ __global__ void optimizer_k(OptArgs a) {
 
 void loss(const LossArgs& a, cudaStream_t s) {
   if (a.n == 0) return;
-  loss_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+  if (a.kind == kCategorical || a.kind == kSparse) loss_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+  else loss_elem_k<<<blocks_for(a.n * a.k), kThreads, 0, s>>>(a);
   LAUNCH_CHECK("loss");
 }
 

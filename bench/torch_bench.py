@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""PyTorch side of rnntrain's benchmarks (issue 5): times complete PyTorch training steps (forward,
+loss, backward, Adam) of the bench workloads, for fused (num_layers=L) and per-layer modules, in each
+precision, and writes JSON. Not a data pipeline benchmark: one batch is made once and reused.
+
+Usage:
+  python3 bench/torch_bench.py --device cuda --json torch.json            # the five GPU workloads
+  python3 bench/torch_bench.py --device cpu --threads 2 --json torch.json # charlm_small, blog_small
+  python3 bench/torch_bench.py --device cuda --workloads blog,gru --steps 5 --repeats 3
+
+A step is zero_grad(set_to_none=True), forward (under torch.autocast for the AMP precisions), loss,
+backward and optimizer.step(): torch.optim.Adam(fused=True) on CUDA, plain Adam on the CPU; fp16-amp
+scales the loss with torch.amp.GradScaler. Nothing is read back to the host inside a step. Timing:
+--warmup untimed steps, then --repeats loops of --steps steps (CUDA events on the GPU,
+time.perf_counter on the CPU); ms_per_step is the median over repeats. peak_mib is
+torch.cuda.max_memory_allocated for the variant (GPU) or the process's peak RSS (CPU, a high-water
+mark over the whole run, as in rnntrain bench).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+
+# Workload shapes (issue 5; bench/configs/*.yaml are the same models for rnntrain). kind: "dense" =
+# features in, Dense on every step, MSE; "charlm" = Embedding in, Dense on every step, cross-entropy;
+# "bilstm" = Embedding, Bidirectional layers over packed variable-length sequences, Dense on the final
+# hidden states, cross-entropy.
+WORKLOADS = {
+    "blog": dict(kind="dense", cell="lstm", layers=4, hidden=512, input=512, batch=64, time=100, out=512),
+    "large": dict(kind="dense", cell="lstm", layers=4, hidden=1024, input=1024, batch=128, time=100, out=1024),
+    "gru": dict(kind="dense", cell="gru", layers=4, hidden=512, input=512, batch=64, time=100, out=512),
+    "charlm": dict(kind="charlm", cell="lstm", layers=3, hidden=512, vocab=96, input=128, batch=256, time=50, out=96),
+    "bilstm": dict(kind="bilstm", cell="lstm", layers=2, hidden=256, vocab=20000, input=128, batch=128, time=200,
+                   out=5, min_length=50),
+    "charlm_small": dict(kind="charlm", cell="lstm", layers=2, hidden=128, vocab=96, input=64, batch=32, time=50, out=96),
+    "blog_small": dict(kind="dense", cell="lstm", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
+}
+DEFAULT_WORKLOADS = {"cuda": "blog,large,gru,charlm,bilstm", "cpu": "charlm_small,blog_small"}
+IMPLS = ("fused", "per-layer")
+PRECISIONS = {"cuda": ("fp32", "tf32", "bf16-amp", "fp16-amp"), "cpu": ("fp32",)}
+SEED = 1234
+
+
+def die(msg):
+    print(f"torch_bench.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def import_torch():
+    try:
+        import torch  # noqa: F401  (imported here so that --help works without it)
+    except ImportError as e:
+        die(f"cannot import torch ({e}). Install PyTorch for {sys.executable} "
+            "(scripts/bench_cpu.sh makes a venv with it; the GPU machine's python3 has it).")
+    return torch
+
+
+def make_model(torch, w, impl):
+    """The workload's network: nn.LSTM/nn.GRU with num_layers=L ("fused") or L one-layer modules."""
+    nn = torch.nn
+    rnn_cls = nn.LSTM if w["cell"] == "lstm" else nn.GRU
+    bidir = w["kind"] == "bilstm"
+    dirs = 2 if bidir else 1
+    H, L = w["hidden"], w["layers"]
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(w["vocab"], w["input"]) if w["kind"] != "dense" else None
+            if impl == "fused":
+                self.rnns = nn.ModuleList([rnn_cls(w["input"], H, num_layers=L, batch_first=True, bidirectional=bidir)])
+            else:
+                self.rnns = nn.ModuleList([rnn_cls(w["input"] if i == 0 else H * dirs, H, batch_first=True,
+                                                   bidirectional=bidir) for i in range(L)])
+            self.head = nn.Linear(H * dirs, w["out"])
+
+        def forward(self, x, lengths=None):
+            # x: [B, T, I] features or [B, T] token ids; lengths: [B] (CPU int64) for bilstm.
+            h = self.embed(x) if self.embed is not None else x
+            if lengths is None:
+                for rnn in self.rnns:
+                    h, _ = rnn(h)
+                return self.head(h)  # [B, T, out]: Dense on every step
+            h = nn.utils.rnn.pack_padded_sequence(h, lengths, batch_first=True, enforce_sorted=False)
+            for rnn in self.rnns:
+                h, (hn, _) = rnn(h)  # a PackedSequence goes straight into the next layer
+            # hn: [L*D, B, H] (fused) or [D, B, H] (per-layer), in the input's batch order; the last
+            # two rows are the last layer's forward and backward final states.
+            return self.head(torch.cat([hn[-2], hn[-1]], dim=1))  # [B, out]
+
+    return Net()
+
+
+def make_batch(torch, w, device):
+    """One batch, made once with a fixed seed: (x, y, lengths)."""
+    g = torch.Generator().manual_seed(SEED)
+    B, T = w["batch"], w["time"]
+    lengths = None
+    if w["kind"] == "dense":
+        x = torch.rand(B, T, w["input"], generator=g) * 2 - 1
+        y = torch.rand(B, T, w["out"], generator=g) * 2 - 1
+    else:
+        x = torch.randint(1, w["vocab"], (B, T), generator=g)  # never the padding id 0
+        if w["kind"] == "charlm":
+            y = torch.randint(0, w["out"], (B, T), generator=g)
+        else:
+            y = torch.randint(0, w["out"], (B,), generator=g)
+            lengths = torch.randint(w["min_length"], T + 1, (B,), generator=g)  # uniform in [min_length, T]
+    return x.to(device), y.to(device), lengths
+
+
+def set_precision(torch, precision, device):
+    """fp32: no TF32 anywhere; tf32: TF32 in cuDNN and cuBLAS; AMP: PyTorch's defaults plus autocast."""
+    if device != "cuda":
+        return None
+    # (cuDNN, cuBLAS) TF32 flags; for AMP, PyTorch's defaults (the ops autocast leaves in fp32).
+    cudnn_tf32, matmul_tf32 = {"fp32": (False, False), "tf32": (True, True)}.get(precision, (True, False))
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    return {"bf16-amp": torch.bfloat16, "fp16-amp": torch.float16}.get(precision)
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def run_variant(torch, w, impl, precision, device, args):
+    """Times one variant; returns its JSON entry (ms in milliseconds per step)."""
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    amp_dtype = set_precision(torch, precision, device)
+    torch.manual_seed(SEED)
+    model = make_model(torch, w, impl).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True) if cuda else torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16-amp" else None
+    loss_fn = torch.nn.MSELoss() if w["kind"] == "dense" else torch.nn.CrossEntropyLoss()
+    x, y, lengths = make_batch(torch, w, device)
+    out_dim = w["out"]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device, dtype=amp_dtype, enabled=amp_dtype is not None):
+            out = model(x, lengths)
+            loss = loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    model.train()
+    for _ in range(args.warmup):
+        loss = step()
+    if cuda:
+        torch.cuda.synchronize()
+    repeats = []
+    for _ in range(args.repeats):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(args.steps):
+                loss = step()
+            end.record()
+            end.synchronize()
+            repeats.append(start.elapsed_time(end) / args.steps)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                loss = step()
+            repeats.append((time.perf_counter() - t0) * 1000.0 / args.steps)
+    last_loss = float(loss.detach().float().cpu())
+    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else peak_rss_mib()
+    v = {"impl": impl, "precision": precision, "ms_per_step": statistics.median(repeats),
+         "ms_per_step_repeats": repeats, "peak_mib": peak, "last_loss": last_loss, "status": "ok"}
+    if cuda:  # the TF32 switches as the variant ran, for the record
+        v["allow_tf32"] = {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32}
+    return v
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--workloads", help="comma-separated, from: " + ", ".join(WORKLOADS) +
+                   " (default: blog,large,gru,charlm,bilstm on cuda; charlm_small,blog_small on cpu)")
+    p.add_argument("--impls", default=",".join(IMPLS), help="comma-separated subset of: fused, per-layer")
+    p.add_argument("--precisions", help="comma-separated subset of: fp32, tf32, bf16-amp, fp16-amp (default: all "
+                   "four on cuda, fp32 on cpu)")
+    p.add_argument("--steps", type=int, default=10, help="steps per timed repeat (default 10)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats, at least 3 (default 5)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads, torch.set_num_threads (default 2)")
+    p.add_argument("--json", help="write the results to this file")
+    a = p.parse_args()
+    if a.steps < 1 or a.repeats < 3 or a.warmup < 0 or a.threads < 1:
+        p.error("need --steps >= 1, --repeats >= 3, --warmup >= 0, --threads >= 1")
+    a.workloads = [s.strip().replace("-", "_") for s in (a.workloads or DEFAULT_WORKLOADS[a.device]).split(",") if s.strip()]
+    for name in a.workloads:
+        if name not in WORKLOADS:
+            p.error(f"unknown workload '{name}'; choices: {', '.join(WORKLOADS)}")
+    a.impls = [s.strip() for s in a.impls.split(",") if s.strip()]
+    a.precisions = [s.strip() for s in (a.precisions or ",".join(PRECISIONS[a.device])).split(",") if s.strip()]
+    for s in a.impls:
+        if s not in IMPLS:
+            p.error(f"unknown impl '{s}'; choices: {', '.join(IMPLS)}")
+    for s in a.precisions:
+        if s not in PRECISIONS[a.device]:
+            p.error(f"precision '{s}' is not benchmarked on {a.device}; choices: {', '.join(PRECISIONS[a.device])}")
+    return a
+
+
+def main():
+    args = parse_args()
+    torch = import_torch()
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        die(f"--device cuda: torch {torch.__version__} sees no CUDA device (torch.version.cuda = {torch.version.cuda})")
+    torch.set_num_threads(args.threads)
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "hardware": {"device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "cpu": cpu_model(),
+                     "threads": torch.get_num_threads()},
+        "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
+                     "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+                     "python": platform.python_version()},
+        "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup,
+        "workloads": {},
+    }
+    print(f"torch {torch.__version__} on {result['hardware']['device']}, {args.steps} steps x {args.repeats} repeats "
+          f"after {args.warmup} warm-up steps", file=sys.stderr)
+    for name in args.workloads:
+        w = WORKLOADS[name]
+        variants = []
+        for impl in args.impls:
+            for precision in args.precisions:
+                try:
+                    v = run_variant(torch, w, impl, precision, device, args)
+                except Exception as e:  # e.g. out of memory, or a precision this GPU lacks
+                    v = {"impl": impl, "precision": precision, "ms_per_step": None, "ms_per_step_repeats": [],
+                         "peak_mib": None, "status": f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+                    if device == "cuda":
+                        torch.cuda.empty_cache()
+                variants.append(v)
+                ms = f"{v['ms_per_step']:9.3f} ms/step" if v["ms_per_step"] is not None else "      n/a"
+                peak = f"{v['peak_mib']:8.1f} MiB" if v["peak_mib"] is not None else ""
+                print(f"torch workload={name} impl={impl} precision={precision} {ms} {peak} {v['status']}", flush=True)
+        result["workloads"][name] = {"shape": w, "variants": variants}
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

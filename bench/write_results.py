@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""Writes bench/RESULTS.md from the JSON that scripts/bench_gpu.sh and scripts/bench_cpu.sh leave in
+bench/results/gpu/ and bench/results/cpu/: the machine, per workload rnntrain's best candidates,
+PyTorch's and raw cuDNN's times and peak memory, and issue 5's targets, each met or missed by how much.
+It measures nothing itself; a missing directory or file leaves its section out or marks a row n/a.
+
+Usage:
+  python3 bench/write_results.py [--results bench/results] [--out bench/RESULTS.md]
+  python3 bench/write_results.py --cudnn-args rnntrain_blog.json   # prints "--precision P --algo A [--per-layer]"
+                                                                  # of rnntrain's winner, for rnntrain_cudnn_bench
+
+Files read (each optional): DIR/gpu/machine.txt, rnntrain_<workload>.json (`rnntrain bench --json`),
+torch.json (bench/torch_bench.py), cudnn_<workload>.json (rnntrain_cudnn_bench); DIR/cpu/machine.txt,
+rnntrain_<workload>.json, torch.json; DIR/notes.md (hand-written reasons, copied in as the closing note).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+GPU_WORKLOADS = ("blog", "large", "gru", "charlm", "bilstm")
+CPU_WORKLOADS = ("charlm_small", "blog_small")
+CLASSES = ("fp32/tf32", "fp16/bf16")
+# Targets: blog and gru against PyTorch's num_layers module in fp32; rnntrain within 1.15x of raw cuDNN.
+VS_FUSED_FP32 = {"blog": 2.0, "gru": 2.5}
+CUDNN_LIMIT = 1.15
+
+
+def precision_class(p):
+    return "fp32/tf32" if p in ("fp32", "tf32") else "fp16/bf16"
+
+
+def load_json(path):
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"write_results.py: {path}: cannot read it as JSON ({e})")
+
+
+def load_machine(path):
+    """machine.txt: 'key: value' lines written by the bench scripts."""
+    info = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    info[k.strip()] = v.strip()
+    return info
+
+
+def rnntrain_candidates(j):
+    """rnntrain bench candidates with defaults for keys older JSON lacks (CPU: fp32, standard)."""
+    out = []
+    for c in (j or {}).get("candidates", []):
+        ms = c.get("ms_per_step")
+        status = c.get("status", "ok")
+        out.append({"name": c.get("name", "?"), "fuse": c.get("fuse", "auto"), "precision": c.get("precision") or "fp32",
+                    "algo": c.get("algo") or "standard", "ms": ms, "status": status, "ok": status == "ok" and ms is not None,
+                    "peak": c.get("peak_device_mib"),
+                    "host": c.get("peak_host_rss_mib")})
+    return out
+
+
+def torch_variants(tj, workload):
+    out = []
+    for v in ((tj or {}).get("workloads", {}).get(workload) or {}).get("variants", []):
+        ms = v.get("ms_per_step")
+        status = v.get("status", "ok")
+        out.append({"impl": v.get("impl"), "precision": v.get("precision"), "ms": ms, "peak": v.get("peak_mib"),
+                    "status": status, "ok": status == "ok" and ms is not None})
+    return out
+
+
+def fastest(items, cls=None):
+    """The fastest item that ran, of precision class cls (None: any); PyTorch's "bf16-amp" counts as bf16."""
+    pool = [x for x in items if x["ok"] and (cls is None or precision_class(x["precision"].replace("-amp", "")) == cls)]
+    return min(pool, key=lambda x: x["ms"]) if pool else None
+
+
+def fmt_ms(x):
+    return f"{x:.2f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def fmt_mib(x):
+    return f"{x:.0f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def rn_label(c):
+    return f"{c['name']} ({c['precision']}, {c['algo']}, fuse {c['fuse']})" if c else "none ran"
+
+
+def torch_label(v):
+    return f"{v['impl']}, {v['precision']}" if v else "none ran"
+
+
+def at_least(ratio, target):
+    """A speed ratio that must be >= target: 'met' or 'missed by N%'."""
+    if ratio is None:
+        return "n/a"
+    if ratio >= target:
+        return "met"
+    return f"missed by {100 * (1 - ratio / target):.0f}% ({ratio:.2f}x, needs {target:.2f}x)"
+
+
+def at_most(value, limit, unit="x"):
+    if value is None or limit is None:
+        return "n/a"
+    if value <= limit:
+        return "met"
+    return f"missed by {100 * (value / limit - 1):.0f}% ({value:.2f}{unit} vs {limit:.2f}{unit})"
+
+
+def cudnn_version(v):
+    """torch.backends.cudnn.version() is an int, 91900 for 9.19.0."""
+    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if isinstance(v, int) else str(v if v is not None else "n/a")
+
+
+def ratio(a, b):
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0 else None
+
+
+def gpu_section(d, out, targets):
+    m = load_machine(os.path.join(d, "machine.txt"))
+    tj = load_json(os.path.join(d, "torch.json")) or {}
+    tv, th = tj.get("versions", {}), tj.get("hardware", {})
+    # rnntrain bench's hardware.gpu ends "..., cuDNN 9.14.0)": the cuDNN it loaded.
+    first = next((j for j in (load_json(os.path.join(d, f"rnntrain_{w}.json")) for w in GPU_WORKLOADS) if j), {})
+    found = re.search(r"cuDNN ([0-9.]+)", str(first.get("hardware", {}).get("gpu", "")))
+    m.setdefault("rnntrain_cudnn", found.group(1) if found else "n/a")
+    out.append("## GPU\n")
+    out.append(f"- date: {m.get('date', tj.get('date', 'n/a'))}")
+    out.append(f"- GPU: {m.get('gpu', th.get('device', 'n/a'))}; driver {m.get('driver', 'n/a')}")
+    out.append(f"- CUDA: toolkit {m.get('nvcc', 'n/a')} (rnntrain); PyTorch's {tv.get('cuda', 'n/a')}")
+    out.append(f"- cuDNN: rnntrain {m.get('rnntrain_cudnn', 'n/a')}; PyTorch's {cudnn_version(tv.get('cudnn'))}")
+    out.append(f"- PyTorch {tv.get('torch', 'n/a')}, Python {tv.get('python', 'n/a')}; rnntrain commit {m.get('commit', 'n/a')}")
+    out.append(f"- timing: {m.get('timing', 'n/a')}; ms/step is the median of the repeats\n")
+    out.append("rnntrain and PyTorch time a whole training step (forward, loss, backward, Adam); raw cuDNN times "
+               "only the RNN stack's cudnnRNNForward + BackwardData + BackwardWeights, in rnntrain's winning "
+               "precision, algorithm and fusion. Peak MiB: device memory allocated at the peak (rnntrain's own "
+               "count, torch.cuda.max_memory_allocated, cudaMemGetInfo difference for raw cuDNN).\n")
+    summary = []
+    for w in GPU_WORKLOADS:
+        rj = load_json(os.path.join(d, f"rnntrain_{w}.json"))
+        cj = load_json(os.path.join(d, f"cudnn_{w}.json"))
+        if rj is None and w not in tj.get("workloads", {}) and cj is None:
+            continue
+        cands, variants = rnntrain_candidates(rj), torch_variants(tj, w)
+        rn_best = fastest(cands)
+        rn_cls = {k: fastest(cands, k) for k in CLASSES}
+        t_ref = next((v for v in variants if v["ok"] and v["impl"] == "fused" and v["precision"] == "fp32"), None)
+        t_cls = {k: fastest(variants, k) for k in CLASSES}
+        cudnn_ok = cj is not None and cj.get("status", "ok") == "ok" and cj.get("ms_per_step") is not None
+        module = "nn.GRU" if w == "gru" else "nn.LSTM"
+        out.append(f"### {w}\n")
+        out.append("| | configuration | ms/step | peak MiB |")
+        out.append("|---|---|---|---|")
+        out.append(f"| rnntrain, fastest | {rn_label(rn_best)} | {fmt_ms(rn_best and rn_best['ms'])} | {fmt_mib(rn_best and rn_best['peak'])} |")
+        for k in CLASSES:
+            c = rn_cls[k]
+            out.append(f"| rnntrain, fastest {k} | {rn_label(c)} | {fmt_ms(c and c['ms'])} | {fmt_mib(c and c['peak'])} |")
+        out.append(f"| PyTorch {module}(num_layers), fp32 | fused, fp32 | {fmt_ms(t_ref and t_ref['ms'])} | {fmt_mib(t_ref and t_ref['peak'])} |")
+        for k in CLASSES:
+            v = t_cls[k]
+            out.append(f"| PyTorch, fastest {k} | {torch_label(v)} | {fmt_ms(v and v['ms'])} | {fmt_mib(v and v['peak'])} |")
+        if cj is not None:
+            cfg = f"{cj.get('precision')}, {cj.get('algo')}, {'per-layer' if cj.get('per_layer') else 'fused'}"
+            if not cudnn_ok:
+                cfg += f" ({cj.get('status')})"
+            out.append(f"| raw cuDNN, RNN calls only | {cfg} | {fmt_ms(cj.get('ms_per_step'))} | {fmt_mib(cj.get('peak_mib'))} |")
+        else:
+            out.append("| raw cuDNN, RNN calls only | not run | n/a | n/a |")
+        failed = [f"rnntrain {c['name']} ({c['precision']}, {c['algo']}): {c['status']}" for c in cands if not c["ok"]]
+        failed += [f"PyTorch {v['impl']} {v['precision']}: {v['status']}" for v in variants if not v["ok"]]
+        if failed:
+            out.append("\nDid not run: " + "; ".join(failed) + ".")
+
+        # The targets of issue 5, each (what, measured, result).
+        rows = []
+        for k in CLASSES:
+            r = ratio(t_cls[k] and t_cls[k]["ms"], rn_cls[k] and rn_cls[k]["ms"])
+            rows.append((f"{k}: at least as fast as PyTorch's fastest {k}",
+                         f"{fmt_ms(t_cls[k] and t_cls[k]['ms'])} / {fmt_ms(rn_cls[k] and rn_cls[k]['ms'])} ms = "
+                         f"{r:.2f}x" if r else "n/a", at_least(r, 1.0)))
+        if w in VS_FUSED_FP32:
+            r = ratio(t_ref and t_ref["ms"], rn_best and rn_best["ms"])
+            rows.append((f"{VS_FUSED_FP32[w]:g}x faster than {module}(num_layers) fp32",
+                         f"{fmt_ms(t_ref and t_ref['ms'])} / {fmt_ms(rn_best and rn_best['ms'])} ms = {r:.2f}x" if r else "n/a",
+                         at_least(r, VS_FUSED_FP32[w])))
+        r = ratio(rn_best and rn_best["ms"], cj.get("ms_per_step") if cudnn_ok else None)
+        same = cj is not None and rn_best is not None and (cj.get("precision"), cj.get("algo"), bool(cj.get("per_layer"))) == \
+            (rn_best["precision"], rn_best["algo"], rn_best["fuse"] == "never")
+        note = "" if same or cj is None else " (raw cuDNN ran another configuration)"
+        rows.append((f"within {CUDNN_LIMIT}x of raw cuDNN", (f"{fmt_ms(rn_best and rn_best['ms'])} / "
+                     f"{fmt_ms(cj.get('ms_per_step'))} ms = {r:.2f}x" if r else "n/a") + note, at_most(r, CUDNN_LIMIT)))
+        for k in CLASSES:
+            a, b = rn_cls[k] and rn_cls[k]["peak"], t_cls[k] and t_cls[k]["peak"]
+            rows.append((f"{k}: peak memory no higher than PyTorch's fastest {k}",
+                         f"{fmt_mib(a)} vs {fmt_mib(b)} MiB", at_most(a, b, " MiB") if a is not None and b is not None else "n/a"))
+        out.append("\n| target | measured | result |")
+        out.append("|---|---|---|")
+        for what, meas, res in rows:
+            out.append(f"| {what} | {meas} | {res} |")
+            summary.append(res)
+            targets.append((f"GPU {w}: {what}", res))
+        out.append("")
+    met = sum(1 for r in summary if r == "met")
+    out.append(f"GPU targets met: {met} of {len(summary)} ({summary.count('n/a')} not measured).\n")
+
+
+def cpu_section(d, out, targets):
+    m = load_machine(os.path.join(d, "machine.txt"))
+    tj = load_json(os.path.join(d, "torch.json")) or {}
+    tv, th = tj.get("versions", {}), tj.get("hardware", {})
+    first = next((j for j in (load_json(os.path.join(d, f"rnntrain_{w}.json")) for w in CPU_WORKLOADS) if j), {})
+    out.append("## CPU\n")
+    out.append(f"- date: {m.get('date', tj.get('date', 'n/a'))}")
+    out.append(f"- CPU: {m.get('cpu', th.get('cpu', 'n/a'))}; threads: rnntrain {first.get('hardware', {}).get('blas_threads', 'n/a')}"
+               f" (OpenBLAS), PyTorch {th.get('threads', 'n/a')}")
+    out.append(f"- rnntrain: {first.get('versions', {}).get('compiler', 'n/a')}; BLAS {first.get('versions', {}).get('blas', 'n/a')}; "
+               f"commit {m.get('commit', 'n/a')}")
+    out.append(f"- PyTorch {tv.get('torch', 'n/a')} from PyPI (CPU only at run time), Python {tv.get('python', 'n/a')}")
+    out.append(f"- load average before / after: {m.get('load_before', 'n/a')} / {m.get('load_after', 'n/a')}; "
+               f"timing: {m.get('timing', 'n/a')}\n")
+    out.append("Peak MiB here is the process's peak resident memory (a high-water mark of the whole process).\n")
+    out.append("| workload | rnntrain ms/step | PyTorch fused ms/step | PyTorch per-layer ms/step | rnntrain / PyTorch peak MiB "
+               "| target: rnntrain at least as fast as PyTorch's fastest |")
+    out.append("|---|---|---|---|---|---|")
+    for w in CPU_WORKLOADS:
+        rj = load_json(os.path.join(d, f"rnntrain_{w}.json"))
+        variants = torch_variants(tj, w)
+        if rj is None and not variants:
+            continue
+        rn = fastest(rnntrain_candidates(rj))
+        by_impl = {v["impl"]: v for v in variants if v["ok"]}
+        tb = fastest(variants)
+        r = ratio(tb and tb["ms"], rn and rn["ms"])
+        res = at_least(r, 1.0)
+        meas = f"{r:.2f}x: {res}" if r else res
+        targets.append((f"CPU {w}: rnntrain at least as fast as PyTorch", res))
+        f, p = by_impl.get("fused"), by_impl.get("per-layer")
+        out.append(f"| {w} | {fmt_ms(rn and rn['ms'])} | {fmt_ms(f and f['ms'])} | {fmt_ms(p and p['ms'])} | "
+                   f"{fmt_mib(rn and rn['host'])} / {fmt_mib(tb and tb['peak'])} | {meas} |")
+    out.append("")
+
+
+def has_json(d):
+    return os.path.isdir(d) and any(f.endswith(".json") for f in os.listdir(d))
+
+
+def print_cudnn_args(path):
+    """The rnntrain_cudnn_bench options that match rnntrain's fastest candidate in PATH; exit 1 if none ran."""
+    best = fastest(rnntrain_candidates(load_json(path) or {}))
+    if best is None:
+        sys.exit(f"write_results.py: {path}: no rnntrain candidate ran (missing file, or all failed)")
+    print(f"--precision {best['precision']} --algo {best['algo']}" + (" --per-layer" if best["fuse"] == "never" else ""))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                   help="the results directory, with gpu/ and cpu/ (default: bench/results)")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md"),
+                   help="the Markdown file to write (default: bench/RESULTS.md)")
+    p.add_argument("--cudnn-args", metavar="RNNTRAIN_JSON",
+                   help="print the rnntrain_cudnn_bench options of this file's winner and exit")
+    a = p.parse_args()
+    if a.cudnn_args:
+        return print_cudnn_args(a.cudnn_args)
+    gpu, cpu = os.path.join(a.results, "gpu"), os.path.join(a.results, "cpu")
+    if not has_json(gpu) and not has_json(cpu):
+        sys.exit(f"write_results.py: {a.results} has no JSON in gpu/ or cpu/: run scripts/bench_gpu.sh or scripts/bench_cpu.sh first")
+    out = ["# Benchmark results (issue 5)\n",
+           "Written by bench/write_results.py from bench/results/ (scripts/bench_gpu.sh, scripts/bench_cpu.sh; "
+           "bench/README.md says how). Ratios compare figures taken in the same run.\n"]
+    targets = []  # (what, "met" | "missed by ..." | "n/a")
+    if has_json(gpu):
+        gpu_section(gpu, out, targets)
+    if has_json(cpu):
+        cpu_section(cpu, out, targets)
+    out.append("## Closing note\n")
+    measured = [t for t in targets if t[1] != "n/a"]
+    missed = [f"- {what}: {res}" for what, res in measured if res.startswith("missed")]
+    out.append(f"Targets met: {len(measured) - len(missed)} of {len(measured)} measured "
+               f"({len(targets) - len(measured)} not measured).")
+    if missed:
+        out.append("\nMissed:\n")
+        out.extend(missed)
+    notes = os.path.join(a.results, "notes.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            out.append("\n" + f.read().strip())
+    else:
+        out.append("\n(The measured reasons go in bench/results/notes.md, which is copied here.)")
+    with open(a.out, "w") as f:
+        f.write("\n".join(out).rstrip() + "\n")
+    print(f"wrote {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
