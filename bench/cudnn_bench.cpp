@@ -9,6 +9,7 @@
 // layer l+1's x; backward runs top-down, layer l+1's dx is layer l's dy), each with its own weights,
 // workspace and reserve; the weights of all layers sit in one flat w/dw buffer, so dw is zeroed by one
 // memset as in the fused case. Always double bias, linear input, no dropout, SEQ_MAJOR_UNPACKED data
+// (BATCH_MAJOR_UNPACKED with --batch-major)
 // with PADDED_IO as rnntrain uses. Timing: --warmup steps, then --repeats loops of --steps steps, each
 // loop timed with CUDA events; ms_per_step is the median over loops. peak_mib is device memory in use
 // (cudaMemGetInfo) after everything is allocated minus before (CUDA context and cuDNN handle excluded).
@@ -88,14 +89,14 @@ DevMem dev_alloc(size_t bytes) {
 struct Options {
   std::string workload = "custom", cell, precision = "fp32", algo = "standard", json;
   int layers = 0, hidden = 0, input = 0, batch = 0, time = 0, min_length = 0;  // min_length 0: all lengths T
-  bool bidir = false, per_layer = false;
+  bool bidir = false, per_layer = false, batch_major = false;
   int steps = 10, repeats = 5, warmup = 3;
 };
 
 const char* kUsage =
     "usage: rnntrain_cudnn_bench (--workload blog|large|gru|charlm|bilstm | --cell lstm|gru --layers L --hidden H\n"
     "         --input I --batch B --time T [--bidir] [--min-length N]) [--per-layer]\n"
-    "         [--precision fp32|tf32|fp16|bf16] [--algo standard|persist_static]\n"
+    "         [--precision fp32|tf32|fp16|bf16] [--algo standard|persist_static] [--batch-major]\n"
     "         [--steps 10] [--repeats 5] [--warmup 3] [--json FILE]\n"
     "Times cuDNN's RNN training calls (memset dw, forward, backward data, backward weights) for one stack.\n"
     "Options after --workload override its shape (the workload is then reported as custom).\n"
@@ -141,6 +142,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--min-length") { o.min_length = number(1); shape_given = true; }
     else if (a == "--bidir") { o.bidir = true; shape_given = true; }
     else if (a == "--per-layer") o.per_layer = true;
+    else if (a == "--batch-major") o.batch_major = true;
     else if (a == "--precision") o.precision = choice({"fp32", "tf32", "fp16", "bf16"});
     else if (a == "--algo") o.algo = choice({"standard", "persist_static"});
     else if (a == "--steps") o.steps = number(1);
@@ -258,10 +260,10 @@ void run(const Options& o, Result& res) {
     w_total += (r.w_bytes + 255) / 256 * 256;  // each layer's block 256-byte aligned in the flat buffer
     r.x_desc = make<DataDesc>(cudnnCreateRNNDataDescriptor);
     r.y_desc = make<DataDesc>(cudnnCreateRNNDataDescriptor);
-    CHECK(cudnnSetRNNDataDescriptor(r.x_desc.get(), dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, B, r.in,
-                                    lens.data(), &pad_fill));
-    CHECK(cudnnSetRNNDataDescriptor(r.y_desc.get(), dt, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, B, D * H,
-                                    lens.data(), &pad_fill));
+    const cudnnRNNDataLayout_t layout =
+        o.batch_major ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+    CHECK(cudnnSetRNNDataDescriptor(r.x_desc.get(), dt, layout, T, B, r.in, lens.data(), &pad_fill));
+    CHECK(cudnnSetRNNDataDescriptor(r.y_desc.get(), dt, layout, T, B, D * H, lens.data(), &pad_fill));
     r.h_desc = make<TensorDesc>(cudnnCreateTensorDescriptor);
     const int dims[3] = {r.layers * D, B, H}, strides[3] = {B * H, H, 1};
     CHECK(cudnnSetTensorNdDescriptor(r.h_desc.get(), dt, 3, dims, strides));
@@ -337,9 +339,9 @@ void report(const Options& o, const Result& r) {
   const bool ok = r.status == "ok";
   const double med = ok ? median(r.ms) : 0;
   std::printf("workload=%s cell=%s layers=%d hidden=%d input=%d batch=%d time=%d bidir=%d min_length=%d "
-              "precision=%s algo=%s per_layer=%d",
+              "precision=%s algo=%s per_layer=%d layout=%s",
               o.workload.c_str(), o.cell.c_str(), o.layers, o.hidden, o.input, o.batch, o.time, o.bidir,
-              o.min_length, o.precision.c_str(), o.algo.c_str(), o.per_layer);
+              o.min_length, o.precision.c_str(), o.algo.c_str(), o.per_layer, o.batch_major ? "batch" : "seq");
   if (ok)
     std::printf(" ms_per_step=%.3f min=%.3f max=%.3f loops=%dx%d peak_mib=%.0f", med,
                 *std::min_element(r.ms.begin(), r.ms.end()), *std::max_element(r.ms.begin(), r.ms.end()),

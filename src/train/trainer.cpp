@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <numeric>
 #include <sstream>
 
@@ -292,7 +293,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
 
-  std::vector<int64_t> order, rows;
+  std::vector<int64_t> order;
+  const bool gpu = engine->device_name().rfind("cuda", 0) == 0;
   for (int64_t epoch = start_epoch; epoch < cfg.train.epochs; ++epoch) {
     order = iota(n);  // each epoch's order depends only on the RNG state, so resume draws the same
     if (cfg.train.shuffle) shuffle(order, rng);
@@ -313,15 +315,22 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       for (auto* m : ms) shown.emplace_back(m->name(), m->result());
       progress.update(done, end, shown);
     };
-    for (int64_t s = 0; s < steps; ++s) {
+    // On a GPU the next batch is gathered on a second thread while this one enqueues the step.
+    auto gather = [&](int64_t s) {
       const int64_t b = s * bs;
-      rows.assign(order.begin() + b, order.begin() + std::min(n, b + bs));
+      return data.train.gather(std::vector<int64_t>(order.begin() + b, order.begin() + std::min(n, b + bs)));
+    };
+    std::future<Batch> next;
+    if (gpu && steps > 0) next = std::async(std::launch::async, gather, 0);
+    for (int64_t s = 0; s < steps; ++s) {
+      Batch batch = gpu ? next.get() : gather(s);
+      if (gpu && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
       lr = schedule.lr(optimizer.iterations());
       if (ms.empty()) {  // no metrics to update: the GPU runs ahead, losses are read back as they finish
-        engine->enqueue_train_step(data.train.gather(rows), lr);
+        engine->enqueue_train_step(batch, lr);
         for (const LossValue& lv : engine->collect_losses(false)) take(lv);
       } else {
-        take(engine->train_step(data.train.gather(rows), lr, ms));
+        take(engine->train_step(batch, lr, ms));
       }
     }
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);

@@ -309,12 +309,13 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   const int64_t es = static_cast<int64_t>(esize_);
   void* yc = direct_ ? static_cast<void*>(y_.ensure(B * T * DH)) : static_cast<void*>(yc_.ensure(B * T * DH * es));
   yc_used_ = yc;
-  float* hy = hy_.ensure(L_ * D_ * B * H_);
-  void* hyc = half_ ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
+  // The final states are read only for return_sequences: false; cuDNN is not asked for them otherwise.
+  float* hy = last_seq_ ? nullptr : hy_.ensure(L_ * D_ * B * H_);
+  void* hyc = half_ && hy ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
   CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
                               yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
                               work_bytes_, work, reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
-  if (half_) k::from_half(hyc, hy, L_ * D_ * B * H_, etype_ == k::kBF16, false, st);
+  if (half_ && hy) k::from_half(hyc, hy, L_ * D_ * B * H_, etype_ == k::kBF16, false, st);
 
   if (last_seq_) {
     float* y = static_cast<float*>(yc);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -108,6 +109,30 @@ Profiler::~Profiler() {
   for (cudaEvent_t e : pool_) CUDA_LOG(cudaEventDestroy(e));
 }
 
+namespace {
+
+// memcpy, split over up to 8 threads for large copies: one core copies about 8 GB/s, which would make
+// the host the bottleneck for a large batch (4 x LSTM(1024), B = 128: 100 MB of inputs and targets).
+void parallel_copy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kPart = size_t{8} << 20;
+  const size_t threads = std::min<size_t>({8, std::max(1u, std::thread::hardware_concurrency()), bytes / kPart});
+  if (threads < 2) {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return;
+  }
+  const size_t part = (bytes / threads + 63) / 64 * 64;
+  auto copy = [&](size_t i) {
+    const size_t off = i * part;
+    if (off < bytes) std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, std::min(part, bytes - off));
+  };
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(copy, i);
+  copy(0);
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
 void* Uploader::put(const void* src, size_t bytes) {
   Slot& other = slots_[next_ ^ 1];
   if (other.active) CUDA_CHECK(cudaEventRecord(other.used, gpu_.stream()));  // the step that read it, and all before
@@ -126,7 +151,7 @@ void* Uploader::put(const void* src, size_t bytes) {
     s.cap = bytes;
   }
   uint8_t* dev = s.dev.ensure(static_cast<int64_t>(bytes));
-  if (bytes) std::memcpy(s.pinned, src, bytes);
+  parallel_copy(s.pinned, src, bytes);
   if (s.active) CUDA_CHECK(cudaStreamWaitEvent(gpu_.copy_stream(), s.used, 0));
   CUDA_CHECK(cudaMemcpyAsync(dev, s.pinned, bytes, cudaMemcpyHostToDevice, gpu_.copy_stream()));
   CUDA_CHECK(cudaEventRecord(s.copied, gpu_.copy_stream()));
