@@ -68,6 +68,7 @@ grep -h -oE "(parity|train) case=.*" "$WORK/ctest_gpu.log" | sort -u | awk '
   tee -a "$LOG"
 grep -h -oE "(train|dropout) case=.*|dropout rate=.*|out-of-memory message: .*" "$WORK/ctest_gpu.log" | sort -u |
   tee -a "$LOG"
+grep -h -oE "precision case=.*|fp16 training: .*" "$WORK/ctest_gpu.log" | sort -u | tee -a "$LOG"
 # Failed tests' output, for the log only.
 grep -B2 -A25 -E "Failure|FAILED  \]" "$WORK/ctest_gpu.log" | head -200 >>"$LOG"
 
@@ -121,6 +122,10 @@ YAML
 step "speed: 4 x LSTM(512), B=64, T=100, 100 steps per epoch (ms per step = 10 x seconds per epoch)"
 train bench4xLSTM512_fused "$WORK/bench.yaml" cuda 3 plan.fuse=auto
 train bench4xLSTM512_unfused "$WORK/bench.yaml" cuda 3 plan.fuse=never
+# plan.autotune end to end: measure the candidates, cache the choice, train with it.
+train bench4xLSTM512_autotune "$WORK/bench.yaml" cuda 3 plan.autotune=true plan.precision=auto plan.algo=auto \
+  plan.cache="$WORK/autotune.json"
+grep -h "autotune: chose" "$WORK"/*.log 2>/dev/null | tail -1 | tee -a "$LOG"
 
 step "summary"
 say "GPU:    $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
