@@ -61,6 +61,15 @@ TEST(Autotune, ChoosesAMeasuredPlanCachesItAndReusesIt) {
   EXPECT_EQ(resolve_plan(fixed, init, 10).plan.precision, Precision::Bf16);
   EXPECT_EQ(nlohmann::json::parse(read(cfg.plan.cache)).size(), 2u);
 
+  // An entry of the wrong shape is measured again and replaced.
+  nlohmann::json odd = nlohmann::json::parse(read(cfg.plan.cache));
+  for (auto& [k, v] : odd.items()) v = "x";
+  std::ofstream(cfg.plan.cache) << odd.dump();
+  EXPECT_NE(resolve_plan(cfg, init, 10).plan.precision, Precision::Auto);
+  bool replaced = false;
+  for (const auto& [k, v] : nlohmann::json::parse(read(cfg.plan.cache)).items()) replaced = replaced || v.is_object();
+  EXPECT_TRUE(replaced) << read(cfg.plan.cache);
+
   std::ofstream(cfg.plan.cache) << "{not json";
   const Config c = resolve_plan(cfg, init, 10);
   EXPECT_NE(c.plan.precision, Precision::Auto);

@@ -151,7 +151,11 @@ int cmd_bench(const BenchArgs& a) {
   std::vector<Candidate> cands;
   for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{}) {
     // Padded batches run persist_static stacks with the standard algorithm: nothing new to time.
-    if (c.algo == RnnAlgo::PersistStatic && a.min_length > 0 && a.min_length < T && a.algos.empty()) continue;
+    if (c.algo == RnnAlgo::PersistStatic && a.min_length > 0 && a.min_length < T) {
+      if (!a.algos.empty())
+        log_warn("{}: skipped; with --min-length the batch is padded, and padded batches run on standard", c.name());
+      continue;
+    }
     cands.push_back({c, c.name(), plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
   }
   if (cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack

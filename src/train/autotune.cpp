@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -165,7 +166,7 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     t.last_loss = l.mean();
     t.median_ms = median(t.ms);
     if (t.device.rfind("cuda", 0) == 0) t.peak_device_mib = device_peak_mib();
-  } catch (const std::runtime_error& e) {
+  } catch (const std::exception& e) {  // e.g. cuDNN's NOT_SUPPORTED, out of memory: this candidate only
     t = Timing();
     t.error = e.what();
     log_info("candidate {} failed: {}", choice.name(), t.error);
@@ -247,13 +248,14 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   nlohmann::json cache = read_cache(path, usable);
   if (cache.contains(key)) {
     const nlohmann::json& e = cache[key];
+    const bool ok = e.is_object() && e.contains("choice") && e["choice"].is_string();
     for (const PlanChoice& c : cands)
-      if (e.value("choice", "") == c.name()) {
-        log_info("autotune: {} ({:.3f} ms/step when measured on {}; cached in {})", c.name(),
-                 e.value("ms_per_step", 0.0), e.value("date", "?"), path);
+      if (ok && e["choice"].get<std::string>() == c.name()) {
+        log_info("autotune: {} (cached in {})", c.name(), path);
         apply(c);
         return out;
       }
+    log_warn("{}: the cached entry for this model is not one of its candidate plans; measuring again", path);
   }
 
   log_info("autotune: timing {} candidate plans on a synthetic batch of {} x {} steps", cands.size(),
@@ -280,17 +282,24 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  // Re-read just before writing (another run may have added entries meanwhile), then write through a
+  // temporary file of this process's own and rename it into place.
+  cache = read_cache(path, usable);
+  if (!usable) return out;
   cache[key] = {{"choice", best->name()}, {"ms_per_step", best_ms}, {"date", date}, {"gpu", gpu_description()},
                 {"batch_size", cfg.train.batch_size}, {"timesteps", T}, {"measured", measured}};
+  const std::string tmp = fmt::format("{}.{}.tmp", path, static_cast<long>(::getpid()));
   try {
     if (const fs::path dir = fs::path(path).parent_path(); !dir.empty()) fs::create_directories(dir);
-    write_atomically(path, [&](const std::string& tmp) {
+    {
       std::ofstream o(tmp);
       o << cache.dump(2) << "\n";
       o.close();
       if (!o) throw RuntimeError(fmt::format("cannot write {}", tmp));
-    });
+    }
+    rename_into_place(tmp, path);
   } catch (const std::exception& e) {
+    std::remove(tmp.c_str());
     log_warn("autotune: could not save the choice in {} ({}); it will be measured again next time", path, e.what());
   }
   return out;

@@ -224,8 +224,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   Splits data = load_splits(cfg, meta, shapes);
 
   Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout
+  const std::string last_path = (fs::path(run_dir) / "last.h5").string();
+  if (resuming && !fs::exists(last_path))
+    throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
   Params init = initial_params(cfg, resuming ? "" : opt.weights);
-  const Config run_cfg = resolve_plan(cfg, init, data.train.x.dim(1));  // the engine's plan: autotune decides here
+  // The plan the engine runs (autotune decides here); the run directory records it, not "auto".
+  Config run_cfg = resolve_plan(cfg, init, data.train.x.dim(1));
+  run_cfg.plan.autotune = false;
   auto engine = make_engine(run_cfg, std::move(init), rng);
   Optimizer& optimizer = engine->optimizer();
   Schedule schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate);
@@ -236,7 +241,6 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                                                                                           : cfg.train.checkpoint.monitor);
   BestTracker best(best_monitor, cfg.train.checkpoint.mode);
 
-  const std::string last_path = (fs::path(run_dir) / "last.h5").string();
   const std::string best_path = (fs::path(run_dir) / "best.h5").string();
   TrainResult result;
   result.run_dir = run_dir;
@@ -245,8 +249,6 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
 
   if (resuming) {
-    if (!fs::exists(last_path))
-      throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
     const std::string run_cfg = (fs::path(run_dir) / "config.yaml").string();
     if (fs::exists(run_cfg)) check_resumable(cfg, read_text(run_cfg), run_cfg);
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
@@ -282,7 +284,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     log_info("resuming {} at epoch {} (optimizer step {})", run_dir, start_epoch + 1, st.iterations);
   }
   fs::create_directories(run_dir);
-  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(cfg)));
+  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(run_cfg)));
   if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
 
   auto metrics = make_metrics(cfg);
@@ -361,7 +363,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     const bool new_best = best.on_epoch_end(logs);
     st.checkpoint = best.state();
     st.history_json = result.history.to_json();
-    st.config_yaml = emit_config(cfg);
+    st.config_yaml = emit_config(run_cfg);
     Params& params = engine->host_params();
     if (early && early->spec().restore_best_weights && early->best_weights() && early->best_epoch() == epoch) {
       save_checkpoint((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model, params, {}, st);

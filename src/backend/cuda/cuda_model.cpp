@@ -118,13 +118,13 @@ DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
     mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;
   }
 
-  Profiler& prof = gpu_.profiler();
-  prof.mark("upload (and host gaps)");
+  Profiler& prof = gpu_.profiler();  // training steps only (eval and predict never end a profiled step)
+  if (training) prof.mark("upload (and host gaps)");
   const RunInfo run{training, &rng, &b};
   DevTensor cur{xd, x.shape};
   for (size_t i = 0; i < stages_.size(); ++i) {
     cur = stages_[i]->forward(cur, mask, run);
-    prof.mark(names_[i] + " forward");
+    if (training) prof.mark(names_[i] + " forward");
   }
   out_mask_ = cur.shape.size() == 3 ? mask : MaskState{};
   return cur;

@@ -222,8 +222,7 @@ void CudnnStackStage::place(ParamStore& store) {
 // Returns whether the lengths (or B, T) differ from the previous call's: only then are the
 // descriptors set again and cuDNN asked for its temp space sizes (both cost host time per call).
 bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
-  const std::vector<int32_t> before = lens_;
-  lens_.assign(B, static_cast<int32_t>(T));
+  std::vector<int32_t> lens(B, static_cast<int32_t>(T));  // lens_ changes only once these are valid
   if (mask.present()) {
     const std::vector<uint8_t>& m = mask.on_host(gpu_);
     for (int64_t b = 0; b < B; ++b) {
@@ -235,10 +234,11 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
                                       "not at step {}; the cuDNN backend needs right-padded sequences (padding only "
                                       "at the end); pad at the end or use device: cpu",
                                       rnn_.front()->name, b, len, t));
-      lens_[b] = static_cast<int32_t>(len);
+      lens[b] = static_cast<int32_t>(len);
     }
   }
-  if (lens_ == before && T == desc_T_) return false;
+  if (lens == lens_ && T == desc_T_) return false;
+  lens_ = std::move(lens);
   desc_T_ = T;
   cudnn_lens_ = lens_;
   padded_ = empty_ = false;
@@ -364,7 +364,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
       k::prepare_padded_grads(src, d, B, T, DH, lens_dev_.get(), !bidir_, st);
       src = d;
     }
-    dyc = const_cast<void*>(to_cudnn(src, gpu_.scratch(1, B * T * DH * esize_), DH));
+    dyc = const_cast<void*>(to_cudnn(src, direct_ ? nullptr : gpu_.scratch(1, B * T * DH * esize_), DH));
   } else {
     dyc = gpu_.scratch(1, B * T * DH * esize_);
     CUDA_CHECK(cudaMemsetAsync(dyc, 0, B * T * DH * es, st));  // zero bits are 0 in every type

@@ -120,7 +120,7 @@ void parallel_copy(void* dst, const void* src, size_t bytes) {
     if (bytes) std::memcpy(dst, src, bytes);
     return;
   }
-  const size_t part = (bytes / threads + 63) / 64 * 64;
+  const size_t part = ((bytes + threads - 1) / threads + 63) / 64 * 64;  // parts cover every byte
   auto copy = [&](size_t i) {
     const size_t off = i * part;
     if (off < bytes) std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, std::min(part, bytes - off));

@@ -60,6 +60,7 @@ struct Session::Impl {
   std::vector<StepLoss> collected;  // waited for early (queue full), not yet returned
   int next_slot = 0;
   ~Impl() {
+    CUDA_LOG(cudaStreamSynchronize(gpu.stream()));  // queued steps still copy into sums_host
     for (cudaEvent_t e : done)
       if (e) CUDA_LOG(cudaEventDestroy(e));
     if (sums_host) CUDA_LOG(cudaFreeHost(sums_host));
@@ -221,6 +222,7 @@ StepLoss Session::gradients(const Batch& b, Rng& rng, Tensor* pred, Tensor* dx) 
     if (g.ptr) s.to_host(g, dx);
   }
   s.model.store().download(s.params, true);
+  s.gpu.profiler().end_step();
   return l;
 }
 
