@@ -9,7 +9,7 @@
 # Usage: bash scripts/bench_gpu.sh
 # Environment: WORKLOADS ("blog large gru charlm bilstm"), STEPS (10), REPEATS (3), WARMUP (3),
 #   BUILD_DIR (build-gpu), CUDA_ARCH (90), JOBS (nproc), PYTHON (python3, with torch),
-#   SKIP_BUILD (1: use the binaries already in BUILD_DIR).
+#   SKIP_BUILD (1: use the binaries already in BUILD_DIR), RNNTRAIN_COMMIT (recorded as the commit).
 # With $OUT set, the log goes to $OUT/bench_gpu.log, RESULTS.md to $OUT/RESULTS.md, and the JSON
 # (bench/results/gpu/) with rnntrain bench's stderr to $OUT/bench_gpu_results.tgz (unpack it at the
 # repository root to keep the results). CUDNN_FROM_TORCH=0: rnntrain uses the system's cuDNN.
@@ -109,7 +109,8 @@ fi
   echo "gpu: ${gpu%%,*}"
   echo "driver: ${gpu##*, }"
   echo "nvcc: $nvcc_version"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)')"
+  # RNNTRAIN_COMMIT: the commit the tree came from, where a copied tree's git metadata may be stale.
+  echo "commit: ${RNNTRAIN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)')}"
   echo "timing: $STEPS steps x $REPEATS repeats after $WARMUP warm-up steps"
 } >"$RES/machine.txt"
 
