@@ -2,6 +2,8 @@
 // optimizer state and history on the CPU (dropout, shuffling and a schedule are all in play).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_util.h"
 #include "io/h5.h"
 
@@ -72,6 +74,28 @@ TEST(Resume, TwoPlusTwoEqualsFour) {
       ASSERT_EQ(t[i], sb[name][i]) << name << "[" << i << "] differs after resume";
   }
   EXPECT_EQ(slurp(straight + "/history.csv"), slurp(split + "/history.csv"));
+  std::filesystem::remove_all(tmp);
+}
+
+// Without training metrics the trainer enqueues steps and reads their losses back later (on a GPU,
+// without waiting); the epoch losses must be those of the step-by-step path, the last partial batch
+// (160 training rows in batches of 24) weighted by its size, and training itself must not change.
+TEST(Resume, EnqueuedStepsReportTheSameEpochLossesAsSynchronousOnes) {
+  auto tmp = scratch("async_losses");
+  const std::string cfg = (tmp / "cfg.yaml").string();
+  write_file(cfg, kConfig);
+  const std::string with = (tmp / "with").string(), without = (tmp / "without").string();
+  CmdResult a = run_rnntrain("train " + cfg + " train.epochs=3 train.batch_size=24 output.dir=" + with, tmp);
+  ASSERT_EQ(a.code, 0) << a.err;
+  CmdResult b = run_rnntrain("train " + cfg + " train.epochs=3 train.batch_size=24 train.metrics=[] "
+                             "output.dir=" + without, tmp);
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ha = nlohmann::json::parse(slurp(with + "/history.json"));
+  const auto hb = nlohmann::json::parse(slurp(without + "/history.json"));
+  ASSERT_EQ(ha["loss"].size(), 3u);
+  EXPECT_EQ(ha["loss"], hb["loss"]) << "epoch losses, metrics on vs off";
+  EXPECT_EQ(ha["val_loss"], hb["val_loss"]);
+  EXPECT_FALSE(hb.contains("mae"));
   std::filesystem::remove_all(tmp);
 }
 
