@@ -94,13 +94,19 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
   return d;
 }
 
+// The engine of eval and predict: the checkpoint's weights, the plan resolved (autotune: from its
+// cache or measured) for the data's timesteps. rng must outlive it.
+static std::unique_ptr<Engine> inference_engine(const Config& cfg, const CommandArgs& a, const Dataset& d, Rng& rng) {
+  Params init = initial_params(cfg, a.weights);
+  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));  // before init is moved into the engine
+  return make_engine(run_cfg, std::move(init), rng);
+}
+
 int cmd_eval(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
   Dataset d = eval_data(cfg, a, true);
   Rng rng(cfg.train.seed);
-  Params init = initial_params(cfg, a.weights);
-  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));
-  auto engine = make_engine(run_cfg, std::move(init), rng);
+  auto engine = inference_engine(cfg, a, d, rng);
   EvalResult r = evaluate(*engine, cfg, d);
   if (a.json) {
     nlohmann::ordered_json j;
@@ -120,9 +126,7 @@ int cmd_predict(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
   Dataset d = eval_data(cfg, a, false);
   Rng rng(cfg.train.seed);
-  Params init = initial_params(cfg, a.weights);
-  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));
-  auto engine = make_engine(run_cfg, std::move(init), rng);
+  auto engine = inference_engine(cfg, a, d, rng);
   Tensor pred = predict_all(*engine, d, cfg.train.batch_size);
   write_predictions(a.output, pred);
   log_info("wrote {} predictions of shape {} to {}", d.size(), shape_str(pred.shape), a.output);

@@ -50,7 +50,8 @@ class Engine {
 
 // Builds the engine for cfg.device: cpu; cuda (a UsageError saying why when this build has no CUDA
 // backend or no GPU is visible); auto takes the GPU when one is usable. Takes the initial
-// parameters; `dropout_rng` is the trainer's stream for dropout masks (its state is checkpointed).
+// parameters; `dropout_rng` is the trainer's stream for dropout masks (its state is checkpointed) and
+// must outlive the engine; cfg is copied.
 // Defined in engine_registry.cpp, the one file that knows CUDA exists.
 std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng);
 

@@ -62,7 +62,7 @@ class CpuEngine final : public Engine {
  private:
   static const std::vector<int32_t>* lengths(const Batch& b) { return b.lengths.empty() ? nullptr : &b.lengths; }
 
-  const Config& cfg_;
+  const Config cfg_;  // a copy: the engine may outlive the caller's config (CpuModel refers into it)
   Params params_;
   CpuModel model_;
   Rng& rng_;
