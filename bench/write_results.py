@@ -61,7 +61,7 @@ def rnntrain_candidates(j):
         status = c.get("status", "ok")
         out.append({"name": c.get("name", "?"), "fuse": c.get("fuse", "auto"), "precision": c.get("precision") or "fp32",
                     "algo": c.get("algo") or "standard", "ms": ms, "status": status, "ok": status == "ok" and ms is not None,
-                    "peak": c.get("peak_device_mib"),
+                    "peak": c.get("peak_device_mib"), "graphs": c.get("graph_share"),
                     "host": c.get("peak_host_rss_mib")})
     return out
 
@@ -210,6 +210,30 @@ def gpu_section(d, out, targets):
         out.append("")
     met = sum(1 for r in summary if r == "met")
     out.append(f"GPU targets met: {met} of {len(summary)} ({summary.count('n/a')} not measured).\n")
+    graphs_section(d, out)
+
+
+def graphs_section(d, out):
+    """rnntrain's fastest candidate with CUDA graphs (plan.graphs, the default) and without, same run."""
+    rows = []
+    for w in GPU_WORKLOADS:
+        best = fastest(rnntrain_candidates(load_json(os.path.join(d, f"rnntrain_{w}.json"))))
+        off = next((c for c in rnntrain_candidates(load_json(os.path.join(d, f"nographs_{w}.json")))
+                    if best and c["ok"] and c["name"] == best["name"]), None)
+        if best is None or off is None:
+            continue
+        share = best.get("graphs")
+        rows.append(f"| {w} | {rn_label(best)} | {fmt_ms(best['ms'])} | "
+                    f"{'n/a' if share is None else f'{100 * share:.0f}%'} | {fmt_ms(off['ms'])} | {off['ms'] / best['ms']:.3f}x |")
+    if not rows:
+        return
+    out.append("### CUDA graphs\n")
+    out.append("rnntrain's fastest candidate as benchmarked (plan.graphs: true, the default) and again with "
+               "plan.graphs: false. Graphs: the share of timed steps replayed as a CUDA graph.\n")
+    out.append("| workload | candidate | ms/step | graphs | ms/step without graphs | gain |")
+    out.append("|---|---|---|---|---|---|")
+    out.extend(rows)
+    out.append("")
 
 
 def cpu_section(d, out, targets):
@@ -260,6 +284,14 @@ def print_cudnn_args(path):
     print(f"--precision {best['precision']} --algo {best['algo']}" + (" --per-layer" if best["fuse"] == "never" else ""))
 
 
+def print_nographs_args(path):
+    """rnntrain bench arguments that time PATH's fastest candidate (and its other fusion); exit 1 if none ran."""
+    best = fastest(rnntrain_candidates(load_json(path) or {}))
+    if best is None:
+        sys.exit(f"write_results.py: {path}: no rnntrain candidate ran (missing file, or all failed)")
+    print(f"--precision {best['precision']} --algo {best['algo']}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
@@ -268,9 +300,13 @@ def main():
                    help="the Markdown file to write (default: bench/RESULTS.md)")
     p.add_argument("--cudnn-args", metavar="RNNTRAIN_JSON",
                    help="print the rnntrain_cudnn_bench options of this file's winner and exit")
+    p.add_argument("--winner-args", metavar="RNNTRAIN_JSON",
+                   help="print the rnntrain bench arguments that time only this file's winner, and exit")
     a = p.parse_args()
     if a.cudnn_args:
         return print_cudnn_args(a.cudnn_args)
+    if a.winner_args:
+        return print_nographs_args(a.winner_args)
     gpu, cpu = os.path.join(a.results, "gpu"), os.path.join(a.results, "cpu")
     if not has_json(gpu) and not has_json(cpu):
         sys.exit(f"write_results.py: {a.results} has no JSON in gpu/ or cpu/: run scripts/bench_gpu.sh or scripts/bench_cpu.sh first")

@@ -122,6 +122,7 @@ YAML
 step "speed: 4 x LSTM(512), B=64, T=100, 100 steps per epoch (ms per step = 10 x seconds per epoch)"
 train bench4xLSTM512_fused "$WORK/bench.yaml" cuda 3 plan.fuse=auto
 train bench4xLSTM512_unfused "$WORK/bench.yaml" cuda 3 plan.fuse=never
+train bench4xLSTM512_fused_nographs "$WORK/bench.yaml" cuda 3 plan.fuse=auto plan.graphs=false
 # plan.autotune end to end: measure the candidates, cache the choice, train with it.
 train bench4xLSTM512_autotune "$WORK/bench.yaml" cuda 3 plan.autotune=true plan.precision=auto plan.algo=auto \
   plan.cache="$WORK/autotune.json"

@@ -35,7 +35,7 @@ TEST(AsyncSteps, EnqueuedStepsGiveTheSameLossesAndWeightsAsSynchronousOnes) {
   // The first 12 enqueued before any is collected (more than the 8 in flight: the queue-full path),
   // then one collect per step.
   for (size_t i = 0; i < batches.size(); ++i) {
-    async->enqueue_train_step(batches[i], 1e-2);
+    async->enqueue_train_step(batches[i], 1e-2, {});
     if (i >= 12)
       for (const LossValue& l : async->collect_losses(false)) got.push_back(l.mean());
   }

@@ -117,6 +117,7 @@ struct LossSpec {
   bool from_logits = false;
   double delta = 1.0;  // huber
   double label_smoothing = 0.0;
+  bool operator==(const LossSpec&) const = default;
 };
 
 // "accuracy" resolves to binary/categorical/sparse by the loss, as Keras does.
@@ -211,6 +212,7 @@ struct PlanSpec {
   RnnAlgo algo = RnnAlgo::Standard;
   bool autotune = false;  // time the candidate plans on the first batch and train with the fastest
   std::string cache;      // autotune's cache file; "" = $XDG_CACHE_HOME/rnntrain/autotune.json
+  bool graphs = true;     // GPU: replay repeated training steps as CUDA graphs (backend/cuda/session.h)
 };
 // As written in configs: "fp16", "persist_static", "never".
 const char* precision_name(Precision p);

@@ -268,6 +268,7 @@ std::string emit_config(const Config& c) {
   put_name(e, "algo", spec::enum_name(spec::rnn_algos(), c.plan.algo));
   put_bool(e, "autotune", c.plan.autotune);
   if (!c.plan.cache.empty()) put_str(e, "cache", c.plan.cache);
+  put_bool(e, "graphs", c.plan.graphs);
   e << YAML::EndMap;
   put_name(e, "device", spec::enum_name(spec::devices(), c.device));
   key(e, "output") << YAML::BeginMap;

@@ -31,13 +31,14 @@ Config type_config(const spec::Value& root, const std::string& filename) {
   if (auto x = root.get("train")) c.train = spec::read_train(*x);
   if (auto x = root.get("plan")) {
     x->require_map(" like {fuse: auto}");
-    constexpr const char* plan_keys[] = {"fuse", "precision", "algo", "autotune", "cache"};
+    constexpr const char* plan_keys[] = {"fuse", "precision", "algo", "autotune", "cache", "graphs"};
     x->check_keys(plan_keys, "plan");
     if (auto f = x->get("fuse")) c.plan.fuse = spec::read_enum(*f, spec::fuse_modes(), "fuse mode");
     if (auto f = x->get("precision")) c.plan.precision = spec::read_enum(*f, spec::precisions(), "precision");
     if (auto f = x->get("algo")) c.plan.algo = spec::read_enum(*f, spec::rnn_algos(), "RNN algorithm");
     if (auto f = x->get("autotune")) c.plan.autotune = f->as_bool();
     if (auto f = x->get("cache")) c.plan.cache = f->as_string();
+    if (auto f = x->get("graphs")) c.plan.graphs = f->as_bool();
     for (const char* k : {"precision", "algo"}) {
       auto f = x->get(k);
       if (f && f->as_string() == "auto" && !c.plan.autotune)

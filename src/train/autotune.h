@@ -41,6 +41,7 @@ struct Timing {
   std::vector<double> ms;  // ms/step of each repeat
   double median_ms = 0, last_loss = 0;
   double peak_device_mib = -1;  // -1: not known (CPU)
+  double graph_share = 0;       // of the timed steps, the share replayed as CUDA graphs (plan.graphs)
   std::string device;
   std::string error;  // not empty: the candidate failed (e.g. cuDNN does not support it); nothing else is set
 };

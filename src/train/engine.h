@@ -22,10 +22,13 @@ class Engine {
   virtual std::string device_name() const = 0;
   // One optimizer step on the batch; updates the metrics with the batch's predictions.
   virtual LossValue train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) = 0;
-  // The same step without waiting for a device (no metrics: they need the predictions on the host).
-  // collect_losses() returns the losses of the steps enqueued since its last call, oldest first: those
-  // finished, or all of them when wait. The defaults run train_step() at once.
-  virtual void enqueue_train_step(const Batch& batch, double lr) { done_.push_back(train_step(batch, lr, {})); }
+  // The same step without waiting for a device: the metrics are updated, and the loss handed to
+  // collect_losses(), once the device has finished the step (metrics are read before any later
+  // step's). collect_losses() returns the losses of the steps enqueued since its last call, oldest
+  // first: those finished, or all of them when wait. The defaults run train_step() at once.
+  virtual void enqueue_train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) {
+    done_.push_back(train_step(batch, lr, metrics));
+  }
   virtual std::vector<LossValue> collect_losses(bool wait) {
     (void)wait;
     return std::exchange(done_, {});
@@ -63,6 +66,8 @@ std::string gpu_description();
 // (cuDNN's and cuBLAS' handles not counted); -1 without the CUDA backend.
 double device_peak_mib();
 void reset_device_peak();
+// Training steps replayed as CUDA graphs in this process so far (plan.graphs); 0 without the CUDA backend.
+int64_t gpu_graph_steps();
 
 // The CPU engine (engine_cpu.cpp), whatever cfg.device says.
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng);

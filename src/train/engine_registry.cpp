@@ -1,6 +1,8 @@
 // The backend registry: make_engine picks the CPU or the CUDA engine for cfg.device. The one file
 // that knows CUDA exists (RNNTRAIN_WITH_CUDA is defined for it when the CUDA backend is built); it
 // also adapts the CUDA session (backend/cuda/session.h) to the Engine interface.
+#include <deque>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -43,29 +45,36 @@ class CudaEngine final : public Engine {
 
   std::string device_name() const override { return session_.device_name(); }
 
+  // A synchronous step is an enqueued one waited for; the losses of steps enqueued before it are kept
+  // for the next collect_losses().
   LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
-    check_targets(b);
-    Tensor pred, mask;
-    const bool want = !metrics.empty();
-    const int64_t t = opt_.iterations() + 1;
-    const cuda::StepLoss l = session_.train_step(b, lr, t, rng_, want ? &pred : nullptr, want ? &mask : nullptr);
-    opt_.set_iterations(t);
-    stale_ = true;
-    for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
-    return {l.sum, l.count};
+    enqueue_train_step(b, lr, metrics);
+    std::vector<LossValue> all = collect_losses(true);
+    const LossValue last = all.back();
+    all.pop_back();
+    early_ = std::move(all);
+    return last;
   }
 
-  void enqueue_train_step(const Batch& b, double lr) override {
+  void enqueue_train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
     check_targets(b);
+    std::vector<MetricForm> forms;
+    for (Metric* m : metrics) forms.push_back(m->form(pred_shape(b), b.y));
     const int64_t t = opt_.iterations() + 1;
-    session_.enqueue_train_step(b, lr, t, rng_);
+    session_.enqueue_train_step(b, lr, t, rng_, forms);
+    metrics_.push_back(metrics);
     opt_.set_iterations(t);
     stale_ = true;
   }
 
   std::vector<LossValue> collect_losses(bool wait) override {
-    std::vector<LossValue> out;
-    for (const cuda::StepLoss& l : session_.collect(wait)) out.push_back({l.sum, l.count});
+    std::vector<LossValue> out = std::exchange(early_, {});
+    for (const cuda::StepLoss& l : session_.collect(wait)) {
+      const std::vector<Metric*> ms = std::move(metrics_.front());
+      metrics_.pop_front();
+      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(l.metrics[j], l.count);
+      out.push_back({l.sum, l.count});
+    }
     return out;
   }
 
@@ -99,13 +108,18 @@ class CudaEngine final : public Engine {
   }
 
  private:
+  Shape pred_shape(const Batch& b) const {
+    Shape s = shapes_.back().out;
+    for (int64_t& d : s)
+      if (d < 0) d = b.x.dim(1);
+    s.insert(s.begin(), b.size());
+    return s;
+  }
+
   // The loss's shape checks (same messages as the CPU engine), on the prediction's shape alone.
   void check_targets(const Batch& b) const {
     Tensor pred;
-    pred.shape = shapes_.back().out;
-    for (int64_t& d : pred.shape)
-      if (d < 0) d = b.x.dim(1);
-    pred.shape.insert(pred.shape.begin(), b.size());
+    pred.shape = pred_shape(b);
     const LossSpec& loss = cfg_.train.loss;
     if (loss.kind == LossKind::SparseCategoricalCrossentropy) check_sparse_targets(loss_name(loss.kind), pred, b.y, nullptr);
     else check_dense_targets(loss_name(loss.kind), pred, b.y, nullptr);
@@ -118,6 +132,8 @@ class CudaEngine final : public Engine {
   CudaOptimizerView opt_;
   std::vector<LayerShape> shapes_;
   bool stale_ = false;  // the device has newer parameters than params_
+  std::deque<std::vector<Metric*>> metrics_;  // of the steps enqueued and not collected, oldest first
+  std::vector<LossValue> early_;               // collected by train_step() for the next collect_losses()
 };
 
 }  // namespace
@@ -150,6 +166,14 @@ double device_peak_mib() {
 void reset_device_peak() {
 #ifdef RNNTRAIN_WITH_CUDA
   cuda::reset_device_bytes_peak();
+#endif
+}
+
+int64_t gpu_graph_steps() {
+#ifdef RNNTRAIN_WITH_CUDA
+  return cuda::graph_steps();
+#else
+  return 0;
 #endif
 }
 

@@ -22,6 +22,7 @@ class MeanMetric : public Metric {
  public:
   double result() const override { return count_ > 0 ? total_ / count_ : 0.0; }
   void reset() override { total_ = count_ = 0.0; }
+  void add(double total, double count) override { total_ += total, count_ += count; }
 
  protected:
   double total_ = 0.0, count_ = 0.0;
@@ -34,7 +35,19 @@ int64_t argmax(const float* p, int64_t k) {  // first index of the maximum, as n
   return best;
 }
 
-enum class AccKind { Binary, Categorical, Sparse };
+enum class AccKind { Binary, Categorical, Sparse };  // MetricForm::accuracy's codes
+
+// A metric whose per-position values are a loss's, after the loss's target checks.
+MetricForm loss_form(const LossSpec& spec, const Shape& shape, const Tensor& target) {
+  Tensor pred;
+  pred.shape = shape;
+  const char* who = loss_name(spec.kind);
+  if (spec.kind == LossKind::SparseCategoricalCrossentropy) check_sparse_targets(who, pred, target, nullptr);
+  else check_dense_targets(who, pred, target, nullptr);
+  MetricForm f;
+  f.loss = spec;
+  return f;
+}
 
 // Keras compile()'s shape rule, for "accuracy" with a regression loss: one output unit -> binary;
 // targets with one axis fewer (or a trailing 1 against K > 1) -> sparse; else categorical.
@@ -53,12 +66,8 @@ class Accuracy : public MeanMetric {
   }
 
   void update(const Tensor& pred, const Tensor& target, const Tensor* mask) override {
-    const AccKind kind = fixed_ ? *fixed_ : accuracy_by_shapes(pred, target);
-    const char* who = kind == AccKind::Binary        ? "binary_accuracy"
-                      : kind == AccKind::Categorical ? "categorical_accuracy"
-                                                     : "sparse_categorical_accuracy";
-    const TargetView v = kind == AccKind::Sparse ? check_sparse_targets(who, pred, target, mask)
-                                                 : check_dense_targets(who, pred, target, mask);
+    const AccKind kind = checked_kind(pred, target, mask);
+    const TargetView v{shape_numel(pred.shape) / pred.dim(-1), pred.dim(-1)};
     // pred: [N, K]; target: [N, K] or labels [N]; one value per position in [0, 1].
     for (int64_t i = 0; i < v.n; ++i) {
       if (mask_weight(mask, i) == 0.0) continue;
@@ -79,7 +88,27 @@ class Accuracy : public MeanMetric {
     }
   }
 
+  MetricForm form(const Shape& shape, const Tensor& target) const override {
+    Tensor pred;
+    pred.shape = shape;
+    MetricForm f;
+    f.kind = MetricForm::Kind::Accuracy;
+    f.accuracy = static_cast<int>(checked_kind(pred, target, nullptr));
+    f.threshold = threshold_;
+    return f;
+  }
+
  private:
+  AccKind checked_kind(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
+    const AccKind kind = fixed_ ? *fixed_ : accuracy_by_shapes(pred, target);
+    const char* who = kind == AccKind::Binary        ? "binary_accuracy"
+                      : kind == AccKind::Categorical ? "categorical_accuracy"
+                                                     : "sparse_categorical_accuracy";
+    if (kind == AccKind::Sparse) check_sparse_targets(who, pred, target, mask);
+    else check_dense_targets(who, pred, target, mask);
+    return kind;
+  }
+
   std::optional<AccKind> fixed_;
   double threshold_;
 };
@@ -95,6 +124,9 @@ class ErrorMean : public MeanMetric {
     const LossValue l = compute_loss(spec_, pred, target, mask, nullptr);
     total_ += l.sum;
     count_ += l.count;
+  }
+  MetricForm form(const Shape& shape, const Tensor& target) const override {
+    return loss_form(spec_, shape, target);
   }
 
  private:
@@ -115,6 +147,9 @@ class Perplexity : public MeanMetric {
     count_ += l.count;
   }
   double result() const override { return count_ > 0 ? std::exp(total_ / count_) : 0.0; }
+  MetricForm form(const Shape& shape, const Tensor& target) const override {
+    return loss_form(spec_, shape, target);
+  }
 
  private:
   LossSpec spec_;

@@ -10,10 +10,25 @@
 
 namespace rnntrain {
 
+// What update() adds for a batch, in a form a device engine computes next to the predictions (the
+// CUDA backend): one value per unmasked position, summed, and the count of those positions.
+struct MetricForm {
+  enum class Kind { Loss, Accuracy };
+  Kind kind = Kind::Loss;
+  LossSpec loss;           // Loss: the per-position values of this loss (mae, mse, perplexity's crossentropy)
+  int accuracy = 0;        // Accuracy: 0 binary, 1 categorical, 2 sparse
+  double threshold = 0.5;  // binary
+  bool operator==(const MetricForm&) const = default;
+};
+
 class Metric {
  public:
   virtual ~Metric() = default;
   virtual void update(const Tensor& pred, const Tensor& target, const Tensor* mask) = 0;
+  // The form of update() for predictions of shape `pred` against `target`, after the checks update()
+  // makes (a DataError for targets that do not fit); add() then takes the batch's sums.
+  virtual MetricForm form(const Shape& pred, const Tensor& target) const = 0;
+  virtual void add(double total, double count) = 0;
   virtual double result() const = 0;
   virtual void reset() = 0;
   const std::string& name() const { return name_; }

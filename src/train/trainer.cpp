@@ -328,12 +328,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       Batch batch = gpu ? next.get() : gather(s);
       if (gpu && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
       lr = schedule.lr(optimizer.iterations());
-      if (ms.empty()) {  // no metrics to update: the GPU runs ahead, losses are read back as they finish
-        engine->enqueue_train_step(batch, lr);
-        for (const LossValue& lv : engine->collect_losses(false)) take(lv);
-      } else {
-        take(engine->train_step(batch, lr, ms));
-      }
+      // The GPU runs ahead: losses and metrics are read back as its steps finish.
+      engine->enqueue_train_step(batch, lr, ms);
+      for (const LossValue& lv : engine->collect_losses(false)) take(lv);
     }
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);
     const double secs = progress.finish();

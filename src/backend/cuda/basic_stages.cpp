@@ -31,17 +31,22 @@ class EmbeddingStage final : public DeviceStage {
   void reserve(ParamStore& store) override { off_ = store.reserve(spec_.input_dim * spec_.output_dim); }
   void place(ParamStore& store) override { store.place(first_, off_); }
 
-  // x: token ids [B, T] (floats) -> [B, T, E]
-  DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) override {
-    const int64_t B = x.dim(0), T = x.dim(1), E = spec_.output_dim, V = spec_.input_dim;
-    const Tensor& ids = run.batch->x;  // the model input: Embedding always reads it
-    for (int64_t k = 0; k < B * T; ++k) {
+  void check(const Batch& b) const override {
+    const Tensor& ids = b.x;  // the model input: Embedding always reads it
+    const int64_t T = ids.dim(1), V = spec_.input_dim;
+    for (int64_t k = 0; k < ids.numel(); ++k) {
       const float v = ids[k];
       if (!(v >= 0.0f && v < static_cast<float>(V)) || v != std::floor(v))
         throw DataError(fmt::format("token id {} at sample {} step {} is not an integer in [0, {}) for layer '{}' "
                                     "(Embedding input_dim {}); raise input_dim or fix the vocabulary",
                                     v, k / T, k % T, V, spec_.name, V));
     }
+  }
+
+  // x: token ids [B, T] (floats) -> [B, T, E]
+  DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) override {
+    const int64_t B = x.dim(0), T = x.dim(1), E = spec_.output_dim;
+    const Tensor& ids = run.batch->x;
     x_ = x;
     DevTensor y{y_.ensure(B * T * E), {B, T, E}};
     k::embedding_forward(x.ptr, store_.w() + off_, y.ptr, B * T, E, gpu_.stream());

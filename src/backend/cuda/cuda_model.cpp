@@ -87,6 +87,12 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
     names_.push_back(names);
     summary_ += fmt::format("  layer: {}\n", names);
   }
+  for (const LayerSpec& l : spec.layers) {
+    const LayerSpec& c = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
+    if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0 ||
+        c.kind == LayerKind::Masking || c.mask_zero)
+      capturable_ = false;
+  }
   for (auto& s : stages_) s->reserve(store_);
   store_.allocate();
   for (auto& s : stages_) s->place(store_);
@@ -95,14 +101,16 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
 
 CudaModel::~CudaModel() = default;
 
-DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
+CudaModel::Input CudaModel::upload(const Batch& b) {
   const Tensor& x = b.x;
   check_input_batch(spec_.layers[0], x);
+  for (auto& s : stages_) s->check(b);
   const int64_t B = x.dim(0), T = x.dim(1);
   cudaStream_t st = gpu_.stream();
-  float* xd = static_cast<float*>(x_up_.put(x.ptr(), sizeof(float) * x.numel()));
-
-  MaskState mask;
+  Input in;
+  in.batch = &b;
+  in.x = DevTensor{static_cast<float*>(x_up_.put(x.ptr(), sizeof(float) * x.numel())), x.shape};
+  MaskState& mask = in.mask;
   if (!b.lengths.empty()) {
     if (static_cast<int64_t>(b.lengths.size()) != B)
       throw DataError(fmt::format("the batch has {} samples but {} sequence lengths", B, b.lengths.size()));
@@ -117,11 +125,15 @@ DevTensor CudaModel::forward(const Batch& b, bool training, Rng& rng) {
     copy_to_device(mask_.ensure(B * T), host->data(), host->size(), st);
     mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;
   }
+  return in;
+}
 
+DevTensor CudaModel::forward(const Input& in, bool training, Rng& rng) {
+  MaskState mask = in.mask;
   Profiler& prof = gpu_.profiler();  // training steps only (eval and predict never end a profiled step)
   if (training) prof.mark("upload (and host gaps)");
-  const RunInfo run{training, &rng, &b};
-  DevTensor cur{xd, x.shape};
+  const RunInfo run{training, &rng, in.batch};
+  DevTensor cur = in.x;
   for (size_t i = 0; i < stages_.size(); ++i) {
     cur = stages_[i]->forward(cur, mask, run);
     if (training) prof.mark(names_[i] + " forward");

@@ -19,9 +19,23 @@ class CudaModel {
   CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Params& params, uint64_t seed);
   ~CudaModel();
 
-  // x: [B, T, F] features or [B, T] token ids; b.lengths optional. Returns the output on the device
-  // ([B, K] or [B, T, K]), valid until the next forward.
-  DevTensor forward(const Batch& b, bool training, Rng& rng);
+  // A batch's inputs on the device: x (and the length mask), uploaded after the host checks that the
+  // stages rely on (input shape, lengths, token ids).
+  struct Input {
+    DevTensor x;
+    MaskState mask;
+    const Batch* batch = nullptr;
+  };
+  // x: [B, T, F] features or [B, T] token ids; b.lengths optional. The memory stays valid until the
+  // upload after next (double-buffered: the next batch uploads while this one runs).
+  Input upload(const Batch& b);
+  // Returns the output on the device ([B, K] or [B, T, K]), valid until the next forward.
+  DevTensor forward(const Input& in, bool training, Rng& rng);
+  DevTensor forward(const Batch& b, bool training, Rng& rng) { return forward(upload(b), training, rng); }
+  // Whether a training step draws nothing at random and makes no mask from the data (no dropout of
+  // any kind, no Masking, no mask_zero): then, for batches without lengths, a step on a given shape
+  // is the same GPU work every time and can be captured as a CUDA graph.
+  bool capturable() const { return capturable_; }
   // The mask reaching the output, when the output has a time axis and a mask reaches it.
   MaskState& out_mask() { return out_mask_; }
   // dy: gradient of the last output. Adds into store().g(); returns dx for feature inputs when asked.
@@ -37,6 +51,7 @@ class CudaModel {
   std::vector<std::unique_ptr<DeviceStage>> stages_;
   std::vector<std::string> names_;  // per stage, for the profiler
   bool token_input_ = false;
+  bool capturable_ = true;
   Uploader x_up_{gpu_};  // the batch's inputs
   DeviceBuffer<uint8_t> mask_{"batch mask"};
   MaskState out_mask_;

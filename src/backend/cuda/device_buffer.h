@@ -12,6 +12,10 @@ namespace rnntrain::cuda {
 void* device_alloc(size_t bytes, const char* what);
 void device_free(void* p, size_t bytes) noexcept;
 size_t device_bytes_held();  // by every live DeviceBuffer
+// How many allocations have been freed so far (a buffer that grows frees its old one). A captured
+// CUDA graph stays valid while this is unchanged: every address it holds is still allocated.
+uint64_t device_frees();
+uint64_t device_allocs();  // allocations made so far
 // The most held at once since the start or the last reset (cuDNN's and cuBLAS' own handles and
 // workspaces are not counted; what rnntrain allocates, cuDNN workspaces included, is).
 size_t device_bytes_peak();

@@ -55,6 +55,31 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
     groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
   }
   upload();
+  sched_.ensure(3);
+  CUDA_CHECK(cudaMallocHost(&ring_, sizeof(float) * 3 * kRing));
+}
+
+DeviceOptimizer::~DeviceOptimizer() {
+  for (cudaEvent_t e : copied_) {
+    if (!e) continue;
+    CUDA_LOG(cudaEventSynchronize(e));
+    CUDA_LOG(cudaEventDestroy(e));
+  }
+  if (ring_) CUDA_LOG(cudaFreeHost(ring_));
+}
+
+void DeviceOptimizer::set_step(double lr, int64_t t) {
+  const int i = next_;
+  next_ = (i + 1) % kRing;
+  if (copied_[i]) CUDA_CHECK(cudaEventSynchronize(copied_[i]));  // done long ago: kRing steps back
+  else CUDA_CHECK(cudaEventCreateWithFlags(&copied_[i], cudaEventDisableTiming));
+  const double td = static_cast<double>(t);
+  float* v = ring_ + 3 * i;
+  v[0] = static_cast<float>(lr);
+  v[1] = static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td)));
+  v[2] = spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f;
+  CUDA_CHECK(cudaMemcpyAsync(sched_.get(), v, sizeof(float) * 3, cudaMemcpyHostToDevice, gpu_.stream()));
+  CUDA_CHECK(cudaEventRecord(copied_[i], gpu_.stream()));
 }
 
 std::vector<std::pair<std::string, Tensor*>> DeviceOptimizer::slots() {
@@ -80,7 +105,7 @@ void DeviceOptimizer::upload() {
   }
 }
 
-void DeviceOptimizer::step(double lr, int64_t t) {
+void DeviceOptimizer::apply() {
   cudaStream_t st = gpu_.stream();
   k::OptArgs a;
   a.kind = static_cast<int>(spec_.kind);
@@ -106,9 +131,7 @@ void DeviceOptimizer::step(double lr, int64_t t) {
   } else if (is_set(spec_.clipvalue)) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }
-  if (spec_.weight_decay > 0) a.decay = static_cast<float>(lr * spec_.weight_decay);
-
-  a.lr = static_cast<float>(lr);
+  a.sched = sched_.get();
   a.momentum = static_cast<float>(spec_.momentum);
   a.nesterov = spec_.nesterov, a.amsgrad = spec_.amsgrad, a.centered = spec_.centered;
   a.eps = static_cast<float>(spec_.epsilon);
@@ -116,8 +139,6 @@ void DeviceOptimizer::step(double lr, int64_t t) {
   a.beta2c = static_cast<float>(1.0 - spec_.beta_2);
   a.rho = static_cast<float>(spec_.rho);
   a.rhoc = static_cast<float>(1.0 - spec_.rho);
-  const double td = static_cast<double>(t);
-  a.alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td)));
   k::optimizer_step(a, st);
   if (scaled_) k::update_scale(scale_.get(), scale_state_.get(), scale_state_.get() + 1, 2000, st);
 }

@@ -19,9 +19,20 @@ class DeviceOptimizer {
  public:
   // params: the host parameters (shapes for the host slot tensors); not kept.
   DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params);
+  ~DeviceOptimizer();
+  DeviceOptimizer(const DeviceOptimizer&) = delete;
+  DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
   // One update with learning rate lr at optimizer step t (1-based), from the store's gradients.
-  void step(double lr, int64_t t);
+  void step(double lr, int64_t t) {
+    set_step(lr, t);
+    apply();
+  }
+  // The same in two parts, for a captured step (CUDA graph): set_step() copies the step's learning
+  // rate and bias corrections to the device on the stream (from pinned memory: the host does not
+  // wait); apply() enqueues the kernels, which read them there.
+  void set_step(double lr, int64_t t);
+  void apply();
 
   // Turns on dynamic loss scaling (initial scale 2^15, doubled after 2000 finite steps). The loss
   // gradient must then be multiplied by *loss_scale() (a device float); null when off.
@@ -49,6 +60,13 @@ class DeviceOptimizer {
   bool scaled_ = false;
   DeviceBuffer<float> scale_{"loss scale"};
   DeviceBuffer<int> scale_state_{"loss scale state"};  // [0]: finite steps in a row, [1]: non-finite flag
+  // set_step()'s values: on the device (lr, alpha, decay) and a pinned ring of their sources, each
+  // reused once its copy is done.
+  static constexpr int kRing = 16;
+  DeviceBuffer<float> sched_{"learning rate"};
+  float* ring_ = nullptr;
+  cudaEvent_t copied_[kRing] = {};
+  int next_ = 0;
 };
 
 }  // namespace rnntrain::cuda

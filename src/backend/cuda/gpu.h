@@ -27,6 +27,7 @@ class Profiler {
     if (on_) record(phase);
   }
   void end_step();  // syncs (only when on) and adds the step's times
+  bool on() const { return on_; }
 
  private:
   void record(const std::string& phase);

@@ -102,6 +102,18 @@ struct LossArgs {
   double* sum = nullptr;   // one double: += the per-position losses
 };
 void loss(const LossArgs& a, cudaStream_t s);
+// Keras' accuracies as the metric sums: sum += per-position hits (binary: the share of the k outputs
+// thresholded right; categorical: argmax of target == argmax of pred; sparse: label == argmax).
+struct AccuracyArgs {
+  int mode = 0;  // 0 binary, 1 categorical, 2 sparse
+  float threshold = 0.5f;
+  const float* pred = nullptr;    // [n, k]
+  const float* target = nullptr;  // [n, k], or labels [n] when sparse
+  const uint8_t* mask = nullptr;  // [n] or null
+  int64_t n = 0, k = 0;
+  double* sum = nullptr;
+};
+void accuracy(const AccuracyArgs& a, cudaStream_t s);
 // sums[var[i]] += g[i]^2 for var[i] >= 0.
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
 struct OptArgs {
@@ -117,8 +129,9 @@ struct OptArgs {
   int clip = 0;
   const float* factors = nullptr;  // per variable (clip 1)
   float factor = 1.0f, clipvalue = 0.0f;
-  float decay = 0.0f;  // lr * weight_decay (0: none)
-  float lr = 0.0f, alpha = 0.0f;
+  // On the device, so that a captured step reads each step's values: the learning rate, Adam's
+  // alpha (lr with the bias corrections) and lr * weight_decay (0: none).
+  const float* sched = nullptr;
   float momentum = 0.0f, beta1c = 0.0f, beta2c = 0.0f, eps = 0.0f, rho = 0.0f, rhoc = 0.0f;  // c = 1 - x, from double
   bool nesterov = false, amsgrad = false, centered = false;
   const int* skip = nullptr;  // one int on the device: non-zero skips the update (non-finite fp16 grads)

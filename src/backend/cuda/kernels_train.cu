@@ -135,8 +135,46 @@ __global__ void sum_squares_k(const float* g, const int32_t* var, int64_t n, dou
   }
 }
 
+// One thread per position; each block adds its partial sum of hits into a.sum.
+__global__ void accuracy_k(AccuracyArgs a) {
+  const int64_t K = a.k;
+  double acc = 0.0;
+  GRID_LOOP(i, a.n) {
+    if (a.mask && !a.mask[i]) continue;
+    const float* p = a.pred + i * K;
+    if (a.mode == 0) {
+      const float* t = a.target + i * K;
+      int64_t same = 0;
+      for (int64_t j = 0; j < K; ++j) same += t[j] == (p[j] > a.threshold ? 1.0f : 0.0f);
+      acc += static_cast<double>(same) / static_cast<double>(K);
+      continue;
+    }
+    int64_t best = 0;  // the first index of the maximum, as numpy's argmax
+    for (int64_t j = 1; j < K; ++j)
+      if (p[j] > p[best]) best = j;
+    if (a.mode == 2) {
+      acc += a.target[i] == static_cast<float>(best) ? 1.0 : 0.0;
+    } else {
+      const float* t = a.target + i * K;
+      int64_t tbest = 0;
+      for (int64_t j = 1; j < K; ++j)
+        if (t[j] > t[tbest]) tbest = j;
+      acc += tbest == best ? 1.0 : 0.0;
+    }
+  }
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(a.sum, part[0]);
+}
+
 __global__ void optimizer_k(OptArgs a) {
   if (a.skip && *a.skip) return;
+  const float lr = a.sched[0], alpha = a.sched[1], decay = a.sched[2];
   GRID_LOOP(i, a.n) {
     const int32_t v = a.var[i];
     if (v < 0) continue;
@@ -145,15 +183,15 @@ __global__ void optimizer_k(OptArgs a) {
     else if (a.clip == 2) g *= a.factor;
     else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
     float p = a.p[i];
-    if (a.decay > 0.0f) p -= p * a.decay;
+    if (decay > 0.0f) p -= p * decay;
     switch (a.kind) {
       case kSGD:
         if (a.momentum == 0.0f) {
-          p -= a.lr * g;
+          p -= lr * g;
         } else {
-          const float m = a.momentum * a.s0[i] - a.lr * g;
+          const float m = a.momentum * a.s0[i] - lr * g;
           a.s0[i] = m;
-          p += a.nesterov ? a.momentum * m - a.lr * g : m;
+          p += a.nesterov ? a.momentum * m - lr * g : m;
         }
         break;
       case kAdam:
@@ -163,7 +201,7 @@ __global__ void optimizer_k(OptArgs a) {
         a.s0[i] = m, a.s1[i] = vv;
         float vj = vv;
         if (a.amsgrad) vj = a.s2[i] = fmaxf(a.s2[i], vv);
-        p -= m * a.alpha / (sqrtf(vj) + a.eps);
+        p -= m * alpha / (sqrtf(vj) + a.eps);
         break;
       }
       case kRMSprop: {
@@ -176,7 +214,7 @@ __global__ void optimizer_k(OptArgs a) {
           a.s2[i] = avg;
           denom = vv - avg * avg + a.eps;
         }
-        const float inc = a.lr * g / sqrtf(denom);
+        const float inc = lr * g / sqrtf(denom);
         if (a.momentum > 0.0f) {
           const float mom = a.momentum * a.s1[i] + inc;
           a.s1[i] = mom;
@@ -189,7 +227,7 @@ __global__ void optimizer_k(OptArgs a) {
       default: {  // Adagrad
         const float acc = a.s0[i] + g * g;
         a.s0[i] = acc;
-        p -= a.lr * g / sqrtf(acc + a.eps);
+        p -= lr * g / sqrtf(acc + a.eps);
       }
     }
     a.p[i] = p;
@@ -205,6 +243,12 @@ void loss(const LossArgs& a, cudaStream_t s) {
   if (a.kind == kCategorical || a.kind == kSparse) loss_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
   else loss_elem_k<<<blocks_for(a.n * a.k), kThreads, 0, s>>>(a);
   LAUNCH_CHECK("loss");
+}
+
+void accuracy(const AccuracyArgs& a, cudaStream_t s) {
+  if (a.n == 0) return;
+  accuracy_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+  LAUNCH_CHECK("accuracy");
 }
 
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s) {

@@ -1,7 +1,8 @@
 // The CUDA backend as the training engine sees it: one model, its loss and its optimizer on the GPU.
 // A step is forward, the loss and its gradient (own kernels), backward, clipping and the update;
-// predictions come back to the host only when asked (for metrics). The backend registry
-// (train/engine_registry.cpp) wraps this in the Engine interface; nothing else includes it.
+// losses and metrics are summed on the device, and predictions come back to the host only when asked.
+// The backend registry (train/engine_registry.cpp) wraps this in the Engine interface; nothing else
+// includes it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/rng.h"
 #include "model/params.h"
 #include "spec/config.h"
+#include "train/metrics.h"
 
 namespace rnntrain::cuda {
 
@@ -21,7 +23,11 @@ std::string unavailable_reason();
 
 struct StepLoss {
   double sum = 0.0, count = 0.0;  // as LossValue: sum of per-position losses, unmasked positions
+  std::vector<double> metrics;    // per metric form of the step: its per-position values summed (count: count)
 };
+
+// Training steps replayed as CUDA graphs in this process so far (for tests and bench reports).
+int64_t graph_steps();
 
 class Session {
  public:
@@ -33,15 +39,16 @@ class Session {
 
   std::string device_name() const;
 
-  // One optimizer step at step t (1-based) with learning rate lr. pred and mask (when not null)
-  // receive the predictions and the output mask ([B, T] of 0/1, or left empty) on the host.
-  StepLoss train_step(const Batch& b, double lr, int64_t t, Rng& rng, Tensor* pred, Tensor* mask);
-  // The same step without waiting for the GPU: its loss is copied to host memory when the GPU gets
-  // there, and collect() returns it. At most kInFlight steps wait to be collected; enqueueing
-  // another first waits for the oldest (its loss is kept for collect()).
+  // One optimizer step at step t (1-based) with learning rate lr, enqueued without waiting for the
+  // GPU: its loss, and the sums of `metrics` (computed on the device), are copied to host memory when
+  // the GPU gets there, and collect() returns them. At most kInFlight steps wait to be collected;
+  // enqueueing another first waits for the oldest (its result is kept for collect()).
+  // With plan.graphs, a step on the same shapes as the step before, with no sequence lengths, no
+  // dropout and no data-made mask, is captured as a CUDA graph and replayed from then on: the host
+  // then only checks the batch, uploads it and the learning rate, and launches the graph.
   static constexpr int kInFlight = 8;
-  void enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng);
-  // The losses of enqueued steps, oldest first: those the GPU has finished, or all of them when wait.
+  void enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng, const std::vector<MetricForm>& metrics);
+  // The results of enqueued steps, oldest first: those the GPU has finished, or all of them when wait.
   std::vector<StepLoss> collect(bool wait);
   // Inference mode (no dropout), no update.
   StepLoss eval_step(const Batch& b, Tensor* pred, Tensor* mask);

@@ -49,6 +49,9 @@ class DeviceStage {
   virtual void reserve(ParamStore& store) = 0;
   // Phase 3 (after ParamStore::allocate): say where each of its parameters lives.
   virtual void place(ParamStore& store) = 0;
+  // Host checks of a batch that forward() relies on (token ids in range). Run for every batch before
+  // its upload, also when the step is a replayed CUDA graph and forward() is not called.
+  virtual void check(const Batch&) const {}
   virtual DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) = 0;
   // dy: gradient of forward's output. Adds into the store's gradients; returns dx (ptr null when
   // need_dx is false or the input has no gradient).

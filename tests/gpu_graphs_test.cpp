@@ -1,0 +1,236 @@
+// Training steps on the GPU as the trainer runs them: enqueued, with metrics summed on the device,
+// and replayed as CUDA graphs once their shapes repeat (plan.graphs).
+// - Device metrics equal the host metrics computed from the same predictions, masked and not, for
+//   every kind (binary, categorical and sparse accuracy, mae, mse, perplexity).
+// - Graph-replayed steps give the losses, metrics and weights of uncaptured steps, in fp32 and in
+//   fp16 with persist_static and loss scaling, while the learning rate changes every step, the batch
+//   shape changes and changes back, and evaluations interleave (which shift the upload buffers).
+// - Steps that draw dropout or carry sequence lengths are not captured, and a replayed step still
+//   rejects a bad batch (token id, class label) with the same errors.
+// Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "gpu_helpers.h"
+#include "train/metrics.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+std::vector<std::unique_ptr<Metric>> metrics_of(const Config& cfg, const std::vector<MetricKind>& kinds) {
+  std::vector<std::unique_ptr<Metric>> out;
+  for (MetricKind k : kinds) out.push_back(make_metric(MetricSpec{k, ""}, cfg.train.loss));
+  return out;
+}
+
+std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) {
+  std::vector<Metric*> out;
+  for (const auto& m : ms) out.push_back(m.get());
+  return out;
+}
+
+struct MetricCase {
+  std::string name, layers;
+  LossKind loss;
+  bool from_logits;
+  std::vector<MetricKind> metrics;
+  bool masked;
+};
+
+void PrintTo(const MetricCase& c, std::ostream* os) { *os << c.name; }
+
+class DeviceMetrics : public ::testing::TestWithParam<MetricCase> {};
+
+TEST_P(DeviceMetrics, EqualTheHostMetricsOfTheSamePredictions) {
+  SKIP_WITHOUT_GPU();
+  const MetricCase& c = GetParam();
+  Config cfg = config_of("[10, 6]", c.layers, c.name);
+  cfg.device = Device::Cuda;
+  cfg.train.loss.kind = c.loss, cfg.train.loss.from_logits = c.from_logits;
+  const Params init = random_params(cfg.model, 11, 0.5);
+  std::vector<int32_t> lens;
+  if (c.masked) lens = {10, 3, 7, 10, 1, 8};
+  Batch b = random_batch(cfg, 6, 10, 21, lens);
+  if (cfg.train.loss.kind == LossKind::BinaryCrossentropy)
+    for (float& v : b.y.data) v = v > 0 ? 1.0f : 0.0f;
+  if (cfg.train.loss.kind == LossKind::CategoricalCrossentropy) {  // one-hot rows
+    const int64_t K = b.y.dim(-1);
+    for (int64_t i = 0; i < b.y.numel() / K; ++i)
+      for (int64_t j = 0; j < K; ++j) b.y[i * K + j] = j == (i * 7) % K ? 1.0f : 0.0f;
+  }
+
+  // The device sums of one training step, against the host metrics of that step's predictions.
+  Rng r1(1), r2(1);
+  auto stepped = make_engine(cfg, init, r1);
+  auto ms = metrics_of(cfg, c.metrics);
+  stepped->train_step(b, 1e-3, raw(ms));
+  auto probe = make_engine(cfg, init, r2);
+  Tensor pred;
+  probe->gradients(b, &pred, nullptr);
+  Tensor mask;
+  if (c.masked) {
+    mask = Tensor({6, 10});
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t t = 0; t < 10; ++t) mask[i * 10 + t] = t < lens[i] ? 1.0f : 0.0f;
+  }
+  auto host = metrics_of(cfg, c.metrics);
+  for (size_t j = 0; j < ms.size(); ++j) {
+    host[j]->update(pred, b.y, c.masked ? &mask : nullptr);
+    EXPECT_NEAR(ms[j]->result(), host[j]->result(), 1e-9 * std::max(1.0, std::fabs(host[j]->result())))
+        << ms[j]->name();
+  }
+}
+
+const char* kSeq =
+    "[{type: LSTM, units: 12, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 5}}]";
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, DeviceMetrics,
+    ::testing::Values(
+        MetricCase{"sparse_logits", kSeq, LossKind::SparseCategoricalCrossentropy, true,
+                   {MetricKind::Accuracy, MetricKind::Perplexity}, false},
+        MetricCase{"sparse_logits_masked", kSeq, LossKind::SparseCategoricalCrossentropy, true,
+                   {MetricKind::Accuracy, MetricKind::Perplexity}, true},
+        MetricCase{"categorical_softmax",
+                   "[{type: LSTM, units: 12, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, "
+                   "units: 5, activation: softmax}}]",
+                   LossKind::CategoricalCrossentropy, false, {MetricKind::Accuracy, MetricKind::Perplexity}, true},
+        MetricCase{"binary_logits", kSeq, LossKind::BinaryCrossentropy, true, {MetricKind::Accuracy, MetricKind::MSE},
+                   true},
+        MetricCase{"regression", "[{type: GRU, units: 12}, {type: Dense, units: 3}]", LossKind::MSE, false,
+                   {MetricKind::MAE, MetricKind::MSE, MetricKind::Accuracy}, false}),
+    [](const auto& info) { return info.param.name; });
+
+struct GraphCase {
+  std::string name;
+  Precision precision;
+  RnnAlgo algo;
+};
+
+void PrintTo(const GraphCase& c, std::ostream* os) { *os << c.name; }
+
+class CudaGraphs : public ::testing::TestWithParam<GraphCase> {};
+
+TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) {
+  SKIP_WITHOUT_GPU();
+  const GraphCase& c = GetParam();
+  Config cfg = config_of("[12, 16]",
+                         "[{type: LSTM, units: 32, return_sequences: true}, {type: LSTM, units: 32, return_sequences: "
+                         "true}, {type: TimeDistributed, layer: {type: Dense, units: 4}}]",
+                         c.name);
+  cfg.device = Device::Cuda;
+  cfg.train.optimizer.kind = OptimizerKind::Adam;
+  cfg.train.optimizer.global_clipnorm = 1.0;
+  cfg.plan.precision = c.precision, cfg.plan.algo = c.algo;
+  Config plain = cfg;
+  plain.plan.graphs = false;
+  Params init = random_params(cfg.model, 3, 0.3);
+  Rng r1(9), r2(9);
+  auto graphed = make_engine(cfg, init, r1);
+  auto eager = make_engine(plain, init, r2);
+  auto mg = metrics_of(cfg, {MetricKind::MAE}), me = metrics_of(cfg, {MetricKind::MAE});
+
+  // 8 steps of B = 16, one of B = 5 (a new shape: uncaptured), an evaluation (the upload buffers
+  // shift by one), then 8 more of B = 16; the learning rate changes every step.
+  std::vector<Batch> batches;
+  for (int s = 0; s < 17; ++s) batches.push_back(random_batch(cfg, s == 8 ? 5 : 16, 12, 100 + s));
+  const Batch val = random_batch(cfg, 16, 12, 99);
+  std::vector<double> lg, le;
+  const int64_t before = gpu_graph_steps();
+  for (size_t s = 0; s < batches.size(); ++s) {
+    const double lr = 1e-2 / (1.0 + static_cast<double>(s));
+    graphed->enqueue_train_step(batches[s], lr, raw(mg));
+    for (const LossValue& l : graphed->collect_losses(false)) lg.push_back(l.mean());
+    if (s == 9) {
+      for (const LossValue& l : graphed->collect_losses(true)) lg.push_back(l.mean());
+      const double a = graphed->eval_step(val, {}).mean();
+      const int64_t replayed = gpu_graph_steps() - before;
+      for (size_t u = 0; u <= s; ++u) le.push_back(eager->train_step(batches[u], 1e-2 / (1.0 + u), raw(me)).mean());
+      EXPECT_EQ(gpu_graph_steps() - before, replayed) << "plan.graphs: false replays nothing";
+      EXPECT_NEAR(a, eager->eval_step(val, {}).mean(), 1e-6 * std::fabs(a)) << "evaluation between steps";
+    }
+  }
+  for (const LossValue& l : graphed->collect_losses(true)) lg.push_back(l.mean());
+  const int64_t replayed = gpu_graph_steps() - before;
+  for (size_t s = 10; s < batches.size(); ++s)
+    le.push_back(eager->train_step(batches[s], 1e-2 / (1.0 + static_cast<double>(s)), raw(me)).mean());
+  EXPECT_EQ(gpu_graph_steps() - before, replayed) << "plan.graphs: false replays nothing";
+  // Captured from the second step of each shape on; the batch of 5 and the step after it (new
+  // shape, then the first again after the buffers may have changed) can run uncaptured.
+  EXPECT_GE(replayed, 12) << "steps replayed as CUDA graphs";
+  ASSERT_EQ(lg.size(), le.size());
+  for (size_t i = 0; i < le.size(); ++i) EXPECT_NEAR(lg[i], le[i], 1e-6 * std::fabs(le[i])) << "step " << i + 1;
+  EXPECT_NEAR(mg[0]->result(), me[0]->result(), 1e-6 * me[0]->result()) << "mae over the steps";
+  const std::vector<Param*> pg = graphed->host_params().all(), pe = eager->host_params().all();
+  for (size_t i = 0; i < pe.size(); ++i) expect_near_all(pg[i]->value, pe[i]->value, 1e-6, 1e-5, pe[i]->name);
+  for (size_t i = 0; i < pe.size(); ++i)
+    EXPECT_FALSE(pg[i]->value.data == init.all()[i]->value.data) << pe[i]->name << " was trained";
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, CudaGraphs,
+                         ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard},
+                                           GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(CudaGraphsScope, StepsThatDrawDropoutOrCarryLengthsRunUncaptured) {
+  SKIP_WITHOUT_GPU();
+  Config drop = config_of("[8, 4]",
+                          "[{type: LSTM, units: 8, return_sequences: true}, {type: Dropout, rate: 0.3}, "
+                          "{type: TimeDistributed, layer: {type: Dense, units: 2}}]",
+                          "dropout");
+  drop.device = Device::Cuda;
+  Config plain = config_of("[8, 4]", "[{type: LSTM, units: 8, return_sequences: true}, {type: Dense, units: 2}]",
+                           "lengths");
+  plain.device = Device::Cuda;
+  const int64_t before = gpu_graph_steps();
+  {
+    Rng r(1);
+    auto e = make_engine(drop, random_params(drop.model, 1), r);
+    for (int s = 0; s < 6; ++s) e->train_step(random_batch(drop, 4, 8, s), 1e-2, {});
+  }
+  {
+    Rng r(1);
+    auto e = make_engine(plain, random_params(plain.model, 1), r);
+    for (int s = 0; s < 6; ++s) e->train_step(random_batch(plain, 4, 8, s, {8, 5, 8, 2}), 1e-2, {});
+  }
+  EXPECT_EQ(gpu_graph_steps(), before);
+}
+
+TEST(CudaGraphsScope, AReplayedStepStillRejectsABadBatch) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[8]",
+                         "[{type: Embedding, input_dim: 20, output_dim: 6}, {type: LSTM, units: 8, return_sequences: "
+                         "true}, {type: Dense, units: 5}]",
+                         "bad_batch");
+  cfg.device = Device::Cuda;
+  cfg.train.loss.kind = LossKind::SparseCategoricalCrossentropy;
+  cfg.train.loss.from_logits = true;
+  Rng r(1);
+  auto e = make_engine(cfg, random_params(cfg.model, 1), r);
+  const int64_t before = gpu_graph_steps();
+  for (int s = 0; s < 6; ++s) e->train_step(random_batch(cfg, 4, 8, s), 1e-2, {});
+  ASSERT_GE(gpu_graph_steps() - before, 3) << "the steps are replayed";
+  Batch bad_id = random_batch(cfg, 4, 8, 50);
+  bad_id.x[9] = 20.0f;
+  try {
+    e->train_step(bad_id, 1e-2, {});
+    ADD_FAILURE() << "a token id of 20 with input_dim 20 was accepted";
+  } catch (const DataError& err) {
+    EXPECT_NE(std::string(err.what()).find("token id 20 at sample 1 step 1"), std::string::npos) << err.what();
+  }
+  Batch bad_label = random_batch(cfg, 4, 8, 51);
+  bad_label.y[3] = 5.0f;
+  try {
+    e->train_step(bad_label, 1e-2, {});
+    ADD_FAILURE() << "a label of 5 with 5 classes was accepted";
+  } catch (const DataError& err) {
+    EXPECT_NE(std::string(err.what()).find("label 5 at sample 0, step 3"), std::string::npos) << err.what();
+  }
+  // and the engine goes on
+  EXPECT_TRUE(std::isfinite(e->train_step(random_batch(cfg, 4, 8, 52), 1e-2, {}).mean()));
+}
+
+}  // namespace
+}  // namespace rnntrain
