@@ -11,7 +11,8 @@
 // memset as in the fused case. Always double bias, linear input, no dropout, SEQ_MAJOR_UNPACKED data
 // (BATCH_MAJOR_UNPACKED with --batch-major)
 // with PADDED_IO as rnntrain uses. Timing: --warmup steps, then --repeats loops of --steps steps, each
-// loop timed with CUDA events; ms_per_step is the median over loops. peak_mib is device memory in use
+// loop timed with CUDA events; ms_per_step is the median over loops. --graph captures the step once as a
+// CUDA graph after the warm-up and times its replays (no host launch cost per cuDNN kernel). peak_mib is device memory in use
 // (cudaMemGetInfo) after everything is allocated minus before (CUDA context and cuDNN handle excluded).
 //
 //   rnntrain_cudnn_bench --workload blog [--per-layer] [--precision fp16] [--algo persist_static] [--json F]
@@ -89,7 +90,7 @@ DevMem dev_alloc(size_t bytes) {
 struct Options {
   std::string workload = "custom", cell, precision = "fp32", algo = "standard", json;
   int layers = 0, hidden = 0, input = 0, batch = 0, time = 0, min_length = 0;  // min_length 0: all lengths T
-  bool bidir = false, per_layer = false, batch_major = false;
+  bool bidir = false, per_layer = false, batch_major = false, graph = false;
   int steps = 10, repeats = 5, warmup = 3;
 };
 
@@ -97,7 +98,7 @@ const char* kUsage =
     "usage: rnntrain_cudnn_bench (--workload blog|large|gru|charlm|bilstm | --cell lstm|gru --layers L --hidden H\n"
     "         --input I --batch B --time T [--bidir] [--min-length N]) [--per-layer]\n"
     "         [--precision fp32|tf32|fp16|bf16] [--algo standard|persist_static] [--batch-major]\n"
-    "         [--steps 10] [--repeats 5] [--warmup 3] [--json FILE]\n"
+    "         [--graph] [--steps 10] [--repeats 5] [--warmup 3] [--json FILE]\n"
     "Times cuDNN's RNN training calls (memset dw, forward, backward data, backward weights) for one stack.\n"
     "Options after --workload override its shape (the workload is then reported as custom).\n"
     "--min-length N: lengths uniform in [N, T] (fixed seed). Exit: 0 ok, 2 usage/no GPU, 3 CUDA/cuDNN failure.\n";
@@ -143,6 +144,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--bidir") { o.bidir = true; shape_given = true; }
     else if (a == "--per-layer") o.per_layer = true;
     else if (a == "--batch-major") o.batch_major = true;
+    else if (a == "--graph") o.graph = true;
     else if (a == "--precision") o.precision = choice({"fp32", "tf32", "fp16", "bf16"});
     else if (a == "--algo") o.algo = choice({"standard", "persist_static"});
     else if (a == "--steps") o.steps = number(1);
@@ -321,11 +323,29 @@ void run(const Options& o, Result& res) {
   };
   for (int i = 0; i < o.warmup; ++i) step();
   CHECK(cudaStreamSynchronize(stream.get()));
+  using GraphExec = Own<cudaGraphExec_t, cudaGraphExecDestroy>;
+  GraphExec exec;
+  if (o.graph) {
+    cudaGraph_t g = nullptr;
+    CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    step();
+    CHECK(cudaStreamEndCapture(stream.get(), &g));
+    cudaGraphExec_t e = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&e, g, 0);
+    cudaGraphDestroy(g);
+    CHECK(made);
+    exec.reset(e);
+    CHECK(cudaGraphLaunch(exec.get(), stream.get()));  // the first replay uploads the graph: untimed
+    CHECK(cudaStreamSynchronize(stream.get()));
+  }
   auto new_event = [](cudaEvent_t* e) { return cudaEventCreate(e); };
   Event start = make<Event>(new_event), stop = make<Event>(new_event);
   for (int rep = 0; rep < o.repeats; ++rep) {
     CHECK(cudaEventRecord(start.get(), stream.get()));
-    for (int i = 0; i < o.steps; ++i) step();
+    for (int i = 0; i < o.steps; ++i) {
+      if (exec) CHECK(cudaGraphLaunch(exec.get(), stream.get()));
+      else step();
+    }
     CHECK(cudaEventRecord(stop.get(), stream.get()));
     CHECK(cudaEventSynchronize(stop.get()));
     float ms = 0;
@@ -339,9 +359,9 @@ void report(const Options& o, const Result& r) {
   const bool ok = r.status == "ok";
   const double med = ok ? median(r.ms) : 0;
   std::printf("workload=%s cell=%s layers=%d hidden=%d input=%d batch=%d time=%d bidir=%d min_length=%d "
-              "precision=%s algo=%s per_layer=%d layout=%s",
+              "precision=%s algo=%s per_layer=%d layout=%s graph=%d",
               o.workload.c_str(), o.cell.c_str(), o.layers, o.hidden, o.input, o.batch, o.time, o.bidir,
-              o.min_length, o.precision.c_str(), o.algo.c_str(), o.per_layer, o.batch_major ? "batch" : "seq");
+              o.min_length, o.precision.c_str(), o.algo.c_str(), o.per_layer, o.batch_major ? "batch" : "seq", o.graph);
   if (ok)
     std::printf(" ms_per_step=%.3f min=%.3f max=%.3f loops=%dx%d peak_mib=%.0f", med,
                 *std::min_element(r.ms.begin(), r.ms.end()), *std::max_element(r.ms.begin(), r.ms.end()),
@@ -356,10 +376,10 @@ void report(const Options& o, const Result& r) {
   const int v = static_cast<int>(cudnnGetVersion());
   std::fprintf(f, "{\"workload\": \"%s\", \"cell\": \"%s\", \"layers\": %d, \"hidden\": %d, \"input\": %d, "
                "\"batch\": %d, \"time\": %d, \"bidir\": %s, \"min_length\": %d, \"precision\": \"%s\", "
-               "\"algo\": \"%s\", \"per_layer\": %s, ",
+               "\"algo\": \"%s\", \"per_layer\": %s, \"graph\": %s, ",
                o.workload.c_str(), o.cell.c_str(), o.layers, o.hidden, o.input, o.batch, o.time,
                o.bidir ? "true" : "false", o.min_length, o.precision.c_str(), o.algo.c_str(),
-               o.per_layer ? "true" : "false");
+               o.per_layer ? "true" : "false", o.graph ? "true" : "false");
   if (ok) std::fprintf(f, "\"ms_per_step\": %.4f, \"ms_per_step_repeats\": [", med);
   else std::fprintf(f, "\"ms_per_step\": null, \"ms_per_step_repeats\": [");
   for (size_t i = 0; i < r.ms.size(); ++i) std::fprintf(f, "%s%.4f", i ? ", " : "", r.ms[i]);

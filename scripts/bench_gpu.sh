@@ -111,9 +111,14 @@ if [ "$have_cudnn_bench" = 1 ]; then
     fi
     say "rnntrain's winner: $args"
     # shellcheck disable=SC2086  # $args is several options
-    "$BUILD/rnntrain_cudnn_bench" --workload "$w" $args --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" \
-      --json "$RES/cudnn_$w.json" 2>&1 | tee -a "$LOG" || say "rnntrain_cudnn_bench $w: exit status ${PIPESTATUS[0]}"
-    [ -f "$RES/cudnn_$w.json" ] || { say "FAIL: no $RES/cudnn_$w.json"; fail=1; }
+    for how in "" graph; do  # launched one by one, then replayed as a CUDA graph
+      name=cudnn${how:+_$how}_$w
+      # shellcheck disable=SC2086  # $args is several options
+      "$BUILD/rnntrain_cudnn_bench" --workload "$w" $args ${how:+--graph} --steps "$STEPS" --repeats "$REPEATS" \
+        --warmup "$WARMUP" --json "$RES/$name.json" 2>&1 | tee -a "$LOG" ||
+        say "rnntrain_cudnn_bench $w ${how}: exit status ${PIPESTATUS[0]}"
+      [ -f "$RES/$name.json" ] || { say "FAIL: no $RES/$name.json"; fail=1; }
+    done
   done
 fi
 
