@@ -18,6 +18,18 @@ enum { kSGD = 0, kAdam = 1, kAdamW = 2, kRMSprop = 3, kAdagrad = 4 };
 __device__ inline double clip_prob(double p, double lo, double hi) { return fmin(fmax(p, lo), hi); }
 __device__ inline double sgn(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
+// Adds the block's values of v into *sum (one atomic per block). Every thread of the block calls it.
+__device__ void block_add(double v, double* sum) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(sum, part[0]);
+}
+
 // The per-element losses (MSE, MAE, Huber, binary cross-entropy): one thread per element, so reads
 // are coalesced; each block adds its partial sum of (loss / K) into a.sum.
 __global__ void loss_elem_k(LossArgs a) {
@@ -52,14 +64,7 @@ __global__ void loss_elem_k(LossArgs a) {
     acc += v * inv_k;
     if (a.grad) a.grad[e] = static_cast<float>(d * inv_k * gs);
   }
-  __shared__ double part[kThreads];
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(a.sum, part[0]);
+  block_add(acc, a.sum);
 }
 
 // The per-row losses (categorical and sparse categorical cross-entropy): one thread per row.
@@ -162,14 +167,7 @@ __global__ void accuracy_k(AccuracyArgs a) {
       acc += tbest == best ? 1.0 : 0.0;
     }
   }
-  __shared__ double part[kThreads];
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(a.sum, part[0]);
+  block_add(acc, a.sum);
 }
 
 __global__ void optimizer_k(OptArgs a) {
