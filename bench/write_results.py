@@ -148,7 +148,7 @@ def gpu_section(d, out, targets):
         rj = load_json(os.path.join(d, f"rnntrain_{w}.json"))
         cj = load_json(os.path.join(d, f"cudnn_{w}.json"))
         cg = load_json(os.path.join(d, f"cudnn_graph_{w}.json"))
-        if rj is None and w not in tj.get("workloads", {}) and cj is None:
+        if rj is None and w not in tj.get("workloads", {}) and cj is None and cg is None:
             continue
         cands, variants = rnntrain_candidates(rj), torch_variants(tj, w)
         rn_best = fastest(cands)
@@ -291,7 +291,7 @@ def print_cudnn_args(path):
 
 
 def print_nographs_args(path):
-    """rnntrain bench arguments that time PATH's fastest candidate (and its other fusion); exit 1 if none ran."""
+    """rnntrain bench arguments that time PATH's fastest candidate's precision and algorithm; exit 1 if none ran."""
     best = fastest(rnntrain_candidates(load_json(path) or {}))
     if best is None:
         sys.exit(f"write_results.py: {path}: no rnntrain candidate ran (missing file, or all failed)")

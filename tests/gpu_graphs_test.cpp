@@ -6,7 +6,8 @@
 //   fp16 with persist_static and loss scaling, while the learning rate changes every step, the batch
 //   shape changes and changes back, and evaluations interleave (which shift the upload buffers).
 // - Steps that draw dropout or carry sequence lengths are not captured, and a replayed step still
-//   rejects a bad batch (token id, class label) with the same errors.
+//   rejects a bad batch (token id, class label) with the same errors, and the queue of enqueued steps
+//   goes on past it.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -132,11 +133,13 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) 
   auto eager = make_engine(plain, init, r2);
   auto mg = metrics_of(cfg, {MetricKind::MAE}), me = metrics_of(cfg, {MetricKind::MAE});
 
-  // 8 steps of B = 16, one of B = 5 (a new shape: uncaptured), an evaluation (the upload buffers
-  // shift by one), then 8 more of B = 16; the learning rate changes every step.
+  // 8 steps of B = 16, one of B = 5 (a new shape: uncaptured), then after step 10 evaluations (one
+  // with lengths, which rewrites the lengths the captured cuDNN calls read) and a prediction (which
+  // shifts the input upload buffers only), then 7 more of B = 16; the learning rate changes every step.
   std::vector<Batch> batches;
   for (int s = 0; s < 17; ++s) batches.push_back(random_batch(cfg, s == 8 ? 5 : 16, 12, 100 + s));
   const Batch val = random_batch(cfg, 16, 12, 99);
+  const Batch val_masked = random_batch(cfg, 16, 12, 98, {12, 3, 7, 12, 1, 9, 12, 5, 12, 12, 2, 8, 11, 12, 6, 4});
   std::vector<double> lg, le;
   const int64_t before = gpu_graph_steps();
   for (size_t s = 0; s < batches.size(); ++s) {
@@ -146,10 +149,14 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) 
     if (s == 9) {
       for (const LossValue& l : graphed->collect_losses(true)) lg.push_back(l.mean());
       const double a = graphed->eval_step(val, {}).mean();
+      const double am = graphed->eval_step(val_masked, {}).mean();  // rewrites cuDNN's sequence lengths
+      graphed->predict(val);                                         // moves only the input upload buffer
       const int64_t replayed = gpu_graph_steps() - before;
       for (size_t u = 0; u <= s; ++u) le.push_back(eager->train_step(batches[u], 1e-2 / (1.0 + u), raw(me)).mean());
       EXPECT_EQ(gpu_graph_steps() - before, replayed) << "plan.graphs: false replays nothing";
       EXPECT_NEAR(a, eager->eval_step(val, {}).mean(), 1e-6 * std::fabs(a)) << "evaluation between steps";
+      EXPECT_NEAR(am, eager->eval_step(val_masked, {}).mean(), 1e-6 * std::fabs(am)) << "masked evaluation";
+      eager->predict(val);
     }
   }
   for (const LossValue& l : graphed->collect_losses(true)) lg.push_back(l.mean());
@@ -198,7 +205,7 @@ TEST(CudaGraphsScope, StepsThatDrawDropoutOrCarryLengthsRunUncaptured) {
   EXPECT_EQ(gpu_graph_steps(), before);
 }
 
-TEST(CudaGraphsScope, AReplayedStepStillRejectsABadBatch) {
+TEST(CudaGraphsScope, AReplayedStepStillRejectsABadBatchAndTheQueueGoesOn) {
   SKIP_WITHOUT_GPU();
   Config cfg = config_of("[8]",
                          "[{type: Embedding, input_dim: 20, output_dim: 6}, {type: LSTM, units: 8, return_sequences: "
@@ -207,29 +214,43 @@ TEST(CudaGraphsScope, AReplayedStepStillRejectsABadBatch) {
   cfg.device = Device::Cuda;
   cfg.train.loss.kind = LossKind::SparseCategoricalCrossentropy;
   cfg.train.loss.from_logits = true;
-  Rng r(1);
-  auto e = make_engine(cfg, random_params(cfg.model, 1), r);
+  Config plain = cfg;
+  plain.plan.graphs = false;
+  const Params init = random_params(cfg.model, 1);
+  Rng r1(1), r2(1);
+  auto e = make_engine(cfg, init, r1);
+  auto ref = make_engine(plain, init, r2);
+  std::vector<double> got, want;
+  auto good = [&](int s) {  // enqueued, not collected: up to 13 in flight, more than the queue holds
+    const Batch b = random_batch(cfg, 4, 8, s);
+    e->enqueue_train_step(b, 1e-2, {});
+    want.push_back(ref->train_step(b, 1e-2, {}).mean());
+  };
   const int64_t before = gpu_graph_steps();
-  for (int s = 0; s < 6; ++s) e->train_step(random_batch(cfg, 4, 8, s), 1e-2, {});
+  for (int s = 0; s < 6; ++s) good(s);
   ASSERT_GE(gpu_graph_steps() - before, 3) << "the steps are replayed";
   Batch bad_id = random_batch(cfg, 4, 8, 50);
   bad_id.x[9] = 20.0f;
   try {
-    e->train_step(bad_id, 1e-2, {});
+    e->enqueue_train_step(bad_id, 1e-2, {});
     ADD_FAILURE() << "a token id of 20 with input_dim 20 was accepted";
   } catch (const DataError& err) {
     EXPECT_NE(std::string(err.what()).find("token id 20 at sample 1 step 1"), std::string::npos) << err.what();
   }
+  for (int s = 6; s < 9; ++s) good(s);
   Batch bad_label = random_batch(cfg, 4, 8, 51);
   bad_label.y[3] = 5.0f;
   try {
-    e->train_step(bad_label, 1e-2, {});
+    e->enqueue_train_step(bad_label, 1e-2, {});
     ADD_FAILURE() << "a label of 5 with 5 classes was accepted";
   } catch (const DataError& err) {
     EXPECT_NE(std::string(err.what()).find("label 5 at sample 0, step 3"), std::string::npos) << err.what();
   }
-  // and the engine goes on
-  EXPECT_TRUE(std::isfinite(e->train_step(random_batch(cfg, 4, 8, 52), 1e-2, {}).mean()));
+  for (int s = 9; s < 13; ++s) good(s);
+  for (const LossValue& l : e->collect_losses(true)) got.push_back(l.mean());
+  ASSERT_EQ(got.size(), want.size()) << "one loss per accepted step";
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i])) << "step " << i + 1;
+  EXPECT_EQ(e->optimizer().iterations(), 13);
 }
 
 }  // namespace

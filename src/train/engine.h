@@ -25,7 +25,8 @@ class Engine {
   // The same step without waiting for a device: the metrics are updated, and the loss handed to
   // collect_losses(), once the device has finished the step (metrics are read before any later
   // step's). collect_losses() returns the losses of the steps enqueued since its last call, oldest
-  // first: those finished, or all of them when wait. The defaults run train_step() at once.
+  // first: those finished, or all of them when wait. The metrics must live until their steps are
+  // collected. The defaults run train_step() at once.
   virtual void enqueue_train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) {
     done_.push_back(train_step(batch, lr, metrics));
   }

@@ -249,6 +249,7 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
   }
   copy_to_device(lens_dev_.ensure(B), lens_.data(), sizeof(int32_t) * B, gpu_.stream());
   copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+  note_device_state_changed();  // captured graphs read these lengths
   return true;
 }
 

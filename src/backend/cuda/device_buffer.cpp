@@ -12,7 +12,7 @@ namespace rnntrain::cuda {
 
 namespace {
 std::atomic<size_t> g_bytes{0}, g_peak{0};
-std::atomic<uint64_t> g_frees{0}, g_allocs{0};
+std::atomic<uint64_t> g_version{0}, g_allocs{0};
 
 std::string mib(size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 }  // namespace
@@ -42,11 +42,12 @@ void device_free(void* p, size_t bytes) noexcept {
   if (!p) return;
   CUDA_LOG(cudaFree(p));
   g_bytes -= bytes;
-  ++g_frees;
+  ++g_version;
 }
 
 size_t device_bytes_held() { return g_bytes.load(); }
-uint64_t device_frees() { return g_frees.load(); }
+uint64_t device_version() { return g_version.load(); }
+void note_device_state_changed() { ++g_version; }
 uint64_t device_allocs() { return g_allocs.load(); }
 size_t device_bytes_peak() { return g_peak.load(); }
 void reset_device_bytes_peak() { g_peak = g_bytes.load(); }

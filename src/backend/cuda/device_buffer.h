@@ -12,9 +12,12 @@ namespace rnntrain::cuda {
 void* device_alloc(size_t bytes, const char* what);
 void device_free(void* p, size_t bytes) noexcept;
 size_t device_bytes_held();  // by every live DeviceBuffer
-// How many allocations have been freed so far (a buffer that grows frees its old one). A captured
-// CUDA graph stays valid while this is unchanged: every address it holds is still allocated.
-uint64_t device_frees();
+// The version of the device state a captured CUDA graph depends on without writing it itself. It
+// goes up when a buffer is freed (a buffer that grows frees its old one: addresses change) and when a
+// stage rewrites data it uploads only when it changes (note_device_state_changed(): cuDNN's sequence
+// lengths). A graph stays valid while this is unchanged.
+uint64_t device_version();
+void note_device_state_changed();
 uint64_t device_allocs();  // allocations made so far
 // The most held at once since the start or the last reset (cuDNN's and cuBLAS' own handles and
 // workspaces are not counted; what rnntrain allocates, cuDNN workspaces included, is).

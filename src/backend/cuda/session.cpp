@@ -3,6 +3,7 @@
 // runs. Training steps are enqueued; repeated ones are captured once as CUDA graphs and replayed.
 #include "backend/cuda/session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
@@ -93,13 +94,12 @@ struct Session::Impl {
   cudaEvent_t done[kInFlight] = {};
   std::deque<Pending> pending;
   std::vector<StepLoss> collected;  // waited for early (queue full), not yet returned
-  int next_slot = 0;
   StepLoss finish_oldest();
   void reserve_slots(size_t nsums);
 
   // CUDA graphs of training steps, one per signature: the shapes, the upload buffers the step read
-  // (the Uploaders alternate between two) and the metrics. A graph is valid while no device buffer
-  // has been freed since its capture (device_frees()).
+  // (the Uploaders alternate between two) and the metrics. A graph is valid while device_version()
+  // is what it was at its capture.
   struct Signature {
     Shape x, y;
     const void* xd = nullptr;
@@ -116,9 +116,13 @@ struct Session::Impl {
   };
   bool use_graphs = false;
   std::vector<Graph> graphs;
-  uint64_t graphs_frees = 0;  // device_frees() when the graphs were captured
-  Signature last;             // the previous training step's, and whether its GPU work allocated nothing
+  uint64_t graphs_version = 0;  // device_version() when the graphs were captured
+  // The previous training step's signature, whether its GPU work allocated and changed nothing, and
+  // device_version() after it. A step is captured only when the one before did the same work warm and
+  // nothing has changed since, so the capture records exactly the work of the step before.
+  Signature last;
   bool last_warm = false;
+  uint64_t last_version = 0;
   void drop_graphs() {
     for (Graph& g : graphs) CUDA_LOG(cudaGraphExecDestroy(g.exec));
     graphs.clear();
@@ -237,7 +241,7 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
 
 double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd, Rng& rng) {
   cudaStream_t st = gpu.stream();
-  const uint64_t frees = device_frees();
+  const uint64_t version = device_version();
   Graph g;
   g.sig = sig;
   cudaGraph_t graph = nullptr;
@@ -245,7 +249,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     std::tie(g.out, g.count) = train_work(in, yd, rng, sig.metrics);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-    if (device_frees() != frees) throw RuntimeError("a device buffer was reallocated during the capture");
+    if (device_version() != version) throw RuntimeError("device state changed during the capture");
     CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
   } catch (const std::exception& e) {
@@ -266,8 +270,8 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
     drop_graphs();
     return train_work(in, yd, rng, sig.metrics).second;
   }
-  if (graphs_frees != frees) drop_graphs();  // graphs_frees is the capture time of every graph kept
-  graphs_frees = frees;
+  if (graphs_version != version) drop_graphs();  // graphs_version is the capture time of every graph kept
+  graphs_version = version;
   if (graphs.size() == 4) {  // shapes changed for good; keep the newest
     CUDA_LOG(cudaGraphExecDestroy(graphs.front().exec));
     graphs.erase(graphs.begin());
@@ -289,15 +293,13 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   Impl& s = *impl_;
   s.reserve_slots(1 + metrics.size());
   if (static_cast<int>(s.pending.size()) == kInFlight) s.collected.push_back(s.finish_oldest());
-  const int slot = s.next_slot;
-  s.next_slot = (slot + 1) % kInFlight;
 
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
   s.opt.set_step(lr, t);
   const Impl::Signature sig{b.x.shape, b.y.shape, in.x.ptr, yd, metrics};
   const bool graphable = s.use_graphs && b.lengths.empty() && !s.gpu.profiler().on();
-  if (graphable && s.graphs_frees != device_frees()) s.drop_graphs();
+  if (graphable && s.graphs_version != device_version()) s.drop_graphs();
   const Impl::Graph* hit = nullptr;
   for (const Impl::Graph& g : s.graphs)
     if (graphable && g.sig == sig) hit = &g;
@@ -307,13 +309,16 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
     count = s.check_targets(hit->out.shape, b, nullptr);
     CUDA_CHECK(cudaGraphLaunch(hit->exec, s.gpu.stream()));
     ++g_graph_steps;
-  } else if (graphable && s.last_warm && sig.same_work(s.last)) {
-    count = s.capture(sig, in, yd, rng);  // the step before did this work and allocated nothing for it
+  } else if (graphable && s.last_warm && sig.same_work(s.last) && device_version() == s.last_version) {
+    count = s.capture(sig, in, yd, rng);
   } else {
-    const uint64_t allocs = device_allocs(), frees = device_frees();
+    const uint64_t allocs = device_allocs(), version = device_version();
     count = s.train_work(in, yd, rng, metrics).second;
-    warm = device_allocs() == allocs && device_frees() == frees;
+    warm = device_allocs() == allocs && device_version() == version;
   }
+  // A free slot (fewer than kInFlight are pending); one is taken only by a step that got this far.
+  int slot = 0;
+  while (std::any_of(s.pending.begin(), s.pending.end(), [&](const Impl::Pending& p) { return p.slot == slot; })) ++slot;
   cudaStream_t st = s.gpu.stream();
   CUDA_CHECK(cudaMemcpyAsync(s.sums_host + slot * s.width, s.sums.get(), sizeof(double) * (1 + metrics.size()),
                              cudaMemcpyDeviceToHost, st));
@@ -321,6 +326,7 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   s.pending.push_back({slot, count, 1 + metrics.size()});
   s.last = sig;
   s.last_warm = warm;
+  s.last_version = device_version();
   s.gpu.profiler().end_step();
 }
 

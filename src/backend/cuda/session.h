@@ -26,7 +26,8 @@ struct StepLoss {
   std::vector<double> metrics;    // per metric form of the step: its per-position values summed (count: count)
 };
 
-// Training steps replayed as CUDA graphs in this process so far (for tests and bench reports).
+// Training steps run as CUDA graphs (captured or replayed) in this process so far (for tests and
+// bench reports).
 int64_t graph_steps();
 
 class Session {
