@@ -38,6 +38,9 @@ struct Session::Impl {
     use_graphs = cfg.plan.graphs && model.capturable();
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
+    if (cfg.plan.graphs && !use_graphs)
+      log_info("cuda: training steps are launched one by one, not replayed as CUDA graphs: the model has dropout, "
+               "Masking or mask_zero, which change every step");
   }
 
   // The loss checks on the host: targets fit predictions of shape `pred`, sparse labels are class
