@@ -55,6 +55,7 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
     groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
   }
   upload();
+  if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm)) var_ids_ = store.var_ids();  // before any capture
   sched_.ensure(3);
   CUDA_CHECK(cudaMallocHost(&ring_, sizeof(float) * 3 * kRing));
 }
@@ -109,25 +110,25 @@ void DeviceOptimizer::apply() {
   cudaStream_t st = gpu_.stream();
   k::OptArgs a;
   a.kind = static_cast<int>(spec_.kind);
-  a.p = store_.w(), a.g = store_.g(), a.var = store_.var(), a.n = store_.size();
+  a.p = store_.w(), a.g = store_.g(), a.trained = store_.trained(), a.n = store_.size();
   float* slot[3] = {nullptr, nullptr, nullptr};
   for (size_t k = 0; k < groups_.size(); ++k) slot[k] = groups_[k].dev.get();
   a.s0 = slot[0], a.s1 = slot[1], a.s2 = slot[2];
 
   if (scaled_) {
     a.skip = scale_state_.get() + 1;
-    k::unscale_check(store_.g(), store_.var(), store_.size(), scale_.get(), scale_state_.get() + 1, st);
+    k::unscale_check(store_.g(), store_.trained(), store_.size(), scale_.get(), scale_state_.get() + 1, st);
   }
   // Clipping, in Keras' precedence: clipnorm, else global_clipnorm, else clipvalue.
   if (is_set(spec_.clipnorm) || is_set(spec_.global_clipnorm)) {
     const int64_t nv = static_cast<int64_t>(store_.variables());
     double* sums = sums_.ensure(nv);
     CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * nv, st));
-    k::sum_squares_by_var(store_.g(), store_.var(), store_.size(), sums, st);
+    k::sum_squares_by_var(store_.g(), var_ids_, store_.size(), sums, st);
     const bool per_var = is_set(spec_.clipnorm);
     k::clip_factors(sums, nv, per_var ? 1 : 2, per_var ? *spec_.clipnorm : *spec_.global_clipnorm,
                     factors_.ensure(nv), st);
-    a.clip = 1, a.factors = factors_.get();
+    a.clip = 1, a.factors = factors_.get(), a.var = var_ids_;
   } else if (is_set(spec_.clipvalue)) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }

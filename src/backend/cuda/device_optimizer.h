@@ -55,6 +55,7 @@ class DeviceOptimizer {
     DeviceBuffer<float> dev{"optimizer slot"};
   };
   std::vector<Group> groups_;
+  const int32_t* var_ids_ = nullptr;  // the store's, when clipping by norm
   DeviceBuffer<double> sums_{"gradient norms"};
   DeviceBuffer<float> factors_{"clipping factors"};
   bool scaled_ = false;

@@ -120,7 +120,8 @@ struct OptArgs {
   int kind = 0;  // OptimizerKind
   float* p = nullptr;
   float* g = nullptr;
-  const int32_t* var = nullptr;  // [n]; < 0: not trained (frozen bias, gaps)
+  const uint32_t* trained = nullptr;  // bit i of word i / 32: element i is trained (not a frozen bias or gap)
+  const int32_t* var = nullptr;       // [n] variable ids, for clip 1 only
   float* s0 = nullptr;           // slots (per kind, see device_optimizer.cpp)
   float* s1 = nullptr;
   float* s2 = nullptr;
@@ -146,8 +147,8 @@ void swap01_to_f32(const void* in, int in_type, float* out, int64_t A, int64_t C
 // out (fp16, or bf16 when bf16) = in; out (fp32) = in, or += in when accumulate.
 void to_half(const float* in, void* out, int64_t n, bool bf16, cudaStream_t s);
 void from_half(const void* in, float* out, int64_t n, bool bf16, bool accumulate, cudaStream_t s);
-// g /= *scale where var >= 0; *found |= 1 when any result is not finite.
-void unscale_check(float* g, const int32_t* var, int64_t n, const float* scale, int* found, cudaStream_t s);
+// g /= *scale where trained (bits as OptArgs::trained); *found |= 1 when any result is not finite.
+void unscale_check(float* g, const uint32_t* trained, int64_t n, const float* scale, int* found, cudaStream_t s);
 // The dynamic loss scale after a step: halve on *found, double after `interval` good steps; clears *found.
 void update_scale(float* scale, int* good, int* found, int interval, cudaStream_t s);
 // factors[nv] from per-variable sums of squares: mode 1 clipnorm (per variable), 2 global_clipnorm.

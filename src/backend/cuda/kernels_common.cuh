@@ -25,6 +25,9 @@ void check_launch(const char* kernel, const char* file, int line);
 
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+// Bit i of a bit set stored as 32-bit words (ParamStore::trained()).
+__device__ inline bool bit_set(const uint32_t* bits, int64_t i) { return (bits[i >> 5] >> (i & 31)) & 1u; }
+
 // fminf/fmaxf drop NaN operands; these keep NaN, as the CPU backend does, so bad weights surface.
 __device__ inline float clamp01_nan(float v) { return v != v ? v : fminf(1.0f, fmaxf(0.0f, v)); }
 

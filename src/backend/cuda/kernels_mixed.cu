@@ -48,11 +48,11 @@ __global__ void swap01_k(const In* in, Out* out, int64_t A, int64_t C, int64_t F
   }
 }
 
-__global__ void unscale_check_k(float* g, const int32_t* var, int64_t n, const float* scale, int* found) {
+__global__ void unscale_check_k(float* g, const uint32_t* trained, int64_t n, const float* scale, int* found) {
   const float inv = 1.0f / *scale;
   bool bad = false;
   GRID_LOOP(i, n) {
-    if (var[i] < 0) continue;
+    if (!bit_set(trained, i)) continue;
     const float v = g[i] * inv;
     g[i] = v;
     bad = bad || !isfinite(v);
@@ -132,9 +132,9 @@ void swap01_to_f32(const void* in, int in_type, float* out, int64_t A, int64_t C
   LAUNCH_CHECK("swap01_to_f32");
 }
 
-void unscale_check(float* g, const int32_t* var, int64_t n, const float* scale, int* found, cudaStream_t s) {
+void unscale_check(float* g, const uint32_t* trained, int64_t n, const float* scale, int* found, cudaStream_t s) {
   if (n == 0) return;
-  unscale_check_k<<<blocks_for(n), kThreads, 0, s>>>(g, var, n, scale, found);
+  unscale_check_k<<<blocks_for(n), kThreads, 0, s>>>(g, trained, n, scale, found);
   LAUNCH_CHECK("unscale_check");
 }
 

@@ -174,10 +174,9 @@ __global__ void optimizer_k(OptArgs a) {
   if (a.skip && *a.skip) return;
   const float lr = a.sched[0], alpha = a.sched[1], decay = a.sched[2];
   GRID_LOOP(i, a.n) {
-    const int32_t v = a.var[i];
-    if (v < 0) continue;
+    if (!bit_set(a.trained, i)) continue;
     float g = a.g[i];
-    if (a.clip == 1) g *= a.factors[v];
+    if (a.clip == 1) g *= a.factors[a.var[i]];
     else if (a.clip == 2) g *= a.factor;
     else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
     float p = a.p[i];

@@ -20,7 +20,6 @@ void ParamStore::allocate() {
   const int64_t n = std::max<int64_t>(size_, 1);
   w_.ensure(n);
   g_.ensure(n);
-  var_.ensure(n);
   CUDA_CHECK(cudaMemsetAsync(w_.get(), 0, sizeof(float) * n, gpu_.stream()));
   CUDA_CHECK(cudaMemsetAsync(g_.get(), 0, sizeof(float) * n, gpu_.stream()));
 }
@@ -42,7 +41,7 @@ void ParamStore::finish(Params& host) {
   if (maps_.size() != all.size())
     throw RuntimeError(fmt::format("internal: the CUDA model placed {} parameters but the model has {}", maps_.size(),
                                    all.size()));
-  std::vector<int32_t> var(static_cast<size_t>(std::max<int64_t>(size_, 1)), -1);
+  std::vector<uint32_t> bits(static_cast<size_t>((size_ + 31) / 32 + 1), 0);
   for (size_t p = 0; p < all.size(); ++p) {
     Map& m = maps_[p];
     m.numel = all[p]->value.numel();
@@ -51,15 +50,27 @@ void ParamStore::finish(Params& host) {
                                      m.numel, m.index.size()));
     for (int64_t k = 0; k < m.numel; ++k) {
       const int64_t at = m.at(k);
-      if (at < 0 || at >= size_ || var[at] != -1)
+      if (at < 0 || at >= size_ || (bits[at >> 5] >> (at & 31) & 1u))
         throw RuntimeError(fmt::format("internal: parameter {} '{}' element {} placed at {} (size {}), taken or out of "
                                        "range",
                                        p, all[p]->name, k, at, size_));
-      var[at] = static_cast<int32_t>(p);
+      bits[at >> 5] |= 1u << (at & 31);
     }
   }
-  copy_to_device(var_.get(), var.data(), sizeof(int32_t) * var.size(), gpu_.stream());
+  copy_to_device(trained_.ensure(static_cast<int64_t>(bits.size())), bits.data(), sizeof(uint32_t) * bits.size(),
+                 gpu_.stream());
   upload(host);
+}
+
+const int32_t* ParamStore::var_ids() {
+  if (var_.get()) return var_.get();
+  std::vector<int32_t> var(static_cast<size_t>(std::max<int64_t>(size_, 1)), -1);
+  for (size_t p = 0; p < maps_.size(); ++p)
+    for (int64_t k = 0; k < maps_[p].numel; ++k) var[maps_[p].at(k)] = static_cast<int32_t>(p);
+  copy_to_device(var_.ensure(static_cast<int64_t>(var.size())), var.data(), sizeof(int32_t) * var.size(),
+                 gpu_.stream());
+  gpu_.sync();  // var is a local
+  return var_.get();
 }
 
 void ParamStore::zero_grad() { CUDA_CHECK(cudaMemsetAsync(g_.get(), 0, sizeof(float) * size_, gpu_.stream())); }

@@ -1,6 +1,6 @@
-// Every trainable parameter of a model in one flat device buffer: values, gradients and, per element,
-// the index of the Keras variable it belongs to (-1: not trained, e.g. cuDNN's frozen recurrent
-// biases and alignment gaps). cuDNN stacks get sub-ranges as their weight space, so the optimizer is
+// Every trainable parameter of a model in one flat device buffer: values, gradients and one bit per
+// element saying whether it is trained (not one of cuDNN's frozen recurrent biases or an alignment
+// gap); per-element variable ids only when clipping asks for them. cuDNN stacks get sub-ranges as their weight space, so the optimizer is
 // one kernel over the whole buffer. Host Params <-> device conversion happens here, at load and save.
 #pragma once
 #include <cstdint>
@@ -23,12 +23,15 @@ class ParamStore {
   // 3. Where parameter p (Params::all() order) lives: contiguous from offset, or element k at index[k].
   void place(size_t p, int64_t offset);
   void place(size_t p, std::vector<int64_t> index);
-  // 4. Check every parameter is placed (shapes from host), build the variable ids, upload the values.
+  // 4. Check every parameter is placed (shapes from host), build the trained bits, upload the values.
   void finish(Params& host);
 
   float* w() const { return w_.get(); }
   float* g() const { return g_.get(); }
-  const int32_t* var() const { return var_.get(); }
+  const uint32_t* trained() const { return trained_.get(); }  // bit i of word i / 32
+  // The Keras variable (Params::all() index) of each element, -1 where not trained: made and
+  // uploaded on the first call (4 bytes per parameter, so only clipping by norm asks for them).
+  const int32_t* var_ids();
   int64_t size() const { return size_; }
   size_t variables() const { return maps_.size(); }
   void zero_grad();
@@ -51,6 +54,7 @@ class ParamStore {
   int64_t size_ = 0;
   std::vector<Map> maps_;
   DeviceBuffer<float> w_{"parameters"}, g_{"gradients"};
+  DeviceBuffer<uint32_t> trained_{"trained parameter bits"};
   DeviceBuffer<int32_t> var_{"parameter ids"};
 };
 
