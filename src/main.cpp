@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 
 int main(int argc, char** argv) {
-  rnntrain::select_blas_kernels(argv);
+  rnntrain::configure_blas(argv);
 #ifdef __GLIBC__
   // A training step allocates and frees the same large activation buffers every step. By default
   // glibc maps each from the kernel and returns it on free, so every step pays page faults again

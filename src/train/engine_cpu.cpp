@@ -20,7 +20,7 @@ class CpuEngine final : public Engine {
   std::string device_name() const override { return "cpu"; }
 
   LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
-    ForwardContext ctx;
+    ForwardContext& ctx = ctx_;
     Tensor mask;
     params_.zero_grad();
     Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
@@ -47,7 +47,7 @@ class CpuEngine final : public Engine {
   Optimizer& optimizer() override { return *opt_; }
 
   LossValue gradients(const Batch& b, Tensor* pred, Tensor* dx) override {
-    ForwardContext ctx;
+    ForwardContext& ctx = ctx_;
     Tensor mask;
     params_.zero_grad();
     Tensor out = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
@@ -67,6 +67,7 @@ class CpuEngine final : public Engine {
   CpuModel model_;
   Rng& rng_;
   std::unique_ptr<Optimizer> opt_;
+  ForwardContext ctx_;  // reused by every step, so the layers' tapes keep their memory between batches
 };
 
 }  // namespace

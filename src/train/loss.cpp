@@ -83,11 +83,14 @@ struct PositionLoss {
   double categorical(const float* p, const float* t, int64_t label, float* g) const {
     double loss = 0.0;
     if (spec.from_logits) {
-      // loss = sum_j y_j * (lse - x_j); d/dx_j = (sum y) * softmax_j - y_j.
+      // loss = sum_j y_j * (lse - x_j); d/dx_j = (sum y) * softmax_j - y_j, softmax_j = exp(x_j - m) / z.
       double m = p[0];
       for (int64_t j = 1; j < k; ++j) m = std::max(m, static_cast<double>(p[j]));
       double z = 0.0;
-      for (int64_t j = 0; j < k; ++j) z += std::exp(p[j] - m);
+      for (int64_t j = 0; j < k; ++j) {
+        work[j] = std::exp(p[j] - m);  // kept for the gradient: one exp per entry
+        z += work[j];
+      }
       const double lse = m + std::log(z);
       double ysum = 0.0;
       for (int64_t j = 0; j < k; ++j) {
@@ -97,7 +100,7 @@ struct PositionLoss {
       }
       if (g)
         for (int64_t j = 0; j < k; ++j)
-          g[j] = static_cast<float>((ysum * std::exp(p[j] - lse) - smoothed_target(t, label, j)) * gscale);
+          g[j] = static_cast<float>((ysum * (work[j] / z) - smoothed_target(t, label, j)) * gscale);
       return loss;
     }
     // Probabilities: q = p / sum(p), clipped to [eps, 1-eps]; loss = -sum_j y_j log(clip(q_j)).

@@ -9,15 +9,22 @@
 
 namespace rnntrain {
 
-void select_blas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;
+void configure_blas(char** argv) {
+  bool changed = false;
+  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);  // 2^4 cycles: OpenBLAS's minimum
+    changed = true;
+  }
   const std::string core = openblas_get_corename();
-  if (core != "Prescott" && core != "prescott") return;
-  __builtin_cpu_init();
-  const char* want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
-  if (!want) return;
-  setenv("OPENBLAS_CORETYPE", want, 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the generic kernels
+  if (!std::getenv("OPENBLAS_CORETYPE") && (core == "Prescott" || core == "prescott")) {
+    __builtin_cpu_init();
+    const char* want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
+    if (want) {
+      setenv("OPENBLAS_CORETYPE", want, 1);
+      changed = true;
+    }
+  }
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as loaded
 }
 
 }  // namespace rnntrain

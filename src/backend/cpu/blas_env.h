@@ -1,14 +1,18 @@
-// OpenBLAS kernel selection. Debian 12's OpenBLAS 0.3.21 does not recognise recent Xeons (it sees
-// "Intel(R) Xeon(R) Processor") and falls back to its generic Prescott kernels, about 3x slower
-// than the AVX-512 ones these CPUs run. OpenBLAS picks kernels when it loads, from
-// OPENBLAS_CORETYPE, so the fix is to set that and re-execute before any work is done.
+// OpenBLAS settings that can only be given through the environment, before the library loads:
+// - Kernel selection. Debian 12's OpenBLAS 0.3.21 does not recognise recent Xeons (it sees
+//   "Intel(R) Xeon(R) Processor") and falls back to its generic Prescott kernels, about 3x slower
+//   than the AVX-512 ones these CPUs run. OPENBLAS_CORETYPE picks them.
+// - How long its idle worker threads spin. By default they spin (yielding) for about 2^28 cycles
+//   after each threaded GEMM, so they keep competing for the cores with the backend's own threads
+//   (parallel_rows in cpu_math.h) that run a recurrent layer's time loop. OPENBLAS_THREAD_TIMEOUT=4
+//   puts them to sleep at once; waking them costs little next to the large GEMMs they still run.
 #pragma once
 
 namespace rnntrain {
 
-// If OpenBLAS chose its generic kernels on a CPU with AVX-512 or AVX2 and OPENBLAS_CORETYPE is
-// unset, sets it (SkylakeX or Haswell) and re-executes this program with the same arguments.
-// Returns only when nothing was to be done (or the re-exec failed).
-void select_blas_kernels(char** argv);
+// Sets what is unset of the above (OPENBLAS_CORETYPE only where OpenBLAS chose its generic kernels
+// on a CPU with AVX-512 or AVX2: SkylakeX or Haswell) and re-executes this program with the same
+// arguments. Returns only when nothing was to be done (or the re-exec failed).
+void configure_blas(char** argv);
 
 }  // namespace rnntrain

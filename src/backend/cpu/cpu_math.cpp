@@ -14,7 +14,11 @@
 #include <bit>
 #include <climits>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -42,6 +46,44 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));
+}
+
+void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t, int64_t)>& fn) {
+  slice = std::max<int64_t>(slice, 1);
+  const int64_t slices = (rows + slice - 1) / slice;
+  auto run_slices = [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) fn(i * slice, std::min(rows, (i + 1) * slice));
+  };
+  const int blas_threads = openblas_get_num_threads();
+  const int64_t n = std::min<int64_t>(blas_threads, slices);
+  if (n <= 1) {
+    run_slices(0, slices);
+    return;
+  }
+  // Thread k takes slices [slices * k / n, slices * (k + 1) / n). BLAS's thread count is process-wide:
+  // one thread per GEMM while the slices run, restored after.
+  std::vector<std::exception_ptr> errors(n);
+  auto run = [&](int64_t k) {
+    try {
+      run_slices(slices * k / n, slices * (k + 1) / n);
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  };
+  openblas_set_num_threads(1);
+  std::vector<std::thread> workers;
+  for (int64_t k = 1; k < n; ++k) {
+    try {
+      workers.emplace_back(run, k);
+    } catch (const std::system_error&) {  // no thread to be had: run those slices here
+      run(k);
+    }
+  }
+  run(0);
+  for (std::thread& w : workers) w.join();
+  openblas_set_num_threads(blas_threads);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 namespace {

@@ -1,8 +1,9 @@
-// Dense float32 helpers of the CPU backend: a row-major cblas_sgemm wrapper, elementwise activations
-// and their derivatives over whole arrays (the switch on the kind sits outside the loop, so loops
-// vectorise), softmax rows and column sums. Not layer logic.
+// Dense float32 helpers of the CPU backend: a row-major cblas_sgemm wrapper, a row-parallel loop for
+// many small GEMMs, elementwise activations and their derivatives over whole arrays (the switch on the
+// kind sits outside the loop, so loops vectorise), softmax rows and column sums. Not layer logic.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "spec/config.h"
 
@@ -12,6 +13,15 @@ namespace rnntrain::cpu {
 // op(a): [m, k] (a is [k, m] when ta); op(b): [k, n] (b is [n, k] when tb).
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Calls fn(r0, r1) for the slices [0, slice), [slice, 2 * slice), ... of [0, rows) (the last one
+// shorter), spread over the BLAS threads: each thread takes a contiguous run of slices, one after
+// the other, with BLAS single-threaded inside; returns when all are done, rethrowing the first
+// exception. For loops of many small GEMMs over rows that do not depend on each other, such as a
+// recurrent layer's batch rows over time: OpenBLAS would wake and join its threads for each tiny
+// GEMM, which costs about as much as the GEMM. fn must write only to its own rows. With one BLAS
+// thread or one slice everything runs here, in order. Not reentrant: do not call it from fn.
+void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t, int64_t)>& fn);
 
 // x = act(x) in place, elementwise (Softmax is not elementwise: use softmax_rows).
 void apply_act(Activation act, float* x, int64_t n);

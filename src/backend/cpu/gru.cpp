@@ -9,27 +9,30 @@
 
 namespace rnntrain::cpu {
 
-void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
-  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H;
-  std::vector<float> rec(B * G3);  // [B, 3H] the recurrent projection of this step
+namespace {
+
+// The forward loop over batch rows [b0, b1).
+void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, int64_t b0, int64_t b1) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, nb = b1 - b0;
+  std::vector<float> rec(nb * G3);  // [b1 - b0, 3H] the recurrent projection of this step
   for (int64_t s = 0; s < a.T; ++s) {
     const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * B * G3;  // [B, 3H]: x@W + b_x, becomes z, r, hh
-    const float* hin = recurrent_input(tape, s, hprev);
+    const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
     if (reset_after) {
       float beta = 0.0f;
       if (a.b_rec) {
-        for (int64_t b = 0; b < B; ++b) std::memcpy(rec.data() + b * G3, a.b_rec, sizeof(float) * G3);
+        for (int64_t r = 0; r < nb; ++r) std::memcpy(rec.data() + r * G3, a.b_rec, sizeof(float) * G3);
         beta = 1.0f;
       }
-      gemm(false, false, B, G3, H, 1.0f, hin, H, a.U, G3, beta, rec.data(), G3);
+      gemm(false, false, nb, G3, H, 1.0f, hin, H, a.U, G3, beta, rec.data(), G3);
     } else {
-      gemm(false, false, B, 2 * H, H, 1.0f, hin, H, a.U, G3, 0.0f, rec.data(), G3);
+      gemm(false, false, nb, 2 * H, H, 1.0f, hin, H, a.U, G3, 0.0f, rec.data(), G3);
     }
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       float* z = zs + b * G3;
-      const float* m = rec.data() + b * G3;
+      const float* m = rec.data() + (b - b0) * G3;
       for (int64_t j = 0; j < 2 * H; ++j) z[j] += m[j];
       apply_act(a.ract, z, 2 * H);  // z, r
       const float* r = z + H;
@@ -42,21 +45,22 @@ void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
         apply_act(a.act, z + 2 * H, H);
       } else {
         float* rh = tape.rh.ptr() + s * BH + b * H;
-        const float* hb = hin + b * H;
+        const float* hb = hin + (b - b0) * H;
         for (int64_t j = 0; j < H; ++j) rh[j] = r[j] * hb[j];
       }
     }
     if (!reset_after) {
       // rec[:, 2H:] = (r*h) @ U_h, then hh = act(x_h + that).
-      gemm(false, false, B, H, H, 1.0f, tape.rh.ptr() + s * BH, H, a.U + 2 * H, G3, 0.0f, rec.data() + 2 * H, G3);
-      for (int64_t b = 0; b < B; ++b) {
+      gemm(false, false, nb, H, H, 1.0f, tape.rh.ptr() + s * BH + b0 * H, H, a.U + 2 * H, G3, 0.0f, rec.data() + 2 * H,
+           G3);
+      for (int64_t b = b0; b < b1; ++b) {
         float* zh = zs + b * G3 + 2 * H;
-        const float* q = rec.data() + b * G3 + 2 * H;
+        const float* q = rec.data() + (b - b0) * G3 + 2 * H;
         for (int64_t j = 0; j < H; ++j) zh[j] += q[j];
         apply_act(a.act, zh, H);
       }
     }
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       const float* hp = hprev + b * H;
       float* hn = hnext + b * H;
       if (!tape.used(s, b)) {
@@ -70,22 +74,21 @@ void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
   }
 }
 
-void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dU,
-                  float* db_rec) {
-  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, T = a.T;
-  std::vector<float> dh(BH, 0.0f), dhr(BH);
-  Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
-  if (reset_after) dzr = Tensor({T, B, G3});
+// The backward loop over batch rows [b0, b1): writes their rows of dz and (reset_after) dzr.
+void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dzr,
+                   int64_t b0, int64_t b1) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, T = a.T, nb = b1 - b0;
+  std::vector<float> dh(nb * H, 0.0f), dhr(nb * H);  // [b1 - b0, H], row b at (b - b0) * H
   for (int64_t s = T - 1; s >= 0; --s) {
-    const float* dys = dyp + s * BH;
-    for (int64_t k = 0; k < BH; ++k) dh[k] += dys[k];
+    const float* dys = dyp + s * BH + b0 * H;
+    for (int64_t k = 0; k < nb * H; ++k) dh[k] += dys[k];
     const float* zs = tape.z.ptr() + s * B * G3;
     const float* hprev = tape.h.ptr() + s * BH;
     const float* hin = tape.h_in() + s * BH;
     float* dzs = dz + s * B * G3;
-    float* dzrs = reset_after ? dzr.ptr() + s * B * G3 : nullptr;
+    float* dzrs = reset_after ? dzr + s * B * G3 : nullptr;
     // d z (before ract'), d hh -> d(x_h + ...) for every used row.
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * G3;
       if (!tape.used(s, b)) {
         std::memset(d, 0, sizeof(float) * G3);
@@ -95,7 +98,7 @@ void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, cons
       const float* z = zs + b * G3;
       const float* hh = z + 2 * H;
       const float* hp = hprev + b * H;
-      const float* dhb = dh.data() + b * H;
+      const float* dhb = dh.data() + (b - b0) * H;
       for (int64_t j = 0; j < H; ++j) {
         d[j] = dhb[j] * (hp[j] - hh[j]);
         d[2 * H + j] = dhb[j] * (1.0f - z[j]);
@@ -115,30 +118,30 @@ void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, cons
     }
     if (reset_after) {
       // d hin = dzr @ U^T
-      gemm(false, true, B, H, G3, 1.0f, dzrs, G3, a.U, G3, 0.0f, dhr.data(), H);
+      gemm(false, true, nb, H, G3, 1.0f, dzrs + b0 * G3, G3, a.U, G3, 0.0f, dhr.data(), H);
     } else {
       // d(r*hin) = d hh_pre @ U_h^T, then d r and d hin.
-      gemm(false, true, B, H, H, 1.0f, dzs + 2 * H, G3, a.U + 2 * H, G3, 0.0f, dhr.data(), H);
-      for (int64_t b = 0; b < B; ++b) {
+      gemm(false, true, nb, H, H, 1.0f, dzs + b0 * G3 + 2 * H, G3, a.U + 2 * H, G3, 0.0f, dhr.data(), H);
+      for (int64_t b = b0; b < b1; ++b) {
         if (!tape.used(s, b)) continue;
         const float* z = zs + b * G3;
         const float* r = z + H;
         const float* hb = hin + b * H;
         float* d = dzs + b * G3;
-        float* drh = dhr.data() + b * H;
+        float* drh = dhr.data() + (b - b0) * H;
         for (int64_t j = 0; j < H; ++j) {
           d[H + j] = drh[j] * hb[j];  // d r
           drh[j] *= r[j];             // d hin through r*hin
         }
         mul_act_grad(a.ract, z, d, 2 * H);
       }
-      gemm(false, true, B, H, 2 * H, 1.0f, dzs, G3, a.U, G3, 1.0f, dhr.data(), H);  // + d[z,r] @ U_zr^T
+      gemm(false, true, nb, H, 2 * H, 1.0f, dzs + b0 * G3, G3, a.U, G3, 1.0f, dhr.data(), H);  // + d[z,r] @ U_zr^T
     }
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       if (!tape.used(s, b)) continue;  // h was carried over: dh passes through unchanged
       const float* z = zs + b * G3;
-      float* dhb = dh.data() + b * H;
-      const float* r = dhr.data() + b * H;
+      float* dhb = dh.data() + (b - b0) * H;
+      const float* r = dhr.data() + (b - b0) * H;
       if (tape.rec_drop.empty()) {
         for (int64_t j = 0; j < H; ++j) dhb[j] = dhb[j] * z[j] + r[j];
       } else {
@@ -147,6 +150,22 @@ void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, cons
       }
     }
   }
+}
+
+}  // namespace
+
+void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
+  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, reset_after, tape, b0, b1); });
+}
+
+void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dU,
+                  float* db_rec) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, T = a.T;
+  Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
+  if (reset_after) dzr = Tensor({T, B, G3});
+  parallel_rows(B, kSliceRows,
+                [&](int64_t b0, int64_t b1) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), b0, b1); });
+  // The recurrent weight gradients over all steps, one GEMM each on every BLAS thread.
   if (reset_after) {
     gemm(true, false, H, G3, T * B, 1.0f, tape.h_in(), H, dzr.ptr(), G3, 1.0f, dU, G3);
     if (db_rec) add_colsum(dzr.ptr(), T * B, G3, G3, db_rec);

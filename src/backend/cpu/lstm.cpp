@@ -8,7 +8,10 @@
 
 namespace rnntrain::cpu {
 
-void lstm_forward(const CellArgs& a, RnnTape& tape) {
+namespace {
+
+// The forward loop over batch rows [b0, b1).
+void forward_rows(const CellArgs& a, RnnTape& tape, int64_t b0, int64_t b1) {
   const int64_t B = a.B, H = a.H, G4 = 4 * H, BH = B * H;
   for (int64_t s = 0; s < a.T; ++s) {
     const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
@@ -17,9 +20,9 @@ void lstm_forward(const CellArgs& a, RnnTape& tape) {
     float* cnext = tape.c.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * B * G4;  // [B, 4H]
     float* act_c = tape.aux.ptr() + s * BH;
-    const float* hin = recurrent_input(tape, s, hprev);
-    gemm(false, false, B, G4, H, 1.0f, hin, H, a.U, G4, 1.0f, zs, G4);  // zs += hin @ U
-    for (int64_t b = 0; b < B; ++b) {
+    const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
+    gemm(false, false, b1 - b0, G4, H, 1.0f, hin, H, a.U, G4, 1.0f, zs + b0 * G4, G4);  // zs += hin @ U
+    for (int64_t b = b0; b < b1; ++b) {
       float* z = zs + b * G4;
       const float* cp = cprev + b * H;
       float* cn = cnext + b * H;
@@ -47,16 +50,18 @@ void lstm_forward(const CellArgs& a, RnnTape& tape) {
   }
 }
 
-void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
-  const int64_t B = a.B, H = a.H, G4 = 4 * H, BH = B * H;
-  std::vector<float> dh(BH, 0.0f), dc(BH, 0.0f), dhr(BH), tmp_buf(H);
+// The backward loop over batch rows [b0, b1): writes their rows of dz.
+void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, int64_t b0, int64_t b1) {
+  const int64_t B = a.B, H = a.H, G4 = 4 * H, BH = B * H, nh = (b1 - b0) * H;
+  // dh, dc, dhr: [b1 - b0, H], row b at (b - b0) * H.
+  std::vector<float> dh(nh, 0.0f), dc(nh, 0.0f), dhr(nh), tmp_buf(H);
   float* tmp = tmp_buf.data();  // [H]
   for (int64_t s = a.T - 1; s >= 0; --s) {
-    const float* dys = dyp + s * BH;
-    for (int64_t k = 0; k < BH; ++k) dh[k] += dys[k];
+    const float* dys = dyp + s * BH + b0 * H;
+    for (int64_t k = 0; k < nh; ++k) dh[k] += dys[k];
     const float* zs = tape.z.ptr() + s * B * G4;
     float* dzs = dz + s * B * G4;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * G4;
       if (!tape.used(s, b)) {  // h and c were carried over: their gradients pass through
         std::memset(d, 0, sizeof(float) * G4);
@@ -68,8 +73,8 @@ void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
       const float* o = i + 3 * H;
       const float* ac = tape.aux.ptr() + s * BH + b * H;
       const float* cp = tape.c.ptr() + s * BH + b * H;
-      float* dhb = dh.data() + b * H;
-      float* dcb = dc.data() + b * H;
+      float* dhb = dh.data() + (b - b0) * H;
+      float* dcb = dc.data() + (b - b0) * H;
       for (int64_t j = 0; j < H; ++j) tmp[j] = dhb[j] * o[j];
       mul_act_grad(a.act, ac, tmp, H);  // d h / d c = o * act'(c)
       for (int64_t j = 0; j < H; ++j) dcb[j] += tmp[j];  // d c_t
@@ -87,14 +92,24 @@ void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
       mul_act_grad(a.ract, o, d + 3 * H, H);
     }
     // d h_{t-1} = dz @ U^T (times the recurrent dropout mask) where the step was used.
-    gemm(false, true, B, H, G4, 1.0f, dzs, G4, a.U, G4, 0.0f, dhr.data(), H);
-    for (int64_t b = 0; b < B; ++b) {
+    gemm(false, true, b1 - b0, H, G4, 1.0f, dzs + b0 * G4, G4, a.U, G4, 0.0f, dhr.data(), H);
+    for (int64_t b = b0; b < b1; ++b) {
       if (!tape.used(s, b)) continue;
-      carry_dh(tape, b, H, dhr.data() + b * H, dh.data() + b * H);
+      carry_dh(tape, b, H, dhr.data() + (b - b0) * H, dh.data() + (b - b0) * H);
     }
   }
-  // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]).
-  gemm(true, false, H, G4, a.T * B, 1.0f, tape.h_in(), H, dz, G4, 1.0f, dU, G4);
+}
+
+}  // namespace
+
+void lstm_forward(const CellArgs& a, RnnTape& tape) {
+  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
+}
+
+void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
+  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
+  // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]), one GEMM on every BLAS thread.
+  gemm(true, false, a.H, 4 * a.H, a.T * a.B, 1.0f, tape.h_in(), a.H, dz, 4 * a.H, 1.0f, dU, 4 * a.H);
 }
 
 }  // namespace rnntrain::cpu

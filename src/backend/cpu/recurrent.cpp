@@ -190,11 +190,13 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   return dx;
 }
 
-const float* recurrent_input(RnnTape& tape, int64_t s, const float* hprev) {
+const float* recurrent_input(RnnTape& tape, int64_t s, int64_t b0, int64_t b1) {
+  const int64_t H = tape.H, first = (s * tape.B + b0) * H;  // row b0 of step s
+  const float* hprev = tape.h.ptr() + first;
   if (tape.rec_drop.empty()) return hprev;
-  const int64_t BH = static_cast<int64_t>(tape.rec_drop.size());
-  float* hd = tape.hd.ptr() + s * BH;
-  for (int64_t k = 0; k < BH; ++k) hd[k] = hprev[k] * tape.rec_drop[k];
+  float* hd = tape.hd.ptr() + first;
+  const float* m = tape.rec_drop.data() + b0 * H;
+  for (int64_t k = 0; k < (b1 - b0) * H; ++k) hd[k] = hprev[k] * m[k];
   return hd;
 }
 

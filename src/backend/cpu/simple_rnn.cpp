@@ -7,15 +7,18 @@
 
 namespace rnntrain::cpu {
 
-void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
+namespace {
+
+// The forward loop over batch rows [b0, b1).
+void forward_rows(const CellArgs& a, RnnTape& tape, int64_t b0, int64_t b1) {
   const int64_t B = a.B, H = a.H, BH = B * H;
   for (int64_t s = 0; s < a.T; ++s) {
     const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * BH;  // [B, H]: x@W + b, becomes h
-    const float* hin = recurrent_input(tape, s, hprev);
-    gemm(false, false, B, H, H, 1.0f, hin, H, a.U, H, 1.0f, zs, H);
-    for (int64_t b = 0; b < B; ++b) {
+    const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
+    gemm(false, false, b1 - b0, H, H, 1.0f, hin, H, a.U, H, 1.0f, zs + b0 * H, H);
+    for (int64_t b = b0; b < b1; ++b) {
       float* hn = hnext + b * H;
       if (!tape.used(s, b)) {
         std::memcpy(hn, hprev + b * H, sizeof(float) * H);
@@ -28,30 +31,42 @@ void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
   }
 }
 
-void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
-  const int64_t B = a.B, H = a.H, BH = B * H;
-  std::vector<float> dh(BH, 0.0f), dhr(BH);
+// The backward loop over batch rows [b0, b1): writes their rows of dz.
+void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, int64_t b0, int64_t b1) {
+  const int64_t B = a.B, H = a.H, BH = B * H, nh = (b1 - b0) * H;
+  std::vector<float> dh(nh, 0.0f), dhr(nh);  // [b1 - b0, H], row b at (b - b0) * H
   for (int64_t s = a.T - 1; s >= 0; --s) {
-    const float* dys = dyp + s * BH;
-    for (int64_t k = 0; k < BH; ++k) dh[k] += dys[k];
+    const float* dys = dyp + s * BH + b0 * H;
+    for (int64_t k = 0; k < nh; ++k) dh[k] += dys[k];
     const float* zs = tape.z.ptr() + s * BH;
     float* dzs = dz + s * BH;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * H;
       if (!tape.used(s, b)) {
         std::memset(d, 0, sizeof(float) * H);
         continue;
       }
-      std::memcpy(d, dh.data() + b * H, sizeof(float) * H);
+      std::memcpy(d, dh.data() + (b - b0) * H, sizeof(float) * H);
       mul_act_grad(a.act, zs + b * H, d, H);
     }
-    gemm(false, true, B, H, H, 1.0f, dzs, H, a.U, H, 0.0f, dhr.data(), H);
-    for (int64_t b = 0; b < B; ++b) {
+    gemm(false, true, b1 - b0, H, H, 1.0f, dzs + b0 * H, H, a.U, H, 0.0f, dhr.data(), H);
+    for (int64_t b = b0; b < b1; ++b) {
       if (!tape.used(s, b)) continue;
-      carry_dh(tape, b, H, dhr.data() + b * H, dh.data() + b * H);
+      carry_dh(tape, b, H, dhr.data() + (b - b0) * H, dh.data() + (b - b0) * H);
     }
   }
-  gemm(true, false, H, H, a.T * B, 1.0f, tape.h_in(), H, dz, H, 1.0f, dU, H);
+}
+
+}  // namespace
+
+void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
+  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
+}
+
+void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
+  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
+  // dU += h_in^T dz over all steps ([H, T*B] x [T*B, H]), one GEMM on every BLAS thread.
+  gemm(true, false, a.H, a.H, a.T * a.B, 1.0f, tape.h_in(), a.H, dz, a.H, 1.0f, dU, a.H);
 }
 
 }  // namespace rnntrain::cpu
