@@ -4,8 +4,9 @@
 //   every kind (binary, categorical and sparse accuracy, mae, mse, perplexity).
 // - Graph-replayed steps give the losses, metrics and weights of uncaptured steps, in fp32 and in
 //   fp16 with persist_static and loss scaling, while the learning rate changes every step, the batch
-//   shape changes and changes back, and evaluations interleave (which shift the upload buffers).
-// - Steps that draw dropout or carry sequence lengths are not captured, and a replayed step still
+//   shape changes and changes back, and evaluations interleave (which shift the upload buffers); and
+//   with every kind of dropout, whose masks must change from replay to replay as they do uncaptured.
+// - Steps with sequence lengths or Masking are not captured, and a replayed step still
 //   rejects a bad batch (token id, class label) with the same errors, and the queue of enqueued steps
 //   goes on past it.
 // Skips without a GPU.
@@ -108,7 +109,18 @@ struct GraphCase {
   std::string name;
   Precision precision;
   RnnAlgo algo;
+  std::string layers;
 };
+
+const char* kLstm2 =
+    "[{type: LSTM, units: 32, return_sequences: true}, {type: LSTM, units: 32, return_sequences: true}, "
+    "{type: TimeDistributed, layer: {type: Dense, units: 4}}]";
+// Every kind of dropout: a cuDNN stack's input dropout and inter-layer Dropout, a Dropout layer, and
+// a generic GRU's recurrent dropout.
+const char* kDropout =
+    "[{type: LSTM, units: 32, dropout: 0.2, return_sequences: true}, {type: Dropout, rate: 0.3}, {type: LSTM, "
+    "units: 32, return_sequences: true}, {type: Dropout, rate: 0.1}, {type: GRU, units: 16, recurrent_dropout: 0.2, "
+    "return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 4}}]";
 
 void PrintTo(const GraphCase& c, std::ostream* os) { *os << c.name; }
 
@@ -117,10 +129,7 @@ class CudaGraphs : public ::testing::TestWithParam<GraphCase> {};
 TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) {
   SKIP_WITHOUT_GPU();
   const GraphCase& c = GetParam();
-  Config cfg = config_of("[12, 16]",
-                         "[{type: LSTM, units: 32, return_sequences: true}, {type: LSTM, units: 32, return_sequences: "
-                         "true}, {type: TimeDistributed, layer: {type: Dense, units: 4}}]",
-                         c.name);
+  Config cfg = config_of("[12, 16]", c.layers, c.name);
   cfg.device = Device::Cuda;
   cfg.train.optimizer.kind = OptimizerKind::Adam;
   cfg.train.optimizer.global_clipnorm = 1.0;
@@ -177,25 +186,26 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, CudaGraphs,
-                         ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard},
-                                           GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic}),
+                         ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard, kLstm2},
+                                           GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic, kLstm2},
+                                           GraphCase{"dropout", Precision::Fp32, RnnAlgo::Standard, kDropout}),
                          [](const auto& info) { return info.param.name; });
 
-TEST(CudaGraphsScope, StepsThatDrawDropoutOrCarryLengthsRunUncaptured) {
+TEST(CudaGraphsScope, StepsWithLengthsOrDataMadeMasksRunUncaptured) {
   SKIP_WITHOUT_GPU();
-  Config drop = config_of("[8, 4]",
-                          "[{type: LSTM, units: 8, return_sequences: true}, {type: Dropout, rate: 0.3}, "
-                          "{type: TimeDistributed, layer: {type: Dense, units: 2}}]",
-                          "dropout");
-  drop.device = Device::Cuda;
+  Config masking = config_of("[8, 4]",
+                             "[{type: Masking, mask_value: 0.0}, {type: LSTM, units: 8, return_sequences: true}, "
+                             "{type: TimeDistributed, layer: {type: Dense, units: 2}}]",
+                             "masking");
+  masking.device = Device::Cuda;
   Config plain = config_of("[8, 4]", "[{type: LSTM, units: 8, return_sequences: true}, {type: Dense, units: 2}]",
                            "lengths");
   plain.device = Device::Cuda;
   const int64_t before = gpu_graph_steps();
   {
     Rng r(1);
-    auto e = make_engine(drop, random_params(drop.model, 1), r);
-    for (int s = 0; s < 6; ++s) e->train_step(random_batch(drop, 4, 8, s), 1e-2, {});
+    auto e = make_engine(masking, random_params(masking.model, 1), r);
+    for (int s = 0; s < 6; ++s) e->train_step(random_batch(masking, 4, 8, s), 1e-2, {});
   }
   {
     Rng r(1);

@@ -123,7 +123,7 @@ class DropoutStage final : public DeviceStage {
     active_ = run.training && spec_.rate > 0.0;
     if (!active_) return x;
     const int64_t n = x.numel();
-    k::dropout_mask(keep_.ensure(n), n, static_cast<float>(spec_.rate), run.rng->next_u64(), gpu_.stream());
+    k::dropout_mask(keep_.ensure(n), n, static_cast<float>(spec_.rate), run.seed, run.next_site(), gpu_.stream());
     DevTensor y{y_.ensure(n), x.shape};
     k::mul(x.ptr, keep_.get(), y.ptr, n, gpu_.stream());
     return y;

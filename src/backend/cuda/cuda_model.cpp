@@ -89,9 +89,8 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
   }
   for (const LayerSpec& l : spec.layers) {
     const LayerSpec& c = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
-    if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0 ||
-        c.kind == LayerKind::Masking || c.mask_zero)
-      capturable_ = false;
+    if (c.kind == LayerKind::Masking || c.mask_zero) capturable_ = false;
+    if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
   }
   for (auto& s : stages_) s->reserve(store_);
   store_.allocate();
@@ -128,11 +127,18 @@ CudaModel::Input CudaModel::upload(const Batch& b) {
   return in;
 }
 
-DevTensor CudaModel::forward(const Input& in, bool training, Rng& rng) {
+void CudaModel::new_seed(Rng& rng) {
+  if (!dropout_) return;
+  const uint64_t s = rng.next_u64();
+  seed_.set(&s);
+}
+
+DevTensor CudaModel::forward(const Input& in, bool training) {
   MaskState mask = in.mask;
   Profiler& prof = gpu_.profiler();  // training steps only (eval and predict never end a profiled step)
   if (training) prof.mark("upload (and host gaps)");
-  const RunInfo run{training, &rng, in.batch};
+  uint64_t sites = 0;
+  const RunInfo run{training, static_cast<const uint64_t*>(seed_.dev()), &sites, in.batch};
   DevTensor cur = in.x;
   for (size_t i = 0; i < stages_.size(); ++i) {
     cur = stages_[i]->forward(cur, mask, run);

@@ -29,12 +29,16 @@ class CudaModel {
   // x: [B, T, F] features or [B, T] token ids; b.lengths optional. The memory stays valid until the
   // upload after next (double-buffered: the next batch uploads while this one runs).
   Input upload(const Batch& b);
-  // Returns the output on the device ([B, K] or [B, T, K]), valid until the next forward.
-  DevTensor forward(const Input& in, bool training, Rng& rng);
-  DevTensor forward(const Batch& b, bool training, Rng& rng) { return forward(upload(b), training, rng); }
-  // Whether a training step draws nothing at random and makes no mask from the data (no dropout of
-  // any kind, no Masking, no mask_zero): then, for batches without lengths, a step on a given shape
-  // is the same GPU work every time and can be captured as a CUDA graph.
+  // Draws the dropout seed of the next training forward from rng and uploads it on the stream (once
+  // per training step, outside any graph capture; nothing is drawn when the model has no dropout).
+  void new_seed(Rng& rng);
+  // Returns the output on the device ([B, K] or [B, T, K]), valid until the next forward. Training
+  // uses the seed of the last new_seed().
+  DevTensor forward(const Input& in, bool training);
+  DevTensor forward(const Batch& b, bool training) { return forward(upload(b), training); }
+  // Whether the model makes no mask from the data (no Masking, no mask_zero): then, for batches
+  // without lengths, a training step on a given shape is the same GPU work every time (dropout masks
+  // come from the device seed) and can be captured as a CUDA graph.
   bool capturable() const { return capturable_; }
   // The mask reaching the output, when the output has a time axis and a mask reaches it.
   MaskState& out_mask() { return out_mask_; }
@@ -52,6 +56,8 @@ class CudaModel {
   std::vector<std::string> names_;  // per stage, for the profiler
   bool token_input_ = false;
   bool capturable_ = true;
+  bool dropout_ = false;  // the model draws dropout masks in training
+  StepValues seed_{gpu_, sizeof(uint64_t), "dropout seed"};
   Uploader x_up_{gpu_};  // the batch's inputs
   DeviceBuffer<uint8_t> mask_{"batch mask"};
   MaskState out_mask_;

@@ -293,7 +293,8 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   x_in_ = x.ptr;
   in_drop_ = run.training && input_dropout_ > 0.0 && input_dropout_ < 1.0;
   if (in_drop_) {  // one mask per sequence, as Keras
-    k::dropout_mask(in_mask_.ensure(B * I_), B * I_, static_cast<float>(input_dropout_), run.rng->next_u64(), st);
+    k::dropout_mask(in_mask_.ensure(B * I_), B * I_, static_cast<float>(input_dropout_), run.seed, run.next_site(),
+                    st);
     k::mul_per_sequence(x.ptr, in_mask_.get(), x_drop_.ensure(B * T * I_), B, T, I_, st);
     x_in_ = x_drop_.get();
   }

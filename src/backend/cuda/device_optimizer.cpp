@@ -22,7 +22,7 @@ bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
 }  // namespace
 
 DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params)
-    : gpu_(gpu), store_(store), spec_(spec) {
+    : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * 3, "learning rate") {
   const int clips = spec.clipnorm.has_value() + spec.clipvalue.has_value() + spec.global_clipnorm.has_value();
   if (clips > 1)
     throw ConfigError("train.optimizer: only one of clipnorm, clipvalue and global_clipnorm can be set (as in "
@@ -56,31 +56,15 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
   }
   upload();
   if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm)) var_ids_ = store.var_ids();  // before any capture
-  sched_.ensure(3);
-  CUDA_CHECK(cudaMallocHost(&ring_, sizeof(float) * 3 * kRing));
-}
-
-DeviceOptimizer::~DeviceOptimizer() {
-  for (cudaEvent_t e : copied_) {
-    if (!e) continue;
-    CUDA_LOG(cudaEventSynchronize(e));
-    CUDA_LOG(cudaEventDestroy(e));
-  }
-  if (ring_) CUDA_LOG(cudaFreeHost(ring_));
 }
 
 void DeviceOptimizer::set_step(double lr, int64_t t) {
-  const int i = next_;
-  next_ = (i + 1) % kRing;
-  if (copied_[i]) CUDA_CHECK(cudaEventSynchronize(copied_[i]));  // done long ago: kRing steps back
-  else CUDA_CHECK(cudaEventCreateWithFlags(&copied_[i], cudaEventDisableTiming));
   const double td = static_cast<double>(t);
-  float* v = ring_ + 3 * i;
-  v[0] = static_cast<float>(lr);
-  v[1] = static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td)));
-  v[2] = spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f;
-  CUDA_CHECK(cudaMemcpyAsync(sched_.get(), v, sizeof(float) * 3, cudaMemcpyHostToDevice, gpu_.stream()));
-  CUDA_CHECK(cudaEventRecord(copied_[i], gpu_.stream()));
+  const float v[3] = {
+      static_cast<float>(lr),
+      static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td))),
+      spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f};
+  sched_.set(v);
 }
 
 std::vector<std::pair<std::string, Tensor*>> DeviceOptimizer::slots() {
@@ -132,7 +116,7 @@ void DeviceOptimizer::apply() {
   } else if (is_set(spec_.clipvalue)) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }
-  a.sched = sched_.get();
+  a.sched = static_cast<const float*>(sched_.dev());
   a.momentum = static_cast<float>(spec_.momentum);
   a.nesterov = spec_.nesterov, a.amsgrad = spec_.amsgrad, a.centered = spec_.centered;
   a.eps = static_cast<float>(spec_.epsilon);

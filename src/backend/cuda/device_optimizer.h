@@ -19,7 +19,6 @@ class DeviceOptimizer {
  public:
   // params: the host parameters (shapes for the host slot tensors); not kept.
   DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params);
-  ~DeviceOptimizer();
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
@@ -61,13 +60,7 @@ class DeviceOptimizer {
   bool scaled_ = false;
   DeviceBuffer<float> scale_{"loss scale"};
   DeviceBuffer<int> scale_state_{"loss scale state"};  // [0]: finite steps in a row, [1]: non-finite flag
-  // set_step()'s values: on the device (lr, alpha, decay) and a pinned ring of their sources, each
-  // reused once its copy is done.
-  static constexpr int kRing = 16;
-  DeviceBuffer<float> sched_{"learning rate"};
-  float* ring_ = nullptr;
-  cudaEvent_t copied_[kRing] = {};
-  int next_ = 0;
+  StepValues sched_;  // set_step()'s lr, alpha and decay
 };
 
 }  // namespace rnntrain::cuda

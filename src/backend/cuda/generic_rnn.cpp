@@ -47,7 +47,7 @@ class GenericDirection {
   float* bias() const { return spec_.use_bias ? store_.w() + b_off_ : nullptr; }
   const float* draw(DeviceBuffer<float>& buf, double rate, int64_t n, const RunInfo& run) {
     if (!run.training || !(rate > 0.0 && rate < 1.0)) return nullptr;  // Keras: only for 0 < rate < 1
-    k::dropout_mask(buf.ensure(n), n, static_cast<float>(rate), run.rng->next_u64(), gpu_.stream());
+    k::dropout_mask(buf.ensure(n), n, static_cast<float>(rate), run.seed, run.next_site(), gpu_.stream());
     return buf.get();
   }
 

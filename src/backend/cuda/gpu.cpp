@@ -161,6 +161,31 @@ void* Uploader::put(const void* src, size_t bytes) {
   return dev;
 }
 
+StepValues::StepValues(Gpu& gpu, size_t bytes, const char* what) : gpu_(gpu), bytes_(bytes), dev_(what) {
+  dev_.ensure(static_cast<int64_t>(bytes));
+  CUDA_CHECK(cudaMallocHost(&ring_, bytes * kRing));
+}
+
+StepValues::~StepValues() {
+  for (cudaEvent_t e : copied_) {
+    if (!e) continue;
+    CUDA_LOG(cudaEventSynchronize(e));
+    CUDA_LOG(cudaEventDestroy(e));
+  }
+  if (ring_) CUDA_LOG(cudaFreeHost(ring_));
+}
+
+void StepValues::set(const void* values) {
+  const int i = next_;
+  next_ = (i + 1) % kRing;
+  if (copied_[i]) CUDA_CHECK(cudaEventSynchronize(copied_[i]));  // done long ago, as a rule
+  else CUDA_CHECK(cudaEventCreateWithFlags(&copied_[i], cudaEventDisableTiming));
+  uint8_t* slot = ring_ + i * bytes_;
+  std::memcpy(slot, values, bytes_);
+  CUDA_CHECK(cudaMemcpyAsync(dev_.get(), slot, bytes_, cudaMemcpyHostToDevice, gpu_.stream()));
+  CUDA_CHECK(cudaEventRecord(copied_[i], gpu_.stream()));
+}
+
 Uploader::~Uploader() {
   for (Slot& s : slots_) {
     if (s.copied) CUDA_LOG(cudaEventSynchronize(s.copied));

@@ -101,6 +101,29 @@ class Uploader {
   int next_ = 0;
 };
 
+// A few bytes the host sets before each training step and kernels read from device memory (the
+// learning rate, the dropout seed), so that the kernels of a step are the same every step and a
+// CUDA graph can replay them. set() copies the values into a pinned ring slot and enqueues their
+// upload on the compute stream; a slot is reused once its upload has run (kRing steps back).
+class StepValues {
+ public:
+  StepValues(Gpu& gpu, size_t bytes, const char* what);
+  ~StepValues();
+  StepValues(const StepValues&) = delete;
+  StepValues& operator=(const StepValues&) = delete;
+  void set(const void* values);
+  const void* dev() const { return dev_.get(); }
+
+ private:
+  static constexpr int kRing = 16;
+  Gpu& gpu_;
+  size_t bytes_;
+  DeviceBuffer<uint8_t> dev_;
+  uint8_t* ring_ = nullptr;
+  cudaEvent_t copied_[kRing] = {};
+  int next_ = 0;
+};
+
 // Owns one cuDNN descriptor of type D, created with C and destroyed with X.
 template <typename D, cudnnStatus_t (*C)(D*), cudnnStatus_t (*X)(D)>
 class Desc {

@@ -22,8 +22,10 @@ void embedding_backward(const float* ids, const float* dy, float* demb, int64_t 
 void masking_forward(const float* x, float* y, const uint8_t* mask_in, uint8_t* mask_out, uint8_t* used,
                      int64_t steps, int64_t F, float value, cudaStream_t s);
 void masking_backward(const float* dy, float* dx, const uint8_t* used, int64_t steps, int64_t F, cudaStream_t s);
-// m: [n] = 1/(1-rate) with probability 1-rate, else 0; counter-based, a function of (seed, index).
-void dropout_mask(float* m, int64_t n, float rate, uint64_t seed, cudaStream_t s);
+// m: [n] = 1/(1-rate) with probability 1-rate, else 0; counter-based, a function of (*seed, site,
+// index). *seed is on the device (the step's, set before the step: a replayed graph draws new masks);
+// site tells a step's dropout calls apart.
+void dropout_mask(float* m, int64_t n, float rate, const uint64_t* seed, uint64_t site, cudaStream_t s);
 void mul(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 void add_inplace(float* a, const float* b, int64_t n, cudaStream_t s);
 // x, out: [B, T, F]; m: [B, F] (one mask per sequence).

@@ -95,8 +95,9 @@ __device__ inline float uniform01(uint64_t seed, uint64_t i) {
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
-__global__ void dropout_mask_k(float* m, int64_t n, float keep, float scale, uint64_t seed) {
-  GRID_LOOP(i, n) m[i] = uniform01(seed, static_cast<uint64_t>(i)) < keep ? scale : 0.0f;
+__global__ void dropout_mask_k(float* m, int64_t n, float keep, float scale, const uint64_t* seed, uint64_t site) {
+  const uint64_t s = *seed + site * 0xD1B54A32D192ED03ull;
+  GRID_LOOP(i, n) m[i] = uniform01(s, static_cast<uint64_t>(i)) < keep ? scale : 0.0f;
 }
 
 __global__ void mul_k(const float* a, const float* b, float* out, int64_t n) { GRID_LOOP(i, n) out[i] = a[i] * b[i]; }
@@ -243,10 +244,10 @@ void masking_backward(const float* dy, float* dx, const uint8_t* used, int64_t s
   LAUNCH_CHECK("masking_backward");
 }
 
-void dropout_mask(float* m, int64_t n, float rate, uint64_t seed, cudaStream_t s) {
+void dropout_mask(float* m, int64_t n, float rate, const uint64_t* seed, uint64_t site, cudaStream_t s) {
   if (n == 0) return;
   const float keep = 1.0f - rate;
-  dropout_mask_k<<<blocks_for(n), kThreads, 0, s>>>(m, n, keep, static_cast<float>(1.0 / (1.0 - rate)), seed);
+  dropout_mask_k<<<blocks_for(n), kThreads, 0, s>>>(m, n, keep, static_cast<float>(1.0 / (1.0 - rate)), seed, site);
   LAUNCH_CHECK("dropout_mask");
 }
 

@@ -39,8 +39,8 @@ struct Session::Impl {
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
     if (cfg.plan.graphs && !use_graphs)
-      log_info("cuda: training steps are launched one by one, not replayed as CUDA graphs: the model has dropout, "
-               "Masking or mask_zero, which change every step");
+      log_info("cuda: training steps are launched one by one, not replayed as CUDA graphs: the model has Masking or "
+               "mask_zero, whose masks come from the data of each batch");
   }
 
   // The loss checks on the host: targets fit predictions of shape `pred`, sparse labels are class
@@ -53,7 +53,7 @@ struct Session::Impl {
               const std::vector<MetricForm>& metrics = {});
   // The GPU work of a training step on uploaded inputs (what a CUDA graph captures): returns the
   // output and the unmasked positions.
-  std::pair<DevTensor, double> train_work(const CudaModel::Input& in, const float* yd, Rng& rng,
+  std::pair<DevTensor, double> train_work(const CudaModel::Input& in, const float* yd,
                                           const std::vector<MetricForm>& metrics);
   void to_host(const DevTensor& d, Tensor* out) {
     if (!out) return;
@@ -132,7 +132,7 @@ struct Session::Impl {
   }
   // Captures train_work as a graph and launches it; on failure, turns graphs off (with a warning) and
   // runs the work uncaptured. Returns the unmasked positions.
-  double capture(const Signature& sig, const CudaModel::Input& in, const float* yd, Rng& rng);
+  double capture(const Signature& sig, const CudaModel::Input& in, const float* yd);
 
   ~Impl() {
     CUDA_LOG(cudaStreamSynchronize(gpu.stream()));  // queued steps still copy into sums_host
@@ -230,10 +230,10 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   return count;
 }
 
-std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& in, const float* yd, Rng& rng,
+std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& in, const float* yd,
                                                        const std::vector<MetricForm>& metrics) {
   model.store().zero_grad();  // cuDNN's weight gradients accumulate
-  const DevTensor out = model.forward(in, true, rng);
+  const DevTensor out = model.forward(in, true);
   const double count = loss(out, yd, *in.batch, true, true, metrics);
   gpu.profiler().mark("loss and metrics");
   model.backward(DevTensor{dpred.get(), out.shape}, false);
@@ -242,7 +242,7 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
   return {out, count};
 }
 
-double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd, Rng& rng) {
+double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd) {
   cudaStream_t st = gpu.stream();
   const uint64_t version = device_version();
   Graph g;
@@ -250,7 +250,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   cudaGraph_t graph = nullptr;
   try {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    std::tie(g.out, g.count) = train_work(in, yd, rng, sig.metrics);
+    std::tie(g.out, g.count) = train_work(in, yd, sig.metrics);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     if (device_version() != version) throw RuntimeError("device state changed during the capture");
     CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
@@ -271,7 +271,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
              e.what());
     use_graphs = false;
     drop_graphs();
-    return train_work(in, yd, rng, sig.metrics).second;
+    return train_work(in, yd, sig.metrics).second;
   }
   if (graphs_version != version) drop_graphs();  // graphs_version is the capture time of every graph kept
   graphs_version = version;
@@ -300,6 +300,7 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
   s.opt.set_step(lr, t);
+  s.model.new_seed(rng);
   const Impl::Signature sig{b.x.shape, b.y.shape, in.x.ptr, yd, metrics};
   const bool graphable = s.use_graphs && b.lengths.empty() && !s.gpu.profiler().on();
   if (graphable && s.graphs_version != device_version()) s.drop_graphs();
@@ -313,10 +314,10 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
     CUDA_CHECK(cudaGraphLaunch(hit->exec, s.gpu.stream()));
     ++g_graph_steps;
   } else if (graphable && s.last_warm && sig.same_work(s.last) && device_version() == s.last_version) {
-    count = s.capture(sig, in, yd, rng);
+    count = s.capture(sig, in, yd);
   } else {
     const uint64_t allocs = device_allocs(), version = device_version();
-    count = s.train_work(in, yd, rng, metrics).second;
+    count = s.train_work(in, yd, metrics).second;
     warm = device_allocs() == allocs && device_version() == version;
   }
   // A free slot (fewer than kInFlight are pending); one is taken only by a step that got this far.
@@ -350,10 +351,9 @@ std::vector<StepLoss> Session::collect(bool wait) {
 
 StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
   Impl& s = *impl_;
-  Rng unused(0);
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
-  const DevTensor out = s.model.forward(in, false, unused);
+  const DevTensor out = s.model.forward(in, false);
   StepLoss l;
   l.count = s.loss(out, yd, b, false, false);
   l.sum = s.read_sum();
@@ -364,9 +364,8 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
 
 Tensor Session::predict(const Batch& b) {
   Impl& s = *impl_;
-  Rng unused(0);
   Tensor pred;
-  s.to_host(s.model.forward(b, false, unused), &pred);
+  s.to_host(s.model.forward(b, false), &pred);
   return pred;
 }
 
@@ -374,8 +373,9 @@ StepLoss Session::gradients(const Batch& b, Rng& rng, Tensor* pred, Tensor* dx) 
   Impl& s = *impl_;
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
+  s.model.new_seed(rng);
   s.model.store().zero_grad();
-  const DevTensor out = s.model.forward(in, true, rng);
+  const DevTensor out = s.model.forward(in, true);
   StepLoss l;
   l.count = s.loss(out, yd, b, true, false);
   l.sum = s.read_sum();

@@ -38,8 +38,10 @@ struct MaskState {
 
 struct RunInfo {
   bool training = false;
-  Rng* rng = nullptr;            // dropout seeds are drawn from it
-  const Batch* batch = nullptr;  // the host batch (token ids for Embedding's checks)
+  const uint64_t* seed = nullptr;  // training: the step's dropout seed, on the device
+  uint64_t* sites = nullptr;       // dropout calls so far in this forward: each takes the next site
+  const Batch* batch = nullptr;    // the host batch (token ids for Embedding's checks)
+  uint64_t next_site() const { return (*sites)++; }
 };
 
 class DeviceStage {
