@@ -179,12 +179,16 @@ class DenseStage final : public DeviceStage {
 
   DevTensor backward(const DevTensor& dy, bool need_dx) override {
     const int64_t K = d_.units, N = x_.numel() / I_;
-    float* dpre = dpre_.ensure(N * K);  // d loss / d(x @ kernel + bias)
+    const float* dpre = dy.ptr;  // d loss / d(x @ kernel + bias): dy itself when linear (no copy, no buffer)
     if (d_.activation == Activation::Softmax) {
-      k::softmax_rows_grad(y_.ptr, dy.ptr, dpre, N, K, gpu_.stream());
-    } else {
-      CUDA_CHECK(cudaMemcpyAsync(dpre, dy.ptr, sizeof(float) * N * K, cudaMemcpyDeviceToDevice, gpu_.stream()));
-      k::act_grad(dpre, y_.ptr, N * K, static_cast<int>(d_.activation), gpu_.stream());
+      float* d = dpre_.ensure(N * K);
+      k::softmax_rows_grad(y_.ptr, dy.ptr, d, N, K, gpu_.stream());
+      dpre = d;
+    } else if (d_.activation != Activation::Linear) {
+      float* d = dpre_.ensure(N * K);
+      CUDA_CHECK(cudaMemcpyAsync(d, dy.ptr, sizeof(float) * N * K, cudaMemcpyDeviceToDevice, gpu_.stream()));
+      k::act_grad(d, y_.ptr, N * K, static_cast<int>(d_.activation), gpu_.stream());
+      dpre = d;
     }
     gemm(gpu_, true, false, I_, K, N, 1.0f, x_.ptr, I_, dpre, K, 1.0f, store_.g() + w_off_, K);
     if (d_.use_bias) add_colsum(gpu_, dpre, N, K, K, store_.g() + b_off_);

@@ -211,8 +211,8 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   a.gscale = count > 0 ? 1.0 / count : 0.0;
   a.gmul = scaled ? opt.loss_scale() : nullptr;
   if (grad) {
-    a.grad = dpred.ensure(N * K);
-    CUDA_CHECK(cudaMemsetAsync(a.grad, 0, sizeof(float) * N * K, st));
+    a.grad = dpred.ensure(N * K);  // the kernels write every unmasked position; masked ones get no gradient
+    if (mask) CUDA_CHECK(cudaMemsetAsync(a.grad, 0, sizeof(float) * N * K, st));
   }
   k::loss(a, st);
   for (size_t j = 0; j < metrics.size(); ++j) {
