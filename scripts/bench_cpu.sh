@@ -21,13 +21,9 @@ JOBS=${JOBS:-$(nproc)}
 VENV=${TORCH_VENV:-$HOME/.cache/rnntrain-bench/venv}
 TORCH_VERSION=${TORCH_VERSION:-2.11.0}
 RES=bench/results/cpu
-WORK=$(mktemp -d)
-LOG=${OUT:+$OUT/bench_cpu.log}
-LOG=${LOG:-$WORK/bench_cpu.log}
-mkdir -p "$(dirname "$LOG")" "$RES"
-: >"$LOG"
-say() { printf '%s\n' "$*" | tee -a "$LOG"; }
-step() { say ""; say "== $* ($(date +%T))"; }
+source scripts/log.sh
+start_log bench_cpu
+mkdir -p "$RES"
 
 step "build rnntrain ($BUILD, Release)"
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then

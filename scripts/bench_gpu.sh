@@ -25,13 +25,9 @@ WARMUP=${WARMUP:-3}
 PYTHON=${PYTHON:-python3}
 read -r -a workloads <<<"$(echo "${WORKLOADS:-blog large gru charlm bilstm}" | tr ',' ' ')"
 RES=bench/results/gpu
-WORK=$(mktemp -d)
-LOG=${OUT:+$OUT/bench_gpu.log}
-LOG=${LOG:-$WORK/bench_gpu.log}
-mkdir -p "$(dirname "$LOG")" "$RES"
-: >"$LOG"
-say() { printf '%s\n' "$*" | tee -a "$LOG"; }
-step() { say ""; say "== $* ($(date +%T), ${SECONDS} s)"; }
+source scripts/log.sh
+start_log bench_gpu
+mkdir -p "$RES"
 fail=0
 
 step "machine"

@@ -12,13 +12,8 @@ BUILD=${BUILD_DIR:-build-gpu}
 ARCH=${CUDA_ARCH:-90}
 EPOCHS=${EPOCHS:-8}
 JOBS=${JOBS:-$(nproc)}
-WORK=$(mktemp -d)
-LOG=${OUT:+$OUT/gpu_check.log}
-LOG=${LOG:-$WORK/gpu_check.log}
-mkdir -p "$(dirname "$LOG")"
-: >"$LOG"
-say() { printf '%s\n' "$*" | tee -a "$LOG"; }
-step() { say ""; say "== $* ($(date +%T))"; }
+source scripts/log.sh
+start_log gpu_check
 fail=0
 
 step "machine"
