@@ -137,12 +137,4 @@ void DeviceOptimizer::enable_loss_scale() {
   scaled_ = true;
 }
 
-float DeviceOptimizer::loss_scale_value() {
-  if (!scaled_) return 1.0f;
-  float v = 0.0f;
-  copy_to_host(&v, scale_.get(), sizeof v, gpu_.stream());
-  gpu_.sync();
-  return v;
-}
-
 }  // namespace rnntrain::cuda

@@ -22,14 +22,10 @@ class DeviceOptimizer {
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
-  // One update with learning rate lr at optimizer step t (1-based), from the store's gradients.
-  void step(double lr, int64_t t) {
-    set_step(lr, t);
-    apply();
-  }
-  // The same in two parts, for a captured step (CUDA graph): set_step() copies the step's learning
-  // rate and bias corrections to the device on the stream (from pinned memory: the host does not
-  // wait); apply() enqueues the kernels, which read them there.
+  // One update from the store's gradients, in two parts so that a step can be captured (CUDA graph):
+  // set_step() copies the learning rate lr and the bias corrections of optimizer step t (1-based) to
+  // the device on the stream (from pinned memory: the host does not wait); apply() enqueues the
+  // kernels, which read them there.
   void set_step(double lr, int64_t t);
   void apply();
 
@@ -37,7 +33,6 @@ class DeviceOptimizer {
   // gradient must then be multiplied by *loss_scale() (a device float); null when off.
   void enable_loss_scale();
   const float* loss_scale() const { return scaled_ ? scale_.get() : nullptr; }
-  float loss_scale_value();  // for logs and tests (syncs)
 
   // Host slot tensors, "<slot>/<i>" with i the Params::all() index; refreshed by download().
   std::vector<std::pair<std::string, Tensor*>> slots();
