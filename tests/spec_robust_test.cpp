@@ -101,7 +101,8 @@ TEST(Robust, BinaryInputIsRejected) {
     expect_config_error(one, "the single byte " + std::to_string(b));
     expect_config_error(std::string(kGood).insert(40, one + one + one), "kGood with byte " + std::to_string(b) + " inserted");
   }
-  expect_config_error(std::string("model:\0\0\0layers: []\n", 22), "NUL bytes");
+  static constexpr char kNul[] = "model:\0\0\0layers: []\n";
+  expect_config_error(std::string(kNul, sizeof kNul - 1), "NUL bytes");
 }
 
 TEST(Robust, DeepNestingIsRejectedBeforeYamlCppRecurses) {
