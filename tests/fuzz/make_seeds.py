@@ -49,7 +49,7 @@ EXTRA_MODELS = {
     - {type: Dropout, rate: 0.1}
     - {type: Dense, units: 1, activation: sigmoid}
 data:
-  train: {format: synthetic, task: parity, samples: 16, timesteps: 5, seed: 1}
+  train: {path: seq_to_one.npz}
 train: {epochs: 1, batch_size: 8, optimizer: adam, loss: binary_crossentropy}
 """,
     "td_lstm": """model:
@@ -58,7 +58,7 @@ train: {epochs: 1, batch_size: 8, optimizer: adam, loss: binary_crossentropy}
     - {type: Bidirectional, merge_mode: concat, layer: {type: LSTM, units: 3, return_sequences: true}}
     - {type: TimeDistributed, layer: {type: Dense, units: 1}}
 data:
-  train: {format: synthetic, task: sine, samples: 16, timesteps: 5, seed: 1}
+  train: {path: seq_to_seq.npz}
 train: {epochs: 1, batch_size: 8, optimizer: rmsprop, loss: mse}
 """,
 }
@@ -134,18 +134,29 @@ def zip_seeds():
 
 def binary_seeds(rnntrain):
     tmp = tempfile.mkdtemp()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((16, 5, 2)).astype("<f4")
+    with open(os.path.join(tmp, "seq_to_one.npz"), "wb") as f:
+        f.write(npz_bytes({"x": x, "y": (rng.random((16, 1)) > 0.5).astype("<f4")}, False))
+    with open(os.path.join(tmp, "seq_to_seq.npz"), "wb") as f:
+        f.write(npz_bytes({"x": x, "y": rng.standard_normal((16, 5, 1)).astype("<f4")}, False))
+
+    def run(*args):
+        r = subprocess.run([rnntrain, *args], capture_output=True, cwd=tmp)
+        if r.returncode != 0:
+            sys.exit(f"make_seeds: rnntrain {' '.join(args)} failed:\n{r.stderr.decode(errors='replace')}")
+
     try:
         models = dict(EXTRA_MODELS, ckpt=CKPT_MODEL)
         for name, text in models.items():
             cfg = os.path.join(tmp, name + ".yaml")
             with open(cfg, "w") as f:
                 f.write(text)
-            run = os.path.join(tmp, "run_" + name)
-            subprocess.run([rnntrain, "train", cfg, "output.dir=" + run], check=True, capture_output=True)
+            rundir = os.path.join(tmp, "run_" + name)
+            run("train", cfg, "output.dir=" + rundir)
             outs = {s: os.path.join(tmp, name + s) for s in (".h5", ".keras", ".weights.h5")}
             for out in outs.values():
-                subprocess.run([rnntrain, "export", cfg, "--weights", run + "/last.h5", "-o", out], check=True,
-                               capture_output=True)
+                run("export", cfg, "--weights", rundir + "/last.h5", "-o", out)
             with zipfile.ZipFile(outs[".keras"]) as z:
                 put("fuzz_keras_json", name + "_config.json", z.read("config.json"))
                 put("fuzz_zip", name + ".keras", open(outs[".keras"], "rb").read())
@@ -154,7 +165,7 @@ def binary_seeds(rnntrain):
                 mc = h.attrs["model_config"]
                 put("fuzz_keras_json", name + "_model_config.json", mc if isinstance(mc, bytes) else mc.encode())
             if name == "ckpt":
-                put("fuzz_h5_checkpoint", "last.h5", open(run + "/last.h5", "rb").read())
+                put("fuzz_h5_checkpoint", "last.h5", open(rundir + "/last.h5", "rb").read())
                 put("fuzz_h5_checkpoint", "legacy.h5", open(outs[".h5"], "rb").read())
                 put("fuzz_h5_checkpoint", "model.weights.h5", open(outs[".weights.h5"], "rb").read())
     finally:
