@@ -11,6 +11,7 @@ DEB_PACKAGES=(
   libyaml-cpp-dev libcli11-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libgtest-dev libzip-dev
   python3 python3-pip
+  clang libclang-rt-dev  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()
