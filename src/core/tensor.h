@@ -9,7 +9,7 @@ namespace rnntrain {
 
 using Shape = std::vector<int64_t>;  // -1 stands for an unknown dimension (None) in specs only
 
-int64_t shape_numel(const Shape& s);
+int64_t shape_numel(const Shape& s);  // -1 counts as 0; DataError when the count overflows int64
 std::string shape_str(const Shape& s);  // "(None, 20, 8)" style, Keras-like
 
 struct Tensor {

@@ -47,6 +47,8 @@ Dataset load_hdf5(const DataSource& src, const std::string& base_dir) {
   h5::File f = h5::File::open(path);
   h5::Group root = f.root();
   auto missing = [&](const std::string& name, const char* key) {
+    if (const std::string note = root.link_note(name); !note.empty())
+      return DataError(fmt::format("{}: {} (`{}`{}).", path, note, key, config_at(src)));
     return DataError(fmt::format("{}: no dataset '{}' for `{}`{} (datasets in the file: {}). Set `{}` to the name of "
                                  "the dataset that holds them.", path, name, key, config_at(src),
                                  join_names(root.children()), key));
@@ -136,19 +138,8 @@ Dataset load_npz(const DataSource& src, const std::string& base_dir) {
     return DataError(fmt::format("{}: no array '{}' for `{}`{} (arrays in the file: {}). Set `{}` to the name of the "
                                  "array that holds them.", path, name, key, config_at(src), join_names(arrays), key));
   };
-  // A member's size as the archive declares it is checked before it is inflated: deflate cannot
-  // compress better than about 1032:1, and the bytes must fit in memory.
-  std::error_code ec;
-  const uint64_t archive = fs::file_size(path, ec);
+  // ZipReader::read checks the member's declared size against the archive and memory first.
   auto read = [&](const std::string& m) {
-    const uint64_t size = zip.size(m);
-    const std::string what = fmt::format("{}: member '{}'", path, m);
-    if (!ec && size / 1032 > archive + 1024)
-      throw DataError(fmt::format("{} declares {} uncompressed in an archive of {}: no compression is that good, "
-                                  "so the archive is damaged. Re-create it with numpy.savez.", what,
-                                  bytes_str(static_cast<double>(size)), bytes_str(static_cast<double>(archive))));
-    require_fits(size, what, fmt::format("{} uncompressed", bytes_str(static_cast<double>(size))),
-                 "Re-create the archive, or save the arrays as separate .npy files.");
     return parse_npy(zip.read(m), path + ":" + m);
   };
 

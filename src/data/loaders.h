@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.h"
 #include "data/dataset.h"
 
 namespace rnntrain {
@@ -28,14 +29,6 @@ std::string read_file(const std::string& path, const DataSource& src);
 // The sample counts of inputs, targets (when present) and lengths (when present) agree; DataError
 // otherwise, with check_dataset's messages. load_source calls it before anything slices the rows.
 void check_counts(const Dataset& d);
-
-// What one in-memory array may take: the machine's physical memory (a sanity bound for sizes read
-// from file headers, checked before allocating).
-uint64_t memory_limit_bytes();
-// "1.5 GiB", "120 MiB", "32 bytes" for messages.
-std::string bytes_str(double bytes);
-// The element count of `shape`, or nullopt when it does not fit in int64 (a damaged header).
-std::optional<int64_t> checked_numel(const Shape& shape);
 
 // "a, b, c" (or "none") for messages.
 std::string join_names(const std::vector<std::string>& names);

@@ -46,6 +46,9 @@ class Group {
   Group create_group(const std::string& name) const;  // creates intermediate groups
   Group require_group(const std::string& name) const; // open or create
   std::vector<std::string> children() const;          // direct children, in name order
+  // Why `name` cannot be read although a link of that name exists ("'x' is an external link to
+  // other.h5:/x; ..."), or "" when it is not an external or dangling soft link.
+  std::string link_note(const std::string& name) const;
 
   // Datasets. read() converts any integer or float type to float32; shape() gives the dims.
   Shape shape(const std::string& name) const;
@@ -80,16 +83,20 @@ class Group {
 
 class File {
  public:
-  static File create(const std::string& path);  // truncates; use a temporary name and rename
+  // A new file, built in memory: nothing reaches the disk until flush() or close() writes it whole
+  // to `path` (truncated), so a failed write (disk full) is one clean DataError and HDF5 never holds
+  // a half-written file. Write to a temporary name and rename.
+  static File create(const std::string& path);
   static File open(const std::string& path, bool writable = false);  // DataError: missing, not HDF5, truncated
   Group root() const;
   const std::string& path() const { return path_; }
-  void flush() const;
-  void close();  // flushes and closes; DataError (disk full, ...) if the data could not be written
+  void flush() const;  // a created file: writes it to its path now
+  void close();        // flushes and closes; DataError (disk full, ...) if the data could not be written
 
  private:
   Handle h_;
   std::string path_;
+  bool in_memory_ = false;
 };
 
 // True when the file starts with the HDF5 signature.

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "io/h5_detail.h"
 
@@ -12,8 +14,37 @@ namespace rnntrain::h5 {
 
 using namespace detail;
 
+std::string Group::link_note(const std::string& name) const {
+  const htri_t exists = H5Lexists(id(), name.c_str(), H5P_DEFAULT);
+  H5L_info_t info;
+  if (exists <= 0 || H5Lget_info(id(), name.c_str(), &info, H5P_DEFAULT) < 0) {
+    hdf5_reason();  // clears the error stack
+    return "";
+  }
+  if (info.type != H5L_TYPE_SOFT && info.type != H5L_TYPE_EXTERNAL) return "";
+  std::string target;
+  std::vector<char> val(info.u.val_size);
+  if (info.u.val_size > 0 && info.u.val_size <= 4096 &&
+      H5Lget_val(id(), name.c_str(), val.data(), val.size(), H5P_DEFAULT) >= 0) {
+    const char *file = nullptr, *object = nullptr;
+    if (info.type == H5L_TYPE_SOFT) target = std::string(val.data(), strnlen(val.data(), val.size()));
+    else if (H5Lunpack_elink_val(val.data(), val.size(), nullptr, &file, &object) >= 0 && file && object)
+      target = fmt::format("{}:{}", file, object);
+  }
+  hdf5_reason();
+  const std::string full = join(path_, name);
+  if (info.type == H5L_TYPE_EXTERNAL)
+    return fmt::format("'{}' is an external link to {}; rnntrain reads only data stored inside the file. Copy the "
+                       "data in (h5py: f2['{}'] = f1['...'][()]) or name another dataset", full,
+                       target.empty() ? "another file" : target, name);
+  if (has(name)) return "";  // a soft link inside the file that resolves: followed like the object itself
+  return fmt::format("'{}' is a soft link to '{}', which does not exist in the file; rnntrain needs the data inside "
+                     "the file. Fix the link or name another dataset", full, target.empty() ? "?" : target);
+}
+
 static Handle open_dataset(const Group& g, const std::string& name) {
   const std::string full = join(g.path(), name);
+  if (const std::string note = g.link_note(name); !note.empty()) throw DataError(fmt::format("{}: {}.", g.file(), note));
   if (!g.has_dataset(name))
     throw DataError(fmt::format("{}: no dataset '{}' (children of '{}': {}). Check the dataset name.", g.file(),
                                 full, g.path(), list_or_none(g.children())));
@@ -70,6 +101,37 @@ static void read_enum(hid_t ds, hid_t ftype, std::vector<T>& out, const std::str
   }
 }
 
+// Checks a dataset's declared shape before anything is allocated for it: the count fits in 64 bits,
+// the data lives inside the file (no external storage or virtual dataset), the file stores enough
+// bytes for it (allowing deflate's best ratio, about 1032:1, when it is compressed), and `item`
+// bytes per value fit in memory. DataError naming the file and the dataset otherwise.
+static void check_stored(const Group& g, hid_t ds, hid_t ftype, const Shape& shape, size_t item,
+                         const std::string& full) {
+  const std::optional<int64_t> n = checked_numel(shape);
+  if (!n)
+    throw DataError(fmt::format("{}: dataset '{}' declares shape {}, more values than 64 bits can count: the file is "
+                                "damaged.", g.file(), full, shape_str(shape)));
+  Handle dcpl = own_plist(H5_CALL(H5Dget_create_plist(ds), g.file(), full));
+  const int external = H5_CALL(H5Pget_external_count(dcpl.id()), g.file(), full);
+  if (external > 0 || H5Pget_layout(dcpl.id()) == H5D_VIRTUAL)
+    throw DataError(fmt::format("{}: dataset '{}' keeps its values in other files ({}); rnntrain reads only data "
+                                "stored inside the file. Re-save it as an ordinary dataset.", g.file(), full,
+                                external > 0 ? "external storage" : "a virtual dataset"));
+  const int filters = H5_CALL(H5Pget_nfilters(dcpl.id()), g.file(), full);
+  const size_t fsize = H5Tget_size(ftype);
+  const uint64_t stored = H5Dget_storage_size(ds);
+  const double declared = static_cast<double>(*n) * static_cast<double>(fsize);
+  if (*n > 0 && declared > static_cast<double>(stored) * (filters > 0 ? 1032.0 : 1.0))
+    throw DataError(fmt::format("{}: dataset '{}' declares shape {} ({}) but the file stores {} for it: the file is "
+                                "truncated, damaged or was never fully written. Re-create it.", g.file(), full,
+                                shape_str(shape), bytes_str(declared), bytes_str(static_cast<double>(stored))));
+  const double need = static_cast<double>(*n) * static_cast<double>(item);
+  if (need > static_cast<double>(memory_limit_bytes()))
+    throw DataError(fmt::format("{}: dataset '{}' declares shape {}: {} in memory, more than this machine has ({}).",
+                                g.file(), full, shape_str(shape), bytes_str(need),
+                                bytes_str(static_cast<double>(memory_limit_bytes()))));
+}
+
 // Reads a numeric dataset into `out` (resized to its element count) as `memtype`.
 template <typename T>
 static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype, std::vector<T>& out) {
@@ -79,6 +141,7 @@ static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype
   const H5T_class_t cls = H5_CALL(H5Tget_class(type.id()), g.file(), full);
   Handle space = own_space(H5_CALL(H5Dget_space(ds.id()), g.file(), full));
   Shape shape = space_shape(space.id(), g.file(), full);
+  check_stored(g, ds.id(), type.id(), shape, sizeof(T), full);
   out.assign(static_cast<size_t>(shape_numel(shape)), T{});
   if (cls == H5T_ENUM) {
     read_enum(ds.id(), type.id(), out, g.file(), full);
@@ -171,6 +234,7 @@ std::vector<std::string> Group::read_strings(const std::string& name) const {
     if (n == 0) return {};  // an empty numeric array stands for "no strings", as in Keras attributes
     throw DataError(fmt::format("{}: dataset '{}' holds {} values, not strings.", file_, full, class_name(cls)));
   }
+  check_stored(*this, ds.id(), type.id(), Shape{n}, sizeof(std::string) + H5Tget_size(type.id()), full);
   hid_t dsid = ds.id();
   return detail::read_strings(
       type.id(), n, [&](hid_t mt, void* buf) { return H5Dread(dsid, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, file_,

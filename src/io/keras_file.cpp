@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
@@ -80,11 +81,29 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   if (!out) throw RuntimeError(fmt::format("cannot write {}: check free space in the temporary folder", path));
 }
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix, at most 100 characters.
+std::string json_reason(const nlohmann::json::exception& e) {
+  std::string s = e.what();
+  if (!s.empty() && s[0] == '[' && s.find("] ") != std::string::npos) s.erase(0, s.find("] ") + 2);
+  return s.size() > 100 ? s.substr(0, 100) + "..." : s;
+}
+
+// Deeper than any Keras config (about 10 levels): refused while parsing, before anything that
+// walks the tree recursively (copies, dump) sees it.
+constexpr int kMaxJsonDepth = 100;
+
 nlohmann::json parse_json(const std::string& text, const std::string& file, const std::string& what) {
+  auto depth_guard = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxJsonDepth)
+      throw DataError(fmt::format("{}: {} nests lists or objects deeper than {} levels (e.g. Bidirectional or "
+                                  "TimeDistributed inside each other); no Keras model is that deep, so the file is "
+                                  "damaged or crafted", file, what, kMaxJsonDepth));
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, depth_guard);
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(fmt::format("{}: {} is not valid JSON ({}); the file is damaged", file, what, e.what()));
+    throw DataError(fmt::format("{}: {} is not valid JSON ({}); the file is damaged", file, what, json_reason(e)));
   }
 }
 
@@ -129,11 +148,34 @@ H5Kind h5_kind(const h5::Group& root) {
                               "save_weights)", root.file()));
 }
 
+// The model's layers fit together (the messages name the file and the layer: the reader sets each
+// layer's loc to the file) and its parameters fit in memory, before they are allocated.
 void check_fits(const ModelSpec& m, const std::string& file) {
+  std::vector<LayerShape> shapes;
   try {
-    infer_shapes(m);
+    shapes = infer_shapes(m);
   } catch (const ConfigError& e) {
-    throw DataError(fmt::format("{}: the model in this file does not fit together in rnntrain: {}", file, e.what()));
+    throw DataError(fmt::format("{} (the model in this file does not fit together in rnntrain)", e.what()));
+  }
+  double bytes = 0;
+  for (const LayerShape& s : shapes) bytes += static_cast<double>(s.params) * sizeof(float);
+  if (bytes > static_cast<double>(memory_limit_bytes()))
+    throw DataError(fmt::format("{}: the model has {} of parameters, more than this machine's memory ({}); the file "
+                                "is damaged or the model is too large for rnntrain here", file, bytes_str(bytes),
+                                bytes_str(static_cast<double>(memory_limit_bytes()))));
+}
+
+// Runs `read` on the archive's extracted model.weights.h5; messages name the archive's member,
+// not the temporary file.
+template <typename F>
+void in_member(const KerasArchive& a, const std::string& path, F read) {
+  try {
+    read();
+  } catch (const DataError& e) {
+    std::string m = e.what();
+    const std::string tmp = a.weights.path(), shown = path + ":model.weights.h5";
+    for (size_t p = m.find(tmp); p != std::string::npos; p = m.find(tmp, p + shown.size())) m.replace(p, tmp.size(), shown);
+    throw DataError(m);
   }
 }
 
@@ -213,8 +255,10 @@ ImportedKeras import_keras(const std::string& path) {
     if (a.config.is_object() && a.config.contains("compile_config"))
       out.train = train_from_keras_json(a.config["compile_config"], path);
     out.params = init_params(out.model, rng);
-    h5::File h = h5::File::open(a.weights.path());
-    assign_weights(path, read_keras3_weights(h.root(), out.model), out.model, out.params);
+    in_member(a, path, [&] {
+      h5::File h = h5::File::open(a.weights.path());
+      assign_weights(path, read_keras3_weights(h.root(), out.model), out.model, out.params);
+    });
     return out;
   }
   h5::File h = h5::File::open(path);
@@ -244,8 +288,10 @@ void load_keras_weights(const std::string& path, const ModelSpec& model, Params&
   if (is_zip(path)) {
     KerasArchive a;
     open_archive(path, a, false);
-    h5::File h = h5::File::open(a.weights.path());
-    assign_weights(path, read_keras3_weights(h.root(), model), model, params);
+    in_member(a, path, [&] {
+      h5::File h = h5::File::open(a.weights.path());
+      assign_weights(path, read_keras3_weights(h.root(), model), model, params);
+    });
     return;
   }
   if (!fs::is_directory(path, ec) && !h5::is_hdf5(path))

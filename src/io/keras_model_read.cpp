@@ -106,10 +106,37 @@ struct Reader {
       log_warn("{}: {}: dtype '{}' is read as float32 (rnntrain computes in float32)", origin.file, who, d);
   }
 
-  static Shape shape_from(const json& batch_shape) {
+  // A size (units, input_dim, output_dim): a whole number in [1, kMaxDim], else refused (0 returned).
+  int64_t dim(const json& c, const char* key, const std::string& who) {
+    const double v = num(c, key, 0);
+    if (v >= 1 && v <= static_cast<double>(kMaxDim) && v == static_cast<int64_t>(v)) return static_cast<int64_t>(v);
+    refused.push_back(fmt::format("{}: '{}' is missing or not a whole number from 1 to {}", who, key, kMaxDim));
+    return 0;
+  }
+  // A rate (dropout, recurrent_dropout, rate): absent or null is 0, else a number in [0, 1).
+  double fraction(const json& c, const char* key, const std::string& who) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) return 0.0;
+    const double v = it->is_number() ? it->get<double>() : -1.0;
+    if (v >= 0.0 && v < 1.0) return v;
+    refused.push_back(fmt::format("{}: '{}' is {}; it must be a number in [0, 1)", who, key, printable(it->dump())));
+    return 0.0;
+  }
+  // "5", "\"nan\"": a value from the file inside a message, at most 40 characters.
+  static std::string printable(const std::string& text) {
+    return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  }
+
+  // The dimensions after the batch one: null (timesteps only) -> -1; sizes in [0, kMaxDim].
+  Shape shape_from(const json& batch_shape, const std::string& who) {
     Shape s;
-    for (size_t i = 1; i < batch_shape.size(); ++i)
-      s.push_back(batch_shape[i].is_number_integer() ? batch_shape[i].get<int64_t>() : -1);
+    for (size_t i = 1; i < batch_shape.size(); ++i) {
+      const json& d = batch_shape[i];
+      const bool ok = d.is_null() || (d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() <= kMaxDim);
+      if (!ok) refused.push_back(fmt::format("{}: input dimension {} is {}; it must be null or a whole number from 0 to {}",
+                                             who, i, printable(d.dump()), kMaxDim));
+      s.push_back(ok && !d.is_null() ? d.get<int64_t>() : -1);
+    }
     return s;
   }
 
@@ -118,8 +145,7 @@ struct Reader {
     const bool cudnn = cls == "CuDNNLSTM" || cls == "CuDNNGRU";
     l.kind = cls == "LSTM" || cls == "CuDNNLSTM" ? LayerKind::LSTM : cls == "GRU" || cls == "CuDNNGRU" ? LayerKind::GRU
                                                                                                       : LayerKind::SimpleRNN;
-    l.units = static_cast<int64_t>(num(c, "units", 0));
-    if (l.units <= 0) refused.push_back(fmt::format("{}: 'units' is missing or not positive", who));
+    l.units = dim(c, "units", who);
     refuse_true(c, who, {"stateful", "return_state", "time_major"});
     drop_set(c, who, {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
                       "kernel_constraint", "recurrent_constraint", "bias_constraint"});
@@ -142,16 +168,15 @@ struct Reader {
     l.unit_forget_bias = flag(c, "unit_forget_bias", true);
     // Keras 2.2 and earlier built GRUs with reset_after=False and wrote no key for it.
     l.reset_after = flag(c, "reset_after", !origin.keras2());
-    l.dropout = num(c, "dropout", 0.0);
-    l.recurrent_dropout = num(c, "recurrent_dropout", 0.0);
+    l.dropout = fraction(c, "dropout", who);
+    l.recurrent_dropout = fraction(c, "recurrent_dropout", who);
     return l;
   }
 
   LayerSpec dense(const json& c, const std::string& who) {
     LayerSpec l;
     l.kind = LayerKind::Dense;
-    l.units = static_cast<int64_t>(num(c, "units", 0));
-    if (l.units <= 0) refused.push_back(fmt::format("{}: 'units' is missing or not positive", who));
+    l.units = dim(c, "units", who);
     l.activation = activation(c, "activation", who, Activation::Linear, true);
     l.use_bias = flag(c, "use_bias", true);
     l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
@@ -191,22 +216,22 @@ struct Reader {
       if (it == c.end() || !it->is_array() || it->size() < 2 || it->size() > 3)
         refused.push_back(fmt::format("{}: needs a batch_shape of rank 2 (token ids) or 3 (features)", who));
       else
-        l.shape = shape_from(*it);
+        l.shape = shape_from(*it, who);
     } else if (cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN" || cls == "CuDNNLSTM" || cls == "CuDNNGRU") {
       l = recurrent(cls, c, who);
       if (cls.rfind("CuDNN", 0) == 0) log_info("{}: {} is read as {} (its weights are converted)", origin.file, who, layer_kind_name(l.kind));
     } else if (cls == "Dense") {
       l = dense(c, who);
     } else if (cls == "Dropout") {
-      l.rate = num(c, "rate", 0.0);
+      l.rate = fraction(c, "rate", who);
       drop_set(c, who, {"noise_shape"});
     } else if (cls == "Masking") {
       l.kind = LayerKind::Masking;
       l.mask_value = num(c, "mask_value", 0.0);
     } else if (cls == "Embedding") {
       l.kind = LayerKind::Embedding;
-      l.input_dim = static_cast<int64_t>(num(c, "input_dim", 0));
-      l.output_dim = static_cast<int64_t>(num(c, "output_dim", 0));
+      l.input_dim = dim(c, "input_dim", who);
+      l.output_dim = dim(c, "output_dim", who);
       l.mask_zero = flag(c, "mask_zero", false);
       l.embeddings_initializer = initializer(c, "embeddings_initializer", who, l.embeddings_initializer);
       drop_set(c, who, {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint"});
@@ -215,8 +240,14 @@ struct Reader {
     } else if (cls == "Bidirectional" || cls == "TimeDistributed") {
       l.kind = cls == "Bidirectional" ? LayerKind::Bidirectional : LayerKind::TimeDistributed;
       auto inner = c.find("layer");
+      const std::string inner_cls = inner != c.end() && inner->is_object() ? str(*inner, "class_name") : "";
       if (inner == c.end() || !inner->is_object()) {
         refused.push_back(fmt::format("{}: no wrapped 'layer' in its config", who));
+      } else if (inner_cls == "Bidirectional" || inner_cls == "TimeDistributed") {
+        // Not read: a wrapper inside a wrapper is never supported, and a file may nest them
+        // thousands deep.
+        refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, inner_cls, cls,
+                                      l.kind == LayerKind::Bidirectional ? "LSTM, GRU or SimpleRNN" : "Dense"));
       } else {
         LayerSpec in = layer(*inner);
         const bool ok = l.kind == LayerKind::Bidirectional ? is_recurrent(in.kind) : in.kind == LayerKind::Dense;
@@ -246,6 +277,7 @@ struct Reader {
                                     "TimeDistributed)", who, cls));
     }
     l.name = name;
+    l.loc.file = origin.file;  // messages about this layer name the file
     return l;
   }
 
@@ -325,18 +357,24 @@ void fix_names(ModelSpec& m) {
 
 }  // namespace
 
-ModelSpec model_from_keras_json(const nlohmann::json& top, const KerasOrigin& origin) {
+static ModelSpec model_from_keras_json_unchecked(const nlohmann::json& top, const KerasOrigin& origin) {
   Reader r{origin, {}};
   if (!top.is_object() || !top.contains("class_name"))
     r.fail("the model config is not a Keras model (no 'class_name'); was the file written by Keras?");
   const std::string cls = Reader::str(top, "class_name");
-  const json cfg = top.contains("config") ? top["config"] : json::object();
+  static const json no_config = json::object();
+  const json& cfg = top.contains("config") ? top.at("config") : no_config;
+  if (!cfg.is_object() && !(cls == "Sequential" && cfg.is_array()))
+    r.fail(fmt::format("the model's 'config' is {}, not an object of layers; the file is damaged or was not written "
+                       "by Keras", Reader::printable(cfg.dump())));
   std::vector<json> entries;
   if (cls == "Sequential") {
-    const json& layers = cfg.is_array() ? cfg : cfg.value("layers", json::array());  // Keras 2.0: a bare list
+    static const json none = json::array();
+    const json& layers = cfg.is_array() ? cfg : cfg.contains("layers") ? cfg["layers"] : none;  // Keras 2.0: a bare list
+    if (!layers.is_array()) r.fail("the Sequential model's 'layers' is not a list");
     entries.assign(layers.begin(), layers.end());
   } else if (cls == "Functional" || cls == "Model") {
-    if (!cfg.contains("layers")) r.fail("the Functional model config has no 'layers'");
+    if (!cfg.contains("layers") || !cfg["layers"].is_array()) r.fail("the Functional model config has no list of 'layers'");
     for (const json* e : r.chain(cfg)) entries.push_back(*e);
   } else {
     r.fail(fmt::format("the model class '{}' is not supported: rnntrain imports Sequential models and Functional "
@@ -360,7 +398,8 @@ ModelSpec model_from_keras_json(const nlohmann::json& top, const KerasOrigin& or
       LayerSpec in;
       in.kind = LayerKind::Input;
       in.name = "input_layer";
-      in.shape = Reader::shape_from(bs);
+      in.shape = r.shape_from(bs, "the model's input shape");
+      in.loc.file = origin.file;
       m.layers.push_back(std::move(in));
     }
     m.layers.push_back(std::move(l));
@@ -372,6 +411,19 @@ ModelSpec model_from_keras_json(const nlohmann::json& top, const KerasOrigin& or
   }
   fix_names(m);
   return m;
+}
+
+// A value of an unexpected JSON type deep inside (a string where Keras writes a number, ...) is
+// the file's fault: DataError naming the file, not nlohmann's exception.
+ModelSpec model_from_keras_json(const nlohmann::json& top, const KerasOrigin& origin) {
+  try {
+    return model_from_keras_json_unchecked(top, origin);
+  } catch (const nlohmann::json::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why.erase(0, why.find("] ") + 2);
+    throw DataError(fmt::format("{}: the model config does not have the layout Keras writes ({}); the file is damaged "
+                                "or was not written by Keras", origin.file, why.substr(0, 100)));
+  }
 }
 
 }  // namespace rnntrain

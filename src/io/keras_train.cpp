@@ -8,6 +8,7 @@
 #include <cctype>
 #include <map>
 
+#include "core/error.h"
 #include "core/log.h"
 
 namespace rnntrain {
@@ -167,7 +168,7 @@ Json training_config_json(const TrainSpec& t) {
   return j;
 }
 
-std::optional<TrainSpec> train_from_keras_json(const nlohmann::json& j, const std::string& file) {
+static std::optional<TrainSpec> train_from_keras_json_unchecked(const nlohmann::json& j, const std::string& file) {
   if (!j.is_object()) return std::nullopt;
   const json* opt = j.contains("optimizer_config") ? &j["optimizer_config"] : j.contains("optimizer") ? &j["optimizer"] : nullptr;
   if (!opt && !j.contains("loss")) return std::nullopt;
@@ -209,6 +210,19 @@ std::vector<size_t> keras_slot_order(const std::vector<std::string>& slot_names)
   for (; k < kinds.size(); ++k)
     for (size_t i : by_kind[kinds[k]]) out.push_back(i);
   return out;
+}
+
+// A value of an unexpected JSON type deep inside (a string where Keras writes a number, ...) is
+// the file's fault: DataError naming the file, not nlohmann's exception.
+std::optional<TrainSpec> train_from_keras_json(const nlohmann::json& j, const std::string& file) {
+  try {
+    return train_from_keras_json_unchecked(j, file);
+  } catch (const nlohmann::json::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos) why.erase(0, why.find("] ") + 2);
+    throw DataError(fmt::format("{}: the training_config does not have the layout Keras writes ({}); the file is damaged "
+                                "or was not written by Keras", file, why.substr(0, 100)));
+  }
 }
 
 }  // namespace rnntrain

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 #if RNNTRAIN_HAVE_LIBZIP
@@ -18,6 +19,17 @@ namespace rnntrain {
 #if RNNTRAIN_HAVE_LIBZIP
 
 bool zip_supported() { return true; }
+
+// What writes an archive of this name, for "re-create it" hints.
+static std::string writer_of(const std::string& path) {
+  auto ends = [&](const char* suffix) {
+    const std::string s(suffix);
+    return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends(".keras")) return "a .keras file is written by Keras' model.save";
+  if (ends(".npz")) return "an .npz file is written by numpy.savez or numpy.savez_compressed";
+  return "re-create it with the program that wrote it";
+}
 
 static std::string zip_error_text(int code) {
   zip_error_t e;
@@ -42,9 +54,8 @@ ZipReader::ZipReader(const std::string& path) : impl_(std::make_unique<Impl>()),
   int err = 0;
   impl_->z = zip_open(path.c_str(), ZIP_RDONLY, &err);
   if (!impl_->z) {
-    std::string hint = err == ZIP_ER_NOZIP ? "It is not a zip archive: an .npz file is written by numpy.savez or "
-                                             "numpy.savez_compressed."
-                                           : "It is damaged or truncated: re-create it.";
+    std::string hint = err == ZIP_ER_NOZIP ? fmt::format("It is not a zip archive, or it is truncated: {}.", writer_of(path))
+                                           : fmt::format("It is damaged or truncated: {}.", writer_of(path));
     throw DataError(fmt::format("{}: cannot open as a zip archive ({}). {}", path, zip_error_text(err), hint));
   }
 }
@@ -73,6 +84,25 @@ uint64_t ZipReader::size(const std::string& member) const {
   return st.size;
 }
 
+// A member's declared size, checked before anything is allocated for it: a stored member cannot be
+// larger than the archive, deflate cannot compress better than about 1032:1, and the bytes must fit
+// in memory.
+static void check_declared_size(const std::string& path, const std::string& member, const zip_stat_t& st) {
+  std::error_code ec;
+  const uint64_t archive = std::filesystem::file_size(path, ec);
+  const uint64_t ratio = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method == ZIP_CM_STORE ? 1 : 1032;
+  const std::string size = bytes_str(static_cast<double>(st.size));
+  if (!ec && st.size / ratio > archive + 1024)
+    throw DataError(fmt::format("{}: member '{}' declares {} uncompressed in an archive of {}: {}, so the archive "
+                                "is damaged or forged; {}.", path, member, size, bytes_str(static_cast<double>(archive)),
+                                ratio == 1 ? "a stored member cannot be larger than its archive"
+                                           : "no compression is that good", writer_of(path)));
+  if (st.size > memory_limit_bytes())
+    throw DataError(fmt::format("{}: member '{}' declares {} uncompressed, more than this machine's memory ({}); "
+                                "re-create the archive with smaller members.", path, member, size,
+                                bytes_str(static_cast<double>(memory_limit_bytes()))));
+}
+
 std::string ZipReader::read(const std::string& member) const {
   zip_stat_t st;
   zip_stat_init(&st);
@@ -82,10 +112,11 @@ std::string ZipReader::read(const std::string& member) const {
     throw DataError(fmt::format("{}: no member '{}' in this archive (members: {}).", path_, member,
                                 list.empty() ? "none" : list));
   }
+  check_declared_size(path_, member, st);
   zip_file_t* f = zip_fopen(impl_->z, member.c_str(), 0);
   if (!f)
-    throw DataError(fmt::format("{}: cannot read member '{}' ({}). Re-create the archive.", path_, member,
-                                zip_strerror(impl_->z)));
+    throw DataError(fmt::format("{}: cannot read member '{}' ({}); {}.", path_, member, zip_strerror(impl_->z),
+                                writer_of(path_)));
   std::string bytes(static_cast<size_t>(st.size), '\0');
   zip_uint64_t got = 0;
   while (got < st.size) {
@@ -93,14 +124,14 @@ std::string ZipReader::read(const std::string& member) const {
     if (r <= 0) {
       std::string why = r < 0 ? zip_file_strerror(f) : "unexpected end of data";
       zip_fclose(f);
-      throw DataError(fmt::format("{}: member '{}' is damaged ({}). Re-create the archive.", path_, member, why));
+      throw DataError(fmt::format("{}: member '{}' is damaged ({}); {}.", path_, member, why, writer_of(path_)));
     }
     got += static_cast<zip_uint64_t>(r);
   }
   const int rc = zip_fclose(f);  // reports a CRC mismatch found at the end
   if (rc != 0)
-    throw DataError(fmt::format("{}: member '{}' is damaged ({}). Re-create the archive.", path_, member,
-                                zip_error_text(rc)));
+    throw DataError(fmt::format("{}: member '{}' is damaged ({}); {}.", path_, member, zip_error_text(rc),
+                                writer_of(path_)));
   return bytes;
 }
 

@@ -24,7 +24,9 @@ class ZipReader {
   std::vector<std::string> names() const;     // members, in archive order
   bool has(const std::string& member) const;
   uint64_t size(const std::string& member) const;     // uncompressed size as the archive declares it; DataError if missing
-  std::string read(const std::string& member) const;  // the member's bytes; DataError if missing or damaged
+  // The member's bytes; DataError if missing or damaged, or if its declared size is more than the
+  // archive could hold or memory can take (checked before allocating).
+  std::string read(const std::string& member) const;
 
  private:
   struct Impl;

@@ -36,6 +36,10 @@ struct Initializer {
   double b = 0.0;  // RandomUniform: maxval (0.05); RandomNormal: stddev (0.05)
 };
 
+// The largest units, features, timesteps, vocabulary or batch a config or an imported model may
+// give, so that no later size arithmetic can overflow (token ids are float32: exact below 2^24).
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
 enum class MergeMode { Concat, Sum, Mul, Ave };
 
 struct LayerSpec {

@@ -25,8 +25,8 @@ struct Context {
   std::vector<OverrideOwner> owners;
 };
 
-// Keys and values are checked against these limits so that no later arithmetic can overflow.
-constexpr int64_t kMaxDim = int64_t{1} << 24;   // units, features, timesteps, vocabulary, batch
+// Keys and values are checked against these limits (and kMaxDim, spec/config.h) so that no later
+// arithmetic can overflow.
 constexpr int64_t kMaxCount = int64_t{1} << 40;  // epochs, steps, samples
 
 // One node of the tree with its key path ("train.optimizer.learning_rate").

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace rnntrain {
@@ -16,15 +17,31 @@ int gates(LayerKind k) {
   }
 }
 
-int64_t recurrent_params(const LayerSpec& l, int64_t input) {
-  const int64_t g = gates(l.kind), u = l.units;
-  int64_t n = g * u * (input + u);
-  if (l.use_bias) n += (l.kind == LayerKind::GRU && l.reset_after) ? 2 * g * u : g * u;
-  return n;
-}
-
 [[noreturn]] static void shape_error(const LayerSpec& l, const std::string& what) {
   throw ConfigError(fmt::format("{}: layer '{}' ({}): {}", l.loc.str(), l.name, layer_kind_name(l.kind), what));
+}
+
+// A parameter count computed with checked arithmetic (nullopt: it overflowed), or ConfigError
+// naming the layer: sizes come from configs and imported files.
+static int64_t params_or_fail(const LayerSpec& l, std::optional<int64_t> n) {
+  if (!n || *n < 0)
+    shape_error(l, "its parameter count does not fit in 64 bits; use fewer units or features (each is at most 2^24)");
+  return *n;
+}
+
+// a * b + c, checked.
+static std::optional<int64_t> mul_add(int64_t a, int64_t b, int64_t c) {
+  const std::optional<int64_t> ab = checked_mul(a, b);
+  return ab ? checked_add(*ab, c) : std::nullopt;
+}
+
+int64_t recurrent_params(const LayerSpec& l, int64_t input) {
+  const int64_t g = gates(l.kind), u = l.units;
+  const int64_t bias = !l.use_bias ? 0 : (l.kind == LayerKind::GRU && l.reset_after) ? 2 : 1;
+  // g * u * (input + u) + bias * g * u
+  const std::optional<int64_t> gu = checked_mul(g, u), iu = checked_add(input, u);
+  const std::optional<int64_t> b = gu ? checked_mul(bias, *gu) : std::nullopt;
+  return params_or_fail(l, gu && iu && b ? mul_add(*gu, *iu, *b) : std::nullopt);
 }
 
 static Shape with_batch(const Shape& s) {
@@ -56,6 +73,9 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
       case LayerKind::Input:
         if (i != 0) shape_error(l, "Input must be the first layer");
         if (l.shape.empty() || l.shape.size() > 2) shape_error(l, "shape must be [timesteps] for token ids or [timesteps, features]");
+        if (l.shape.size() == 2 && l.shape[1] < 1)
+          shape_error(l, fmt::format("shape {} has no features; every step needs at least one",
+                                     shape_str(with_batch(l.shape))));
         s.out = l.shape;
         s.mask_out = false;
         break;
@@ -64,7 +84,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
           shape_error(l, fmt::format("expects token ids of shape (batch, timesteps) but gets {}; give the Input layer shape: [timesteps]", shape_str(with_batch(s.in))));
         s.out = {s.in[0], l.output_dim};
         s.mask_out = l.mask_zero;
-        s.params = l.input_dim * l.output_dim;
+        s.params = params_or_fail(l, checked_mul(l.input_dim, l.output_dim));
         break;
       case LayerKind::Masking:
         need_sequence(l, s.in, prev);
@@ -82,10 +102,10 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
       case LayerKind::Bidirectional: {
         need_sequence(l, s.in, prev);
         const LayerSpec& r = *l.inner;
-        const int64_t u = l.merge_mode == MergeMode::Concat ? 2 * r.units : r.units;
+        const int64_t u = params_or_fail(l, checked_mul(l.merge_mode == MergeMode::Concat ? 2 : 1, r.units));
         s.out = r.return_sequences ? Shape{s.in[0], u} : Shape{u};
         s.mask_out = r.return_sequences && s.mask_in;
-        s.params = 2 * recurrent_params(r, s.in[1]);
+        s.params = params_or_fail(l, checked_mul(2, recurrent_params(r, s.in[1])));
         break;
       }
       case LayerKind::Dropout:
@@ -94,13 +114,13 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
       case LayerKind::Dense:
         s.out = s.in;
         s.out.back() = l.units;
-        s.params = s.in.back() * l.units + (l.use_bias ? l.units : 0);
+        s.params = params_or_fail(l, mul_add(s.in.back(), l.units, l.use_bias ? l.units : 0));
         break;
       case LayerKind::TimeDistributed: {
         need_sequence(l, s.in, prev);
         const LayerSpec& d = *l.inner;
         s.out = {s.in[0], d.units};
-        s.params = s.in[1] * d.units + (d.use_bias ? d.units : 0);
+        s.params = params_or_fail(l, mul_add(s.in[1], d.units, d.use_bias ? d.units : 0));
         break;
       }
     }
