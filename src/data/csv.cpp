@@ -23,8 +23,15 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
+// Text from the file inside a message: at most 80 bytes, then "...".
+std::string clip(const std::string& s) { return s.size() > 80 ? s.substr(0, 80) + "..." : s; }
+
+// The longest line a CSV row may be: far beyond any real table, short of a binary file read as text.
+constexpr size_t kMaxLine = size_t{16} << 20;
+
 // Splits one line on `delim`; a field in double quotes may hold the delimiter ("" is a quote).
-std::vector<std::string> split_fields(const std::string& line, char delim) {
+// DataError at path:line when a quote is not closed (fields cannot hold newlines).
+std::vector<std::string> split_fields(const std::string& line, char delim, const std::string& path, int64_t lineno) {
   std::vector<std::string> out;
   std::string cur;
   bool quoted = false;
@@ -43,6 +50,9 @@ std::vector<std::string> split_fields(const std::string& line, char delim) {
       cur += c;
     }
   }
+  if (quoted)
+    throw DataError(fmt::format("{}:{}: a quoted field is not closed on this line (fields cannot hold newlines). Close "
+                                "the quote or remove it.", path, lineno));
   out.push_back(trim(cur));
   return out;
 }
@@ -102,6 +112,9 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
     size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) nl = text.size();
     ++lineno;
+    if (nl - pos > kMaxLine)
+      throw DataError(fmt::format("{}:{}: the line is longer than 16 MiB; no CSV row is that long, so this is not a CSV "
+                                  "file (or its line ends are not \\n). Check the path and the `format`.", path, lineno));
     std::string line = text.substr(pos, nl - pos);
     if (!trim(line).empty()) lines.emplace_back(lineno, std::move(line));
     pos = nl + 1;
@@ -109,7 +122,12 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   if (lines.empty())
     throw DataError(fmt::format("{}: the file is empty; a CSV needs a header row of column names.", path));
   const char delim = detect_delimiter(lines[0].second);
-  const std::vector<std::string> names = split_fields(lines[0].second, delim);
+  const std::vector<std::string> names = split_fields(lines[0].second, delim, path, lines[0].first);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (names[i] == names[j])
+        throw DataError(fmt::format("{}:{}: column '{}' appears twice in the header (fields {} and {}); column names "
+                                    "must be unique. Rename one.", path, lines[0].first, clip(names[i]), j + 1, i + 1));
 
   std::vector<std::string> fcols = src.features, tcols = src.target_columns;
   if (fcols.empty() && tcols.empty() && names.size() == 1) fcols = tcols = names;
@@ -118,12 +136,12 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   if (fcols.empty() || tcols.empty())
     throw ConfigError(fmt::format("{}: a csv data source needs `features` (input columns) and `targets` "
                                   "(columns to predict); the columns of {} are: {}.", src.loc.str(), path,
-                                  join_names(names)));
+                                  clip(join_names(names))));
   auto index_of = [&](const std::string& col, const char* key) {
     auto it = std::find(names.begin(), names.end(), col);
     if (it == names.end())
       throw DataError(fmt::format("{}: no column '{}' (named in `{}`{}). The header has: {}.", path, col, key,
-                                  config_at(src), join_names(names)));
+                                  config_at(src), clip(join_names(names))));
     return static_cast<size_t>(it - names.begin());
   };
   std::vector<size_t> fidx, tidx;
@@ -136,7 +154,7 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   auto cell = [&](const std::vector<std::string>& fields, size_t col, int64_t line) {
     if (col >= fields.size())
       throw DataError(fmt::format("{}:{}: the row has {} fields, but column '{}' is field {} of the header's {}. "
-                                  "Fix that row.", path, line, fields.size(), names[col], col + 1, names.size()));
+                                  "Fix that row.", path, line, fields.size(), clip(names[col]), col + 1, names.size()));
     const std::string& s = fields[col];
     double v = 0.0;
     const char* b = s.data();
@@ -146,11 +164,11 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
     if (s.empty() || ec != std::errc() || p != e || !std::isfinite(v))
       throw DataError(fmt::format("{}:{}: column '{}' holds '{}', which is not a number. Every used cell must be a "
                                   "finite number: fix or drop that row (fill missing values first).", path, line,
-                                  names[col], s));
+                                  clip(names[col]), clip(s)));
     return v;
   };
   for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<std::string> fields = split_fields(lines[i].second, delim);
+    const std::vector<std::string> fields = split_fields(lines[i].second, delim, path, lines[i].first);
     for (size_t c : fidx) feat.push_back(cell(fields, c, lines[i].first));
     for (size_t c : tidx) targ.push_back(cell(fields, c, lines[i].first));
   }

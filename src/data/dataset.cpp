@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -164,42 +163,25 @@ void require_file(const std::string& path, const DataSource& src) {
                                 "file's folder.", path, from));
   if (fs::is_directory(path, ec))
     throw DataError(fmt::format("{}: is a folder, not a data file{}. Give the path of a file.", path, from));
+  if (!fs::is_regular_file(path, ec))  // a device (/dev/zero), pipe or socket could be read forever
+    throw DataError(fmt::format("{}: is not a regular file (a device, pipe or socket){}. rnntrain reads data from "
+                                "files: save the data to one and give its path.", path, from));
   if (!std::ifstream(path, std::ios::binary))
     throw DataError(fmt::format("{}: cannot be read{}. Check its permissions.", path, from));
 }
 
 std::string read_file(const std::string& path, const DataSource& src) {
   require_file(path, src);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (!ec && size > memory_limit_bytes())
+    throw DataError(fmt::format("{}: the file is {}, more than this machine's memory ({}){}. Use a smaller file.", path,
+                                bytes_str(static_cast<double>(size)), bytes_str(static_cast<double>(memory_limit_bytes())),
+                                config_at(src)));
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-uint64_t memory_limit_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return uint64_t{1} << 40;  // unknown: 1 TiB
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-}
-
-std::string bytes_str(double bytes) {
-  static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024.0) return fmt::format("{:.0f} bytes", bytes);
-  int u = -1;
-  while (bytes >= 1024.0 && u < 5) bytes /= 1024.0, ++u;
-  return fmt::format("{:.3g} {}", bytes, units[u]);
-}
-
-std::optional<int64_t> checked_numel(const Shape& shape) {
-  int64_t n = 1;
-  bool zero = false;
-  for (int64_t d : shape) {
-    if (d < 0) return std::nullopt;
-    if (d == 0) zero = true;
-    // Multiply the non-zero dimensions: (2^62, 2^62, 0) is as damaged as (2^62, 2^62).
-    if (d > 0 && __builtin_mul_overflow(n, d, &n)) return std::nullopt;
-  }
-  return zero ? 0 : n;
 }
 
 std::string join_names(const std::vector<std::string>& names) {
