@@ -133,6 +133,31 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
   return og.read_int64(names[0]).at(0);
 }
 
+// The one string of a /rnntrain dataset; DataError naming the file when it holds none or several.
+std::string one_string(const h5::Group& rg, const std::string& name, const std::string& path) {
+  const std::vector<std::string> v = rg.read_strings(name);
+  if (v.size() != 1)
+    throw DataError(fmt::format("{}: /rnntrain/{} holds {} strings, expected one: the resume state is damaged. Start a "
+                                "new run from its weights with --weights instead of --resume", path, name, v.size()));
+  return v[0];
+}
+
+// The history's layout as History::to_json writes it: {"epoch": [...], "loss": [...], ...}, every
+// entry a list of the same length. DataError naming the file otherwise.
+void check_history(const std::string& text, const std::string& path) {
+  if (text.empty()) return;
+  auto damaged = [&](const std::string& why) {
+    return DataError(fmt::format("{}: the training history in /rnntrain/history is damaged ({}). Start a new run from "
+                                 "its weights with --weights instead of --resume", path, why));
+  };
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw damaged("not valid JSON");
+  if (!j.is_object() || !j.contains("epoch") || !j["epoch"].is_array()) throw damaged("no list of epochs");
+  for (const auto& [key, v] : j.items())
+    if (!v.is_array() || v.size() != j["epoch"].size())
+      throw damaged(fmt::format("'{}' is not a list of {} values", key.substr(0, 40), j["epoch"].size()));
+}
+
 }  // namespace
 
 // Flushes a file (or folder) to the disk, so a power loss after the rename cannot leave it empty.
@@ -217,8 +242,9 @@ ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Par
   st.schedule = rg.attr_doubles("schedule");
   st.early_stopping = rg.attr_doubles("early_stopping");
   st.checkpoint = rg.attr_doubles("checkpoint");
-  st.history_json = rg.read_strings("history").at(0);
-  st.config_yaml = rg.read_strings("config").at(0);
+  st.history_json = one_string(rg, "history", path);
+  st.config_yaml = one_string(rg, "config", path);
+  check_history(st.history_json, path);
   return st;
 }
 

@@ -35,12 +35,15 @@ std::string History::to_json() const {
 History History::from_json(const std::string& text) {
   History h;
   if (text.empty()) return h;
-  auto j = nlohmann::json::parse(text);
-  const size_t n = j.at("epoch").size();
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("epoch") || !j["epoch"].is_array())
+    throw DataError("the training history of the checkpoint is damaged (not a JSON object with a list of epochs); "
+                    "start a new run from its weights with --weights instead of --resume");
+  const size_t n = j["epoch"].size();
   h.epochs.resize(n);
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "epoch") continue;
-    for (size_t e = 0; e < n; ++e)
+    for (size_t e = 0; e < n && it.value().is_array() && e < it.value().size(); ++e)
       if (it.value()[e].is_number()) h.epochs[e][it.key()] = it.value()[e].get<double>();
   }
   return h;
