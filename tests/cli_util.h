@@ -31,17 +31,21 @@ inline std::filesystem::path scratch(const std::string& name) {
   return p;
 }
 
-// Runs `rnntrain <args>` from the source tree (so configs/ and data/ resolve).
-inline CmdResult run_rnntrain(const std::string& args, const std::filesystem::path& tmp) {
+// Runs a shell command from the source tree (so configs/ and data/ resolve).
+inline CmdResult run_command(const std::string& command, const std::filesystem::path& tmp) {
   const std::string out = (tmp / "stdout.txt").string(), err = (tmp / "stderr.txt").string();
-  const std::string cmd = std::string("cd ") + RNNTRAIN_SOURCE_DIR + " && " + RNNTRAIN_BINARY + " " + args + " >" + out +
-                          " 2>" + err;
+  const std::string cmd = std::string("cd ") + RNNTRAIN_SOURCE_DIR + " && " + command + " >" + out + " 2>" + err;
   CmdResult r;
   const int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// Runs `rnntrain <args>` from the source tree.
+inline CmdResult run_rnntrain(const std::string& args, const std::filesystem::path& tmp) {
+  return run_command(std::string(RNNTRAIN_BINARY) + " " + args, tmp);
 }
 
 inline void write_file(const std::filesystem::path& p, const std::string& text) {

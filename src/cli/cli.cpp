@@ -50,6 +50,7 @@ int run_cli(int argc, char** argv) {
   eval->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
   eval->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   eval->add_flag("--json", a.json, "Print {\"loss\", \"metrics\", \"samples\"} as JSON on stdout");
+  eval->add_flag("--allow-nonfinite", a.allow_nonfinite, "Evaluate weights that hold inf or NaN (refused otherwise)");
 
   auto* predict = app.add_subcommand("predict", "Write the model's predictions for a dataset");
   predict->footer("Example: rnntrain predict configs/quickstart.yaml --weights runs/quickstart/best.h5 --data x.h5 -o pred.npy");
@@ -58,6 +59,7 @@ int run_cli(int argc, char** argv) {
   predict->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
   predict->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   predict->add_option("-o,--output", a.output, "Predictions file: .npy, .h5 or .csv")->required();
+  predict->add_flag("--allow-nonfinite", a.allow_nonfinite, "Predict with weights that hold inf or NaN (refused otherwise)");
 
   auto* plan = app.add_subcommand("plan", "Print the model's layers, output shapes and parameter counts");
   plan->footer("Example: rnntrain plan configs/quickstart.yaml model.layers.1.units=128");

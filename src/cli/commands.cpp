@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "spec/parse.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
@@ -48,11 +49,15 @@ int cmd_train(const CommandArgs& a) {
   j["run_dir"] = r.run_dir;
   j["epochs"] = r.epochs_done;
   j["stopped_early"] = r.stopped_early;
+  if (r.signal) j["interrupted"] = {{"signal", signal_name(r.signal)}, {"epoch", r.epochs_done + 1}, {"step", r.signal_step}};
   j["seconds"] = r.seconds;
   if (!r.history.epochs.empty())
     for (const auto& [k, v] : r.history.epochs.back()) j["final"][k] = v;
   std::printf("%s\n", j.dump().c_str());
-  return 0;
+  if (!r.signal) return 0;
+  log_warn("stopped by {} at epoch {} after step {}; {}/last.h5 holds this point. To go on: rnntrain train --resume {}",
+           signal_name(r.signal), r.epochs_done + 1, r.signal_step, r.run_dir, r.run_dir);
+  return 128 + r.signal;
 }
 
 // The data for eval and predict: --data replaces the path of data.test (else validation, else
@@ -97,7 +102,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
 // The engine of eval and predict: the checkpoint's weights, the plan resolved (autotune: from its
 // cache or measured) for the data's timesteps. rng must outlive it.
 static std::unique_ptr<Engine> inference_engine(const Config& cfg, const CommandArgs& a, const Dataset& d, Rng& rng) {
-  Params init = initial_params(cfg, a.weights);
+  Params init = initial_params(cfg, a.weights, a.allow_nonfinite);
   const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));  // before init is moved into the engine
   return make_engine(run_cfg, std::move(init), rng);
 }

@@ -12,6 +12,7 @@ struct CommandArgs {
   std::vector<std::string> args;  // CONFIG then KEY=VALUE overrides
   std::string resume, weights, data, output, meta;
   bool json = false, progress = true;
+  bool allow_nonfinite = false;  // eval, predict: use weights holding inf or NaN
 };
 
 int cmd_train(const CommandArgs& a);

@@ -203,6 +203,11 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
     rg.set_attr("checkpoint", st.checkpoint);
     rg.write_strings("history", {st.history_json});
     rg.write_strings("config", {st.config_yaml});
+    if (st.step > 0) {
+      rg.set_attr("step", st.step);
+      rg.set_attr_u64("epoch_rng", std::vector<uint64_t>(st.epoch_rng.begin(), st.epoch_rng.end()));
+      rg.set_attr("partial", st.partial);
+    }
     f.close();
   });
 }
@@ -245,6 +250,13 @@ ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Par
   st.history_json = one_string(rg, "history", path);
   st.config_yaml = one_string(rg, "config", path);
   check_history(st.history_json, path);
+  if (rg.has_attr("step")) {  // stopped inside an epoch
+    st.step = rg.attr_int64("step");
+    auto erng = rg.attr_u64("epoch_rng");
+    if (erng.size() != 4) throw DataError(fmt::format("{}: /rnntrain@epoch_rng must hold 4 words", path));
+    std::copy(erng.begin(), erng.end(), st.epoch_rng.begin());
+    st.partial = rg.attr_doubles("partial");
+  }
   return st;
 }
 

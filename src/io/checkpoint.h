@@ -23,6 +23,12 @@ struct ResumeState {
   std::vector<double> schedule, early_stopping, checkpoint;  // their state() vectors
   std::string history_json;  // the history so far
   std::string config_yaml;   // the effective config that produced it
+  // A run stopped inside an epoch (by a signal): the steps done of epoch `epoch` + 1 (0: none, the
+  // run stopped between epochs), the RNG state that epoch's shuffle started from, and its running
+  // sums {loss sum, loss count, then each metric's total and count}.
+  int64_t step = 0;
+  Rng::State epoch_rng{};
+  std::vector<double> partial;
 };
 
 using OptimizerSlots = std::vector<std::pair<std::string, Tensor*>>;

@@ -3,7 +3,12 @@
 // object and the call. Not thread-safe beyond what the HDF5 build is.
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -98,6 +103,23 @@ Handle intermediate_lcpl(const std::string& file, const std::string& object) {
 
 // ---- File --------------------------------------------------------------------------------------
 
+// Writes bytes to path (truncating it); returns 0 or the errno of the failure.
+static int write_whole(const std::string& path, const std::vector<char>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  for (size_t off = 0; off < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return err;
+    }
+    off += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0 ? 0 : errno;
+}
+
 bool is_hdf5(const std::string& path) {
   static const char sig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
   std::ifstream in(path, std::ios::binary);
@@ -116,19 +138,28 @@ bool is_hdf5(const std::string& path) {
 
 File File::create(const std::string& path) {
   init();
-  // Strong close degree: closing the file closes every object still open in it, so a failed write
-  // cannot leave ids that HDF5's exit handler trips over.
+  {  // fail early, before anything is built, when the file cannot be written at all
+    std::ofstream probe(path, std::ios::binary | std::ios::trunc);
+    if (!probe)
+      throw DataError(fmt::format("{}: cannot create this file ({}). Check that its folder exists and is writable.",
+                                  path, std::strerror(errno)));
+  }
+  // The core driver without a backing store: HDF5 builds the file in memory and flush() writes its
+  // image. Written by HDF5 itself, a disk that fills up mid-file leaves a file HDF5 cannot close,
+  // and its exit handler then crashes on it. Strong close degree: closing the file closes every
+  // object still open in it.
   Handle fapl(H5_CALL(H5Pcreate(H5P_FILE_ACCESS), path, "/"), H5Pclose);
+  H5_CALL(H5Pset_fapl_core(fapl.id(), 1 << 20, 0), path, "/");
   H5_CALL(H5Pset_fclose_degree(fapl.id(), H5F_CLOSE_STRONG), path, "/");
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (id < 0) {
     std::string reason = hdf5_reason();
-    throw DataError(fmt::format("{}: cannot create this HDF5 file ({}). Check that its folder exists and is writable.",
-                                path, reason.empty() ? "unknown reason" : reason));
+    throw DataError(fmt::format("{}: cannot create this HDF5 file ({}).", path, reason.empty() ? "unknown reason" : reason));
   }
   File f;
   f.h_ = Handle(id, H5Fclose);
   f.path_ = path;
+  f.in_memory_ = true;
   return f;
 }
 
@@ -167,16 +198,27 @@ Group File::root() const {
   return Group(own_group(H5_CALL(H5Gopen2(h_.id(), "/", H5P_DEFAULT), path_, "/")), path_, "/");
 }
 
-void File::flush() const { H5_CALL(H5Fflush(h_.id(), H5F_SCOPE_LOCAL), path_, "/"); }
+void File::flush() const {
+  H5_CALL(H5Fflush(h_.id(), H5F_SCOPE_GLOBAL), path_, "/");
+  if (!in_memory_) return;
+  const ssize_t size = H5_CALL(H5Fget_file_image(h_.id(), nullptr, 0), path_, "/");
+  std::vector<char> image(static_cast<size_t>(size));
+  H5_CALL(H5Fget_file_image(h_.id(), image.data(), image.size()), path_, "/");
+  if (const int err = write_whole(path_, image))
+    throw DataError(fmt::format("{}: cannot write this file ({}; {} bytes to write). Is the disk full, or the folder "
+                                "not writable? Free some space and run again.", path_, std::strerror(err),
+                                image.size()));
+}
 
 void File::close() {
   if (!h_.valid()) return;
-  const herr_t flushed = H5Fflush(h_.id(), H5F_SCOPE_GLOBAL);
-  const std::string reason = flushed < 0 ? hdf5_reason() : "";
-  Handle done(std::move(h_));  // closed here, whatever happened
-  if (flushed < 0)
-    throw DataError(fmt::format("{}: cannot finish writing this HDF5 file ({}). Is the disk full, or the folder not "
-                                "writable? Free some space and run again.", path_, reason.empty() ? "unknown reason" : reason));
+  try {
+    flush();
+  } catch (...) {
+    h_ = Handle();  // an in-memory file closes without I/O
+    throw;
+  }
+  h_ = Handle();
 }
 
 // ---- Group: navigation -------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "core/error.h"
 #include "spec/shapes.h"
 
@@ -21,6 +23,24 @@ int64_t Params::count() const {
   for (const LayerParams& l : layers)
     for (const Param& p : l.params) n += p.value.numel();
   return n;
+}
+
+// Whether any value is inf or NaN (all exponent bits set), as an integer loop the compiler vectorizes.
+static bool has_nonfinite(const std::vector<float>& v) {
+  uint32_t bad = 0;
+  for (float x : v) {
+    uint32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    bad |= (~b & 0x7f800000u) == 0;
+  }
+  return bad != 0;
+}
+
+std::string Params::first_nonfinite() const {
+  for (const LayerParams& l : layers)
+    for (const Param& p : l.params)
+      if (has_nonfinite(p.value.data)) return l.layer + "/" + p.name;
+  return "";
 }
 
 void Params::zero_grad() {

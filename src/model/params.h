@@ -28,6 +28,8 @@ struct Params {
   std::vector<Param*> all();        // flat, in order: the optimizer's view
   int64_t count() const;
   void zero_grad();
+  // The first parameter holding an inf or NaN, as "layer/name" ("" when every value is finite).
+  std::string first_nonfinite() const;
 };
 
 // Creates every layer's parameters with their Keras shapes and initialises them with Keras'

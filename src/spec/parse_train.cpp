@@ -12,10 +12,11 @@ namespace rnntrain::spec {
 namespace {
 
 using Keys = std::span<const char* const>;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+// Rates, epsilons and clipping bounds are float32 in the updates: larger values would overflow there.
+constexpr double kFloatMax = std::numeric_limits<float>::max();
 
-double positive(const Value& v) { return v.as_double(0.0, kInf, true, false); }
-double non_negative(const Value& v) { return v.as_double(0.0, kInf, false, false); }
+double positive(const Value& v) { return v.as_double(0.0, kFloatMax, true, false); }
+double non_negative(const Value& v) { return v.as_double(0.0, kFloatMax, false, false); }
 double unit_open(const Value& v) { return v.as_double(0.0, 1.0, false, true); }  // [0, 1)
 
 // A section that is a plain name or a map with `type`: returns the map's `type` or the name itself.

@@ -29,6 +29,7 @@ class CpuEngine final : public Engine {
     for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
     model_.backward(ctx, dpred);
     opt_->step(lr);
+    lv.params_finite = params_.first_nonfinite().empty();
     return lv;
   }
 

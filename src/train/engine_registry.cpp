@@ -73,7 +73,7 @@ class CudaEngine final : public Engine {
       const std::vector<Metric*> ms = std::move(metrics_.front());
       metrics_.pop_front();
       for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(l.metrics[j], l.count);
-      out.push_back({l.sum, l.count});
+      out.push_back({l.sum, l.count, l.params_finite});
     }
     return out;
   }

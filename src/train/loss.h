@@ -9,6 +9,8 @@ namespace rnntrain {
 struct LossValue {
   double sum = 0.0;    // sum of per-sample (per-timestep) losses over unmasked entries
   double count = 0.0;  // number of unmasked entries; the loss is sum / count
+  // Training steps: false when the step's update left a parameter inf or NaN.
+  bool params_finite = true;
   // The loss as Keras reports it; 0 when every entry is masked (Keras' divide_no_nan).
   double mean() const { return count > 0 ? sum / count : 0.0; }
 };

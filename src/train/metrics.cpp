@@ -23,6 +23,7 @@ class MeanMetric : public Metric {
   double result() const override { return count_ > 0 ? total_ / count_ : 0.0; }
   void reset() override { total_ = count_ = 0.0; }
   void add(double total, double count) override { total_ += total, count_ += count; }
+  std::pair<double, double> totals() const override { return {total_, count_}; }
 
  protected:
   double total_ = 0.0, count_ = 0.0;

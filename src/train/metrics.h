@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -31,6 +32,8 @@ class Metric {
   virtual void add(double total, double count) = 0;
   virtual double result() const = 0;
   virtual void reset() = 0;
+  // The running sums behind result(): reset() then add() of them restores the metric exactly.
+  virtual std::pair<double, double> totals() const = 0;
   const std::string& name() const { return name_; }
 
  protected:

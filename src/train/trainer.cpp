@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/signals.h"
 #include "io/checkpoint.h"
 #include "spec/parse.h"
 #include "train/autotune.h"
@@ -88,12 +89,17 @@ DataMeta read_meta(const std::string& dir) {
   return fs::exists(p) ? read_meta_file(p) : DataMeta{};
 }
 
-Params initial_params(const Config& cfg, const std::string& weights) {
+Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite) {
   Rng init_rng(cfg.train.seed);
   Params params = init_params(cfg.model, init_rng);
   std::string w = weights.empty() && cfg.model.init_from ? resolve_path(cfg, *cfg.model.init_from) : weights;
   if (!w.empty()) {
     load_weights(w, cfg.model, params);
+    const std::string bad = params.first_nonfinite();
+    if (!bad.empty() && !allow_nonfinite)
+      throw DataError(fmt::format("{}: the weights hold inf or NaN (first: {}), as a diverged run's do; use an earlier "
+                                  "checkpoint{}", w, bad, weights.empty() ? "" : ", or pass --allow-nonfinite to use them anyway"));
+    if (!bad.empty()) log_warn("{}: the weights hold inf or NaN (first: {}); used as asked (--allow-nonfinite)", w, bad);
     log_info("weights loaded from {}", w);
   }
   return params;
@@ -212,6 +218,18 @@ void check_resumable(const Config& cfg, const std::string& then_yaml, const std:
                      "Start a new run with --weights RUN/last.h5 to change optimizers");
 }
 
+// Removes the temporaries of the files a run writes (last.h5.tmp, history.csv.tmp, ...) that a killed
+// run left behind; they are never complete, and the files they were for are intact.
+void remove_stale_temporaries(const std::string& run_dir) {
+  static const char* kFiles[] = {"last.h5", "best.h5", "final.h5", "early_stopping_best.h5", "history.json",
+                                 "history.csv", "config.yaml", "data_meta.json"};
+  for (const char* f : kFiles) {
+    const fs::path tmp = fs::path(run_dir) / (std::string(f) + ".tmp");
+    std::error_code ec;
+    if (fs::remove(tmp, ec)) log_info("removed {}, left by an interrupted run (the file it was for is intact)", tmp.string());
+  }
+}
+
 }  // namespace
 
 TrainResult train(const Config& cfg, const TrainOptions& opt) {
@@ -248,16 +266,19 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   OptimizerSlots slots;
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
 
+  ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
   if (resuming) {
     const std::string run_cfg = (fs::path(run_dir) / "config.yaml").string();
     if (fs::exists(run_cfg)) check_resumable(cfg, read_text(run_cfg), run_cfg);
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
-    if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0)
-      throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, optimizer step {}); start a new run from "
-                                  "its weights with --weights instead", last_path, st.epoch, st.iterations));
+    if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0 || st.step < 0 ||
+        (st.step > 0 && st.partial.size() != 2 + 2 * cfg.train.metrics.size()))
+      throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, step {}, optimizer step {}); start a new "
+                                  "run from its weights with --weights instead", last_path, st.epoch, st.step,
+                                  st.iterations));
     engine->params_changed();
     optimizer.set_iterations(st.iterations);
-    rng.set_state(st.rng);
+    rng.set_state(st.step > 0 ? st.epoch_rng : st.rng);  // inside an epoch: its shuffle draws again first
     schedule.set_state(st.schedule);
     best.set_state(st.checkpoint);
     if (early && !st.early_stopping.empty()) early->set_state(st.early_stopping);
@@ -281,9 +302,12 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                start_epoch, cfg.train.epochs);
       return result;
     }
-    log_info("resuming {} at epoch {} (optimizer step {})", run_dir, start_epoch + 1, st.iterations);
+    log_info("resuming {} at epoch {}{} (optimizer step {})", run_dir, start_epoch + 1,
+             st.step > 0 ? fmt::format(" step {}", st.step + 1) : "", st.iterations);
+    resumed = std::move(st);
   }
   fs::create_directories(run_dir);
+  remove_stale_temporaries(run_dir);
   write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(run_cfg)));
   if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
 
@@ -295,9 +319,33 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
 
+  // The state a checkpoint written now resumes from: the epoch-level part; the trainer adds the rest.
+  auto state_now = [&](int64_t epochs_done) {
+    ResumeState st;
+    st.epoch = epochs_done;
+    st.iterations = optimizer.iterations();
+    st.rng = rng.state();
+    st.schedule = schedule.state();
+    st.early_stopping = early ? early->state() : std::vector<double>{};
+    st.checkpoint = best.state();
+    st.history_json = result.history.to_json();
+    st.config_yaml = emit_config(run_cfg);
+    return st;
+  };
+  std::string last_good = resuming ? fmt::format("{} (epoch {})", last_path, start_epoch) : "";
+  // Divergence stops the run before anything non-finite is written; the checkpoints on disk stay.
+  auto diverged = [&](const std::string& where, const std::string& what) {
+    return RuntimeError(fmt::format(
+        "{}: {}. Training stopped before saving anything non-finite; {}. Lower train.optimizer.learning_rate, set "
+        "clipnorm, or check the data for extreme values", where, what,
+        last_good.empty() ? "no checkpoint had been written yet" : "the last good checkpoint is " + last_good));
+  };
+
   std::vector<int64_t> order;
   const bool gpu = engine->device_name().rfind("cuda", 0) == 0;
+  StopOnSignals signals;  // from here a signal stops training after the current step, saved
   for (int64_t epoch = start_epoch; epoch < cfg.train.epochs; ++epoch) {
+    const Rng::State epoch_rng = rng.state();
     order = iota(n);  // each epoch's order depends only on the RNG state, so resume draws the same
     if (cfg.train.shuffle) shuffle(order, rng);
     for (auto* m : ms) m->reset();
@@ -305,10 +353,21 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     double sum = 0.0, count = 0.0;
     double lr = schedule.lr(optimizer.iterations());
     int64_t done = 0;  // steps whose loss has been seen
+    if (epoch == start_epoch && resumed.step > 0) {  // stopped inside this epoch: go on from its step
+      rng.set_state(resumed.rng);
+      done = std::min(resumed.step, steps);
+      sum = resumed.partial[0], count = resumed.partial[1];
+      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
+    }
+    const int64_t first = done;
     auto take = [&](const LossValue& lv) {
-      if (!std::isfinite(lv.sum))
-        throw RuntimeError(fmt::format("epoch {} step {}: the loss is {}; lower train.optimizer.learning_rate, "
-                                       "add clipnorm, or check the data for extreme values", epoch + 1, done + 1, lv.sum));
+      const std::string where = fmt::format("epoch {} step {}", epoch + 1, done + 1);
+      if (!std::isfinite(lv.sum)) throw diverged(where, fmt::format("the loss is {}", lv.sum));
+      if (!lv.params_finite) {
+        const std::string p = engine->host_params().first_nonfinite();
+        throw diverged(where, fmt::format("the optimizer update made the weights inf or NaN{}",
+                                          p.empty() ? "" : " (first: " + p + ")"));
+      }
       const int64_t end = std::min(n, (done + 1) * bs);
       sum += lv.mean() * static_cast<double>(end - done * bs);  // as Keras' loss tracker: batch means weighted by size
       count += static_cast<double>(end - done * bs);
@@ -323,8 +382,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       return data.train.gather(std::vector<int64_t>(order.begin() + b, order.begin() + std::min(n, b + bs)));
     };
     std::future<Batch> next;
-    if (gpu && steps > 0) next = std::async(std::launch::async, gather, 0);
-    for (int64_t s = 0; s < steps; ++s) {
+    if (gpu && first < steps) next = std::async(std::launch::async, gather, first);
+    for (int64_t s = first; s < steps && !stop_signal(); ++s) {
       Batch batch = gpu ? next.get() : gather(s);
       if (gpu && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
       lr = schedule.lr(optimizer.iterations());
@@ -332,13 +391,35 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       engine->enqueue_train_step(batch, lr, ms);
       for (const LossValue& lv : engine->collect_losses(false)) take(lv);
     }
+    if (next.valid()) next.wait();  // a gather still running reads `order`
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);
     const double secs = progress.finish();
+    if (stop_signal()) {  // stopped inside the epoch: last.h5 holds this very step
+      ResumeState st = state_now(epoch);
+      if (done > 0) {
+        st.step = done;
+        st.epoch_rng = epoch_rng;
+        st.partial = {sum, count};
+        for (auto* m : ms) st.partial.insert(st.partial.end(), {m->totals().first, m->totals().second});
+      } else {
+        st.rng = epoch_rng;  // nothing of this epoch done: it starts over, shuffle included
+      }
+      Params& params = engine->host_params();
+      if (const std::string p = params.first_nonfinite(); !p.empty())
+        throw diverged(fmt::format("epoch {} step {}", epoch + 1, done), "the weights are inf or NaN (first: " + p + ")");
+      save_checkpoint(last_path, cfg.model, params, slots, st);
+      write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
+      write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
+      result.signal = stop_signal();
+      result.signal_step = done;
+      break;
+    }
 
     Logs logs{{"loss", sum / count}, {"learning_rate", lr}};
     for (auto* m : ms) logs[m->name()] = m->result();
     if (data.val) {
       EvalResult ev = evaluate(*engine, cfg, *data.val);
+      if (!std::isfinite(ev.loss)) throw diverged(fmt::format("epoch {}", epoch + 1), fmt::format("val_loss is {}", ev.loss));
       logs["val_loss"] = ev.loss;
       for (const auto& [k, v] : ev.metrics) logs["val_" + k] = v;
     }
@@ -351,23 +432,19 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     if (!msg.empty()) log_info("{}", msg);
     bool stop = early && early->on_epoch_end(epoch, logs, engine->host_params());
 
-    ResumeState st;
-    st.epoch = epoch + 1;
-    st.iterations = optimizer.iterations();
-    st.rng = rng.state();
-    st.schedule = schedule.state();
-    st.early_stopping = early ? early->state() : std::vector<double>{};
     const bool new_best = best.on_epoch_end(logs);
-    st.checkpoint = best.state();
-    st.history_json = result.history.to_json();
-    st.config_yaml = emit_config(run_cfg);
+    const ResumeState st = state_now(epoch + 1);
     Params& params = engine->host_params();
+    if (const std::string p = params.first_nonfinite(); !p.empty())
+      throw diverged(fmt::format("epoch {}", epoch + 1), "the weights are inf or NaN (first: " + p + ")");
     if (early && early->spec().restore_best_weights && early->best_weights() && early->best_epoch() == epoch) {
       save_checkpoint((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model, params, {}, st);
     }
     if (new_best) save_checkpoint(best_path, cfg.model, params, slots, st);
-    if (cfg.train.checkpoint.every_epoch || stop || epoch + 1 == cfg.train.epochs)
+    if (cfg.train.checkpoint.every_epoch || stop || epoch + 1 == cfg.train.epochs) {
       save_checkpoint(last_path, cfg.model, params, slots, st);
+      last_good = fmt::format("{} (epoch {})", last_path, epoch + 1);
+    }
     write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
     write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
     result.epochs_done = epoch + 1;
@@ -377,6 +454,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       result.stopped_early = true;
       break;
     }
+  }
+  if (result.signal) {  // not finished: no final.h5, and last.h5 is where to go on from
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
   }
   // As Keras' EarlyStopping.on_train_end: restore the best weights whether or not training stopped early.
   if (early && early->spec().restore_best_weights && early->best_weights()) {

@@ -22,6 +22,8 @@ struct TrainResult {
   History history;
   int64_t epochs_done = 0;
   bool stopped_early = false;
+  int signal = 0;          // SIGINT, SIGTERM or SIGHUP when a signal stopped training (last.h5 holds where)
+  int64_t signal_step = 0;  // the steps of epoch epochs_done + 1 done by then
   double seconds = 0.0;
 };
 
@@ -49,6 +51,7 @@ Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, doub
 DataMeta read_meta(const std::string& dir);
 DataMeta read_meta_file(const std::string& path);
 // Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.
-Params initial_params(const Config& cfg, const std::string& weights);
+// Loaded weights holding inf or NaN (a diverged run's) are a DataError unless allow_nonfinite.
+Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite = false);
 
 }  // namespace rnntrain

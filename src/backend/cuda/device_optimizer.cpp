@@ -90,11 +90,12 @@ void DeviceOptimizer::upload() {
   }
 }
 
-void DeviceOptimizer::apply() {
+void DeviceOptimizer::apply(double* nonfinite) {
   cudaStream_t st = gpu_.stream();
   k::OptArgs a;
   a.kind = static_cast<int>(spec_.kind);
   a.p = store_.w(), a.g = store_.g(), a.trained = store_.trained(), a.n = store_.size();
+  a.nonfinite = nonfinite;
   float* slot[3] = {nullptr, nullptr, nullptr};
   for (size_t k = 0; k < groups_.size(); ++k) slot[k] = groups_[k].dev.get();
   a.s0 = slot[0], a.s1 = slot[1], a.s2 = slot[2];

@@ -25,9 +25,10 @@ class DeviceOptimizer {
   // One update from the store's gradients, in two parts so that a step can be captured (CUDA graph):
   // set_step() copies the learning rate lr and the bias corrections of optimizer step t (1-based) to
   // the device on the stream (from pinned memory: the host does not wait); apply() enqueues the
-  // kernels, which read them there.
+  // kernels, which read them there, and sets the device double *nonfinite to 1 when an updated
+  // parameter is inf or NaN (the caller zeroes it; null: not checked).
   void set_step(double lr, int64_t t);
-  void apply();
+  void apply(double* nonfinite = nullptr);
 
   // Turns on dynamic loss scaling (initial scale 2^15, doubled after 2000 finite steps). The loss
   // gradient must then be multiplied by *loss_scale() (a device float); null when off.

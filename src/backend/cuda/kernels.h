@@ -138,6 +138,7 @@ struct OptArgs {
   float momentum = 0.0f, beta1c = 0.0f, beta2c = 0.0f, eps = 0.0f, rho = 0.0f, rhoc = 0.0f;  // c = 1 - x, from double
   bool nesterov = false, amsgrad = false, centered = false;
   const int* skip = nullptr;  // one int on the device: non-zero skips the update (non-finite fp16 grads)
+  double* nonfinite = nullptr;  // set to 1 when an updated parameter is inf or NaN (null: not checked)
 };
 void optimizer_step(const OptArgs& a, cudaStream_t s);
 

@@ -228,6 +228,7 @@ __global__ void optimizer_k(OptArgs a) {
       }
     }
     a.p[i] = p;
+    if (a.nonfinite && !isfinite(p)) *a.nonfinite = 1.0;  // every writer stores the same value
   }
 }
 

@@ -148,7 +148,8 @@ StepLoss Session::Impl::finish_oldest() {
   pending.pop_front();
   CUDA_CHECK(cudaEventSynchronize(done[p.slot]));
   const double* v = sums_host + p.slot * width;
-  return StepLoss{v[0], p.count, std::vector<double>(v + 1, v + p.nsums)};
+  // Sums: the loss, the metrics, then the optimizer's non-finite flag (training steps).
+  return StepLoss{v[0], p.count, std::vector<double>(v + 1, v + p.nsums - 1), v[p.nsums - 1] == 0.0};
 }
 
 void Session::Impl::reserve_slots(size_t nsums) {
@@ -195,8 +196,9 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   const double count = check_targets(pred.shape, b, mask);
   cudaStream_t st = gpu.stream();
   const int64_t K = pred.dim(-1), N = pred.numel() / K;
-  double* sd = sums.ensure(static_cast<int64_t>(1 + metrics.size()));
-  CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * (1 + metrics.size()), st));
+  // The loss, the metrics, and the flag the optimizer raises when a parameter becomes inf or NaN.
+  double* sd = sums.ensure(static_cast<int64_t>(2 + metrics.size()));
+  CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * (2 + metrics.size()), st));
   auto loss_args = [&](const LossSpec& spec, double* sum) {
     k::LossArgs a;
     a.kind = static_cast<int>(spec.kind);
@@ -237,7 +239,7 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
   const double count = loss(out, yd, *in.batch, true, true, metrics);
   gpu.profiler().mark("loss and metrics");
   model.backward(DevTensor{dpred.get(), out.shape}, false);
-  opt.apply();
+  opt.apply(sums.get() + 1 + metrics.size());
   gpu.profiler().mark("optimizer");
   return {out, count};
 }
@@ -294,7 +296,7 @@ std::string Session::device_name() const { return "cuda (" + device_description(
 void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
                                  const std::vector<MetricForm>& metrics) {
   Impl& s = *impl_;
-  s.reserve_slots(1 + metrics.size());
+  s.reserve_slots(2 + metrics.size());
   if (static_cast<int>(s.pending.size()) == kInFlight) s.collected.push_back(s.finish_oldest());
 
   const CudaModel::Input in = s.model.upload(b);
@@ -324,10 +326,10 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   int slot = 0;
   while (std::any_of(s.pending.begin(), s.pending.end(), [&](const Impl::Pending& p) { return p.slot == slot; })) ++slot;
   cudaStream_t st = s.gpu.stream();
-  CUDA_CHECK(cudaMemcpyAsync(s.sums_host + slot * s.width, s.sums.get(), sizeof(double) * (1 + metrics.size()),
+  CUDA_CHECK(cudaMemcpyAsync(s.sums_host + slot * s.width, s.sums.get(), sizeof(double) * (2 + metrics.size()),
                              cudaMemcpyDeviceToHost, st));
   CUDA_CHECK(cudaEventRecord(s.done[slot], st));
-  s.pending.push_back({slot, count, 1 + metrics.size()});
+  s.pending.push_back({slot, count, 2 + metrics.size()});
   s.last = sig;
   s.last_warm = warm;
   s.last_version = device_version();

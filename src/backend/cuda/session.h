@@ -24,6 +24,7 @@ std::string unavailable_reason();
 struct StepLoss {
   double sum = 0.0, count = 0.0;  // as LossValue: sum of per-position losses, unmasked positions
   std::vector<double> metrics;    // per metric form of the step: its per-position values summed (count: count)
+  bool params_finite = true;      // training steps: no trained parameter became inf or NaN in the update
 };
 
 // Training steps run as CUDA graphs (captured or replayed) in this process so far (for tests and
