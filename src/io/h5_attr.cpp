@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -182,11 +181,12 @@ static OpenAttr open_attr(const Group& g, const std::string& name) {
   Handle space = own_space(H5_CALL(H5Aget_space(a.attr.id()), g.file(), a.what));
   a.n = H5_CALL(H5Sget_simple_extent_npoints(space.id()), g.file(), a.what);
   // Attribute values are stored uncompressed in the file: a declared size beyond the file's own is
-  // damage, refused before anything is allocated for it.
-  std::error_code ec;
-  const uint64_t file_size = std::filesystem::file_size(g.file(), ec);
+  // damage, refused before anything is allocated for it. (HDF5's size: the file may be in memory.)
+  Handle file = Handle(H5_CALL(H5Iget_file_id(g.id()), g.file(), a.what), H5Fclose);
+  hsize_t file_size = 0;
+  H5_CALL(H5Fget_filesize(file.id(), &file_size), g.file(), a.what);
   const double declared = static_cast<double>(a.n) * static_cast<double>(H5Tget_size(a.type.id()));
-  if (!ec && declared > static_cast<double>(file_size))
+  if (declared > static_cast<double>(file_size))
     throw DataError(fmt::format("{}: attribute '{}' declares {} values ({}) in a file of {}: the file is damaged. "
                                 "Re-create it.", g.file(), a.what, a.n, bytes_str(declared),
                                 bytes_str(static_cast<double>(file_size))));
