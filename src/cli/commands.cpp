@@ -14,6 +14,7 @@
 #include "plan/plan.h"
 #include "spec/shapes.h"
 #include "train/autotune.h"
+#include "train/memory.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -102,6 +103,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
 // The engine of eval and predict: the checkpoint's weights, the plan resolved (autotune: from its
 // cache or measured) for the data's timesteps. rng must outlive it.
 static std::unique_ptr<Engine> inference_engine(const Config& cfg, const CommandArgs& a, const Dataset& d, Rng& rng) {
+  check_memory(cfg, d.x.dim(1), false);
   Params init = initial_params(cfg, a.weights, a.allow_nonfinite);
   const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));  // before init is moved into the engine
   return make_engine(run_cfg, std::move(init), rng);

@@ -67,6 +67,8 @@ std::string gpu_description();
 // (cuDNN's and cuBLAS' handles not counted); -1 without the CUDA backend.
 double device_peak_mib();
 void reset_device_peak();
+// Free GPU memory in bytes; -1 without a usable GPU.
+int64_t gpu_free_bytes();
 // Training steps replayed as CUDA graphs in this process so far (plan.graphs); 0 without the CUDA backend.
 int64_t gpu_graph_steps();
 

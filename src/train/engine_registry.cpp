@@ -169,6 +169,13 @@ void reset_device_peak() {
 #endif
 }
 
+int64_t gpu_free_bytes() {
+#ifdef RNNTRAIN_WITH_CUDA
+  if (cuda::unavailable_reason().empty()) return cuda::free_device_bytes();
+#endif
+  return -1;
+}
+
 int64_t gpu_graph_steps() {
 #ifdef RNNTRAIN_WITH_CUDA
   return cuda::graph_steps();

@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "spec/parse.h"
 #include "train/autotune.h"
+#include "train/memory.h"
 #include "train/progress.h"
 #include "train/schedule.h"
 
@@ -245,6 +246,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   const std::string last_path = (fs::path(run_dir) / "last.h5").string();
   if (resuming && !fs::exists(last_path))
     throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
+  check_memory(cfg, data.train.x.dim(1), true);
   Params init = initial_params(cfg, resuming ? "" : opt.weights);
   // The plan the engine runs (autotune decides here); the run directory records it, not "auto".
   Config run_cfg = resolve_plan(cfg, init, data.train.x.dim(1));

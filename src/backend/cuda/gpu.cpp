@@ -28,6 +28,12 @@ std::string unavailable_reason() {
   return "";
 }
 
+int64_t free_device_bytes() {
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(free);
+}
+
 std::string device_description() {
   int dev = 0, drv = 0, rt = 0;
   cudaDeviceProp p{};

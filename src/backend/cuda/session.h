@@ -20,6 +20,8 @@ namespace rnntrain::cuda {
 
 // "" when a GPU and cuDNN 9 are usable here; otherwise why not, for the user.
 std::string unavailable_reason();
+// Free memory on the current GPU, in bytes (cudaMemGetInfo).
+int64_t free_device_bytes();
 
 struct StepLoss {
   double sum = 0.0, count = 0.0;  // as LossValue: sum of per-position losses, unmasked positions

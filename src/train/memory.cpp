@@ -1,0 +1,93 @@
+// The memory estimate and its check (memory.h). Sizes are doubles: a config can ask for more than
+// int64 bytes, and the answer is still "it does not fit".
+#include "train/memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "spec/shapes.h"
+#include "train/engine.h"
+
+namespace rnntrain {
+
+namespace {
+
+double slots_per_param(const OptimizerSpec& o) {
+  switch (o.kind) {
+    case OptimizerKind::SGD: return o.momentum > 0 ? 1 : 0;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW: return o.amsgrad ? 3 : 2;
+    case OptimizerKind::RMSprop: return 1 + (o.momentum > 0 ? 1 : 0) + (o.centered ? 1 : 0);
+    case OptimizerKind::Adagrad: return 1;
+  }
+  return 0;
+}
+
+// The first number in a file ("max" or a missing file: -1).
+int64_t read_number(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
+
+}  // namespace
+
+MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) {
+  const std::vector<LayerShape> shapes = infer_shapes(cfg.model);
+  const double B = static_cast<double>(cfg.train.batch_size), T = static_cast<double>(std::max<int64_t>(timesteps, 1));
+  MemoryNeed m;
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    m.params += static_cast<double>(shapes[i].params);
+    const Shape& out = shapes[i].out;
+    double floats = B * (out.empty() ? 1.0 : static_cast<double>(std::max<int64_t>(out.back(), 1)));
+    if (out.size() == 2) floats *= T;  // [T, F]: a sequence
+    const LayerSpec& l = cfg.model.layers[i];
+    const LayerSpec& cell = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
+    if (training && is_recurrent(cell.kind)) {  // the tape: every step's gates, h and c
+      const double dirs = l.kind == LayerKind::Bidirectional ? 2.0 : 1.0;
+      floats += B * T * dirs * static_cast<double>(gates(cell.kind) + 2) * static_cast<double>(cell.units);
+    }
+    m.activations += 4.0 * floats * (training ? 2.0 : 1.0);  // and their gradients
+  }
+  m.weights = 8.0 * m.params;  // float32 values and gradients
+  if (training) m.slots = 4.0 * m.params * slots_per_param(cfg.train.optimizer);
+  return m;
+}
+
+int64_t host_available_bytes() {
+  int64_t avail = -1;
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    int64_t kb = 0;
+    in >> kb;
+    if (key == "MemAvailable:") avail = kb * 1024;
+    in.ignore(64, '\n');
+  }
+  const int64_t limit = read_number("/sys/fs/cgroup/memory.max"), used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0 && (avail < 0 || limit - used < avail)) avail = std::max<int64_t>(limit - used, 0);
+  return avail;
+}
+
+void check_memory(const Config& cfg, int64_t timesteps, bool training) {
+  const MemoryNeed m = estimate_memory(cfg, timesteps, training);
+  const bool gpu = cfg.device == Device::Cuda || (cfg.device == Device::Auto && gpu_unavailable_reason().empty());
+  const double limit = static_cast<double>(gpu ? gpu_free_bytes() : host_available_bytes());
+  const double need = m.total();
+  if (limit < 0 || need <= limit) return;
+  throw RuntimeError(fmt::format(
+      "{}: the model needs at least {} of {} memory to {} ({:.3g} parameters: {} for their values and gradients, {} "
+      "for the optimizer's slots, {} for a batch of {} x {} steps), and {} {} available. Lower the layers' units, "
+      "train.batch_size or the sequence length{}",
+      cfg.path, gb(need), gpu ? "GPU" : "host", training ? "train" : "run", m.params, gb(m.weights), gb(m.slots),
+      gb(m.activations), cfg.train.batch_size, std::max<int64_t>(timesteps, 1), gb(limit),
+      gpu ? "are free on the GPU" : "are", gpu ? ", or use device: cpu" : ""));
+}
+
+}  // namespace rnntrain
