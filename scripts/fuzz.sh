@@ -30,6 +30,7 @@ declare -A max_len=([fuzz_config]=8192 [fuzz_keras_json]=16384 [fuzz_h5_checkpoi
                     [fuzz_csv]=8192 [fuzz_zip]=16384)
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:allocator_may_return_null=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitize/lsan.supp:print_suppressions=0"
 work="$PWD/build-fuzz/runs/$(date +%Y%m%d-%H%M%S)"
 failed=()
 for t in "${targets[@]}"; do
@@ -42,7 +43,7 @@ for t in "${targets[@]}"; do
   [ "$keep_going" = 1 ] && args+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   echo "fuzz: $t for ${seconds}s (log: $dir/log)" >&2
   rc=0
-  TMPDIR="$dir/tmp" "build-fuzz/$t" "${args[@]}" "$dir/corpus" >"$dir/log" 2>&1 || rc=$?
+  TMPDIR="$dir/tmp" "build-fuzz/tests/fuzz/$t" "${args[@]}" "$dir/corpus" >"$dir/log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$' || true)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$' || true)
   found=$(find "$dir/artifacts" -type f | sort)
@@ -50,8 +51,8 @@ for t in "${targets[@]}"; do
   if [ "$rc" != 0 ] || [ -n "$found" ]; then
     failed+=("$t")
     grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|terminate called|SUMMARY' "$dir/log" \
-      | head -5 >&2 || true
-    for f in $found; do echo "fuzz: $t: reproducer $f (run: build-fuzz/$t $f)" >&2; done
+      | head -5 >&2 || tail -5 "$dir/log" >&2
+    for f in $found; do echo "fuzz: $t: reproducer $f (run: build-fuzz/tests/fuzz/$t $f)" >&2; done
   fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
