@@ -44,8 +44,9 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds}s (log: $dir/log)" >&2
   rc=0
   TMPDIR="$dir/tmp" "build-fuzz/tests/fuzz/$t" "${args[@]}" "$dir/corpus" >"$dir/log" 2>&1 || rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$' || true)
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$dir/log" | tail -1 | grep -o '[0-9]*$' || true)
+  # The last status line ("#422174: cov: ... exec/s 3040"; fork mode prints no final stats).
+  execs=$(grep -oE '^#[0-9]+' "$dir/log" | tail -1 | tr -d '#' || true)
+  rate=$(grep -oE 'exec/s:? [0-9]+' "$dir/log" | tail -1 | grep -oE '[0-9]+$' || true)
   found=$(find "$dir/artifacts" -type f | sort)
   echo "fuzz: $t: rc=$rc, ${execs:-?} runs, ${rate:-?} exec/s, corpus $(ls "$dir/corpus" | wc -l) files" >&2
   if [ "$rc" != 0 ] || [ -n "$found" ]; then
