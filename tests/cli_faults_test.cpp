@@ -54,6 +54,7 @@ train:
   early_stopping: {monitor: val_loss, patience: 20, restore_best_weights: true}
   loss: mse
   metrics: [mae]
+device: cpu
 )";
 
 // A child rnntrain with stdout and stderr in files; kill() and wait() on it.

@@ -101,5 +101,32 @@ INSTANTIATE_TEST_SUITE_P(
                   OptimizerKind::RMSprop, true}),
     [](const auto& info) { return info.param.name; });
 
+// A step whose update overflows the weights (finite loss, targets of 1e10, SGD at lr 1e30) is flagged
+// by both engines, queued and replayed steps included, so that the trainer stops before saving it.
+TEST(TrainNonFinite, AnUpdateThatOverflowsIsFlaggedOnBothEngines) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[9, 4]", "[{type: LSTM, units: 16}, {type: Dense, units: 3}]", "overflow");
+  cfg.train.optimizer.kind = OptimizerKind::SGD;
+  const Params init = random_params(cfg.model, 3, 0.3);
+  for (Device d : {Device::Cpu, Device::Cuda}) {
+    Config c = cfg;
+    c.device = d;
+    Rng rng(5);
+    auto engine = make_engine(c, init, rng);
+    for (int s = 0; s < 6; ++s) engine->enqueue_train_step(random_batch(cfg, 6, 9, 100), 1e-3, {});
+    Batch bad = random_batch(cfg, 6, 9, 100);
+    for (float& y : bad.y.data) y = 1e10f;
+    engine->enqueue_train_step(bad, 1e30, {});
+    const std::vector<LossValue> got = engine->collect_losses(true);
+    ASSERT_EQ(got.size(), 7u);
+    for (int s = 0; s < 6; ++s) EXPECT_TRUE(got[s].params_finite) << "step " << s + 1 << " on " << engine->device_name();
+    EXPECT_TRUE(std::isfinite(got[6].sum)) << "the loss of the overflowing step is finite";
+    EXPECT_FALSE(got[6].params_finite) << engine->device_name();
+    EXPECT_NE(engine->host_params().first_nonfinite(), "");
+    std::printf("nonfinite case=%s flagged at step 7 of 7, first=%s\n", d == Device::Cpu ? "cpu" : "cuda",
+                engine->host_params().first_nonfinite().c_str());
+  }
+}
+
 }  // namespace
 }  // namespace rnntrain

@@ -331,7 +331,7 @@ TEST(Errors, OutOfRangeValuesSayTheRange) {
       {"    - {type: Dense, units: 2, kernel_initializer: {type: random_uniform, minval: 1, maxval: -1}}\n", "model.layers[1].kernel_initializer", "swap"},
       {dense + "train: {epochs: 0}\n", "train.epochs", "expected a positive integer"},
       {dense + "train: {batch_size: -3}\n", "train.batch_size", "expected a positive integer, got -3"},
-      {dense + "train: {optimizer: {type: adam, learning_rate: 0}}\n", "train.optimizer.learning_rate", "expected a positive number, got 0"},
+      {dense + "train: {optimizer: {type: adam, learning_rate: 0}}\n", "train.optimizer.learning_rate", "expected a positive number up to 3.4e38 (float32's largest), got 0"},
       {dense + "train: {optimizer: {type: adam, beta_1: 1.0}}\n", "train.optimizer.beta_1", "[0, 1)"},
       {dense + "train: {optimizer: {type: adam, learning_rate: .inf}}\n", "train.optimizer.learning_rate", "positive number"},
       {dense + "train: {optimizer: {type: adam, clipnorm: -1}}\n", "train.optimizer.clipnorm", "positive number"},

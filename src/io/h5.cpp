@@ -210,6 +210,15 @@ void File::flush() const {
                                 image.size()));
 }
 
+File::~File() {
+  if (!in_memory_ || !h_.valid()) return;
+  try {
+    flush();
+  } catch (const std::exception& e) {
+    log_warn("{}", e.what());
+  }
+}
+
 void File::close() {
   if (!h_.valid()) return;
   try {

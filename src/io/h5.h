@@ -88,6 +88,10 @@ class File {
   // a half-written file. Write to a temporary name and rename.
   static File create(const std::string& path);
   static File open(const std::string& path, bool writable = false);  // DataError: missing, not HDF5, truncated
+  File() = default;
+  File(File&&) = default;
+  File& operator=(File&&) = default;
+  ~File();  // a created file not closed yet is written now, as HDF5 writes its own files at close
   Group root() const;
   const std::string& path() const { return path_; }
   void flush() const;  // a created file: writes it to its path now

@@ -60,6 +60,8 @@ std::string interval(double lo, double hi, bool lo_open, bool hi_open) {
   const double inf = std::numeric_limits<double>::infinity();
   if (lo == -inf && hi == inf) return "a number";
   if (hi == inf && lo == 0) return lo_open ? "a positive number" : "a non-negative number";
+  if (hi == std::numeric_limits<float>::max() && lo == 0)  // values the float32 updates use
+    return lo_open ? "a positive number up to 3.4e38 (float32's largest)" : "a non-negative number up to 3.4e38 (float32's largest)";
   if (hi == inf) return fmt::format("a number {} {}", lo_open ? ">" : ">=", number_str(lo));
   return fmt::format("a number in {}{}, {}{}", lo_open ? "(" : "[", number_str(lo), number_str(hi), hi_open ? ")" : "]");
 }
