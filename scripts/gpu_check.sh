@@ -5,7 +5,8 @@
 # configs/quickstart.yaml on the GPU (and on the CPU for comparison) and charlm briefly, then prints a
 # summary: GPU, driver, CUDA and cuDNN versions, tests passed and failed, the loss curves, seconds per
 # epoch. Everything also goes to $OUT/gpu_check.log when $OUT is set. Exit status 0 only if all passed.
-# Environment: BUILD_DIR (default build-gpu), CUDA_ARCH (90), EPOCHS (quickstart epochs, 8), JOBS.
+# Environment: BUILD_DIR (default build-gpu), CUDA_ARCH (90), EPOCHS (quickstart epochs, 8), JOBS, SPEED (0
+# skips the speed runs), MEMCHECK (1 runs every gpu test binary under compute-sanitizer memcheck).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD_DIR:-build-gpu}
@@ -114,6 +115,7 @@ train:
   optimizer: {type: adam, learning_rate: 0.0003}
   loss: mse
 YAML
+if [ "${SPEED:-1}" = 1 ]; then  # SPEED=0 skips the speed runs
 step "speed: 4 x LSTM(512), B=64, T=100, 100 steps per epoch (ms per step = 10 x seconds per epoch)"
 train bench4xLSTM512_fused "$WORK/bench.yaml" cuda 3 plan.fuse=auto
 train bench4xLSTM512_unfused "$WORK/bench.yaml" cuda 3 plan.fuse=never
@@ -122,6 +124,43 @@ train bench4xLSTM512_fused_nographs "$WORK/bench.yaml" cuda 3 plan.fuse=auto pla
 train bench4xLSTM512_autotune "$WORK/bench.yaml" cuda 3 plan.autotune=true plan.precision=auto plan.algo=auto \
   plan.cache="$WORK/autotune.json"
 grep -h "autotune: chose" "$WORK"/*.log 2>/dev/null | tail -1 | tee -a "$LOG"
+fi
+
+# Faults on the GPU: divergence stops before a non-finite checkpoint (the optimizer kernel flags it),
+# and SIGTERM mid-run saves last.h5 (exit 143) and the run resumes.
+step "faults on cuda: divergence, SIGTERM and resume"
+dir="$WORK/run_diverge"
+"$BUILD/rnntrain" train configs/quickstart.yaml device=cuda output.dir="$dir" 'train.optimizer={type: sgd, learning_rate: 1e6}' \
+  train.steps_per_epoch=1 train.early_stopping=null train.epochs=8 -q >"$WORK/diverge.log" 2>&1
+rc=$?
+say "divergence on cuda: exit $rc: $(grep -m1 -oE 'epoch [0-9]+ step [0-9]+: .*' "$WORK/diverge.log" | cut -c1-160)"
+if [ "$rc" != 1 ] || ! grep -q "inf or NaN" "$WORK/diverge.log"; then say "FAIL: divergence on cuda"; fail=1; fi
+dir="$WORK/run_sigterm"
+"$BUILD/rnntrain" train configs/charlm.yaml device=cuda output.dir="$dir" train.epochs=30 -q >"$WORK/sigterm.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -f "$dir/config.yaml" ] && break; sleep 0.1; done
+sleep 1.5
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+"$BUILD/rnntrain" train --resume "$dir" -q >"$WORK/resume.log" 2>&1
+rc2=$?
+say "SIGTERM on cuda: exit $rc ($(grep -m1 -oE 'stopped by .* holds' "$WORK/sigterm.log")); resume: exit $rc2, $(grep -oE '"epochs":[0-9]+' "$WORK/resume.log")"
+if [ "$rc" != 143 ] || [ "$rc2" != 0 ]; then say "FAIL: SIGTERM and resume on cuda"; fail=1; fi
+
+# compute-sanitizer memcheck over every gpu test binary (MEMCHECK=1; slow, so off by default).
+if [ "${MEMCHECK:-0}" = 1 ]; then
+  step "compute-sanitizer memcheck over the gpu tests"
+  # API errors are not reported: rnntrain checks every CUDA call itself, and gpu_engine_test runs out
+  # of memory on purpose. gpu_layout_test makes no CUDA call (memcheck refuses such a program).
+  ls "$BUILD"/tests/gpu_*_test | grep -v gpu_layout_test | xargs -P 4 -I{} sh -c \
+    'timeout 300 compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 \
+      --print-limit 20 {} >"$0/memcheck_$(basename {}).log" 2>&1; echo "$(basename {}) exit $?"' "$WORK" |
+    sort | tee -a "$LOG"
+  grep -h -E "ERROR SUMMARY|Invalid|Leaked|PASSED" "$WORK"/memcheck_*.log | sort | uniq -c | tee -a "$LOG"
+  grep -q -E "exit [^0]" <(grep -h "" "$LOG" | grep -E "^gpu_.*_test exit") && { say "FAIL: memcheck"; fail=1; }
+  [ -n "${OUT:-}" ] && tar czf "$OUT/memcheck_logs.tgz" -C "$WORK" $(cd "$WORK" && ls memcheck_*.log) 2>/dev/null
+fi
 
 step "summary"
 say "GPU:    $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"

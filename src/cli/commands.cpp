@@ -56,8 +56,10 @@ int cmd_train(const CommandArgs& a) {
     for (const auto& [k, v] : r.history.epochs.back()) j["final"][k] = v;
   std::printf("%s\n", j.dump().c_str());
   if (!r.signal) return 0;
-  log_warn("stopped by {} at epoch {} after step {}; {}/last.h5 holds this point. To go on: rnntrain train --resume {}",
-           signal_name(r.signal), r.epochs_done + 1, r.signal_step, r.run_dir, r.run_dir);
+  const std::string where = r.signal_step > 0 ? fmt::format("at epoch {} after step {}", r.epochs_done + 1, r.signal_step)
+                                              : fmt::format("after epoch {}", r.epochs_done);
+  log_warn("stopped by {} {}; {}/last.h5 holds this point. To go on: rnntrain train --resume {}", signal_name(r.signal),
+           where, r.run_dir, r.run_dir);
   return 128 + r.signal;
 }
 
