@@ -177,6 +177,7 @@ File File::open(const std::string& path, bool writable) {
     throw DataError(fmt::format("{}: is not an HDF5 file (no HDF5 signature in it). Give a .h5 file written by "
                                 "rnntrain, Keras or h5py; for .npy, .npz, .csv or text data set the data source's "
                                 "`format`.", path));
+  probe_structure(path);
   hid_t id = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     std::string reason = hdf5_reason();
@@ -232,13 +233,17 @@ void File::close() {
 
 // ---- Group: navigation -------------------------------------------------------------------------
 
-// True when every component of the relative path exists, each but the last being a group.
+// True when every component of the relative path exists, each but the last being a group, and
+// none is an external link: rnntrain reads only what is inside the file it was given.
 static bool path_exists(hid_t g, const std::string& name) {
   if (name.empty()) return false;
   for (size_t pos = 0;;) {
     const size_t slash = name.find('/', pos);
     const std::string prefix = name.substr(0, slash);
-    if (!prefix.empty() && prefix.back() != '/' && H5Lexists(g, prefix.c_str(), H5P_DEFAULT) <= 0) {
+    H5L_info_t link;
+    if (!prefix.empty() && prefix.back() != '/' &&
+        (H5Lexists(g, prefix.c_str(), H5P_DEFAULT) <= 0 || H5Lget_info(g, prefix.c_str(), &link, H5P_DEFAULT) < 0 ||
+         link.type == H5L_TYPE_EXTERNAL)) {
       H5Eclear2(H5E_DEFAULT);
       return false;
     }
@@ -282,6 +287,7 @@ std::vector<std::string> Group::children() const {
 
 
 Group Group::group(const std::string& name) const {
+  if (const std::string note = link_note(name); !note.empty()) throw DataError(fmt::format("{}: {}.", file_, note));
   if (!has_group(name))
     throw DataError(fmt::format("{}: no group '{}' (children of '{}': {}). The file does not have the expected "
                                 "layout: check that it is the right file.", file_, join(path_, name), path_,

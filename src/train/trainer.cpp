@@ -269,6 +269,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
 
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
+  bool finished = false;  // a resumed run that had nothing left to train
   if (resuming) {
     const std::string run_cfg = (fs::path(run_dir) / "config.yaml").string();
     if (fs::exists(run_cfg)) check_resumable(cfg, read_text(run_cfg), run_cfg);
@@ -294,16 +295,16 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     }
     result.history = History::from_json(st.history_json);
     start_epoch = result.epochs_done = st.epoch;
-    if (early && early->stopped()) {
+    finished = (early && early->stopped()) || start_epoch >= cfg.train.epochs;
+    if (early && early->stopped())
       log_warn("{} stopped early at epoch {}: nothing to do. To train further, start a new run from its weights: "
                "rnntrain train CONFIG --weights {}/final.h5", run_dir, st.epoch, run_dir);
-      return result;
-    }
-    if (start_epoch >= cfg.train.epochs) {
-      log_warn("{} already has {} epochs and train.epochs is {}: nothing to do (raise train.epochs to go on)", run_dir,
-               start_epoch, cfg.train.epochs);
-      return result;
-    }
+    else if (finished)
+      log_warn("{} already has {} epochs and train.epochs is {}: nothing to do (raise train.epochs to go on)",
+               run_dir, start_epoch, cfg.train.epochs);
+    // A run killed after its last epoch's last.h5 and before final.h5 is finished here.
+    if (finished && fs::exists((fs::path(run_dir) / "final.h5").string())) return result;
+    result.stopped_early = early && early->stopped();
     log_info("resuming {} at epoch {}{} (optimizer step {})", run_dir, start_epoch + 1,
              st.step > 0 ? fmt::format(" step {}", st.step + 1) : "", st.iterations);
     resumed = std::move(st);
@@ -346,7 +347,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   std::vector<int64_t> order;
   const bool gpu = engine->device_name().rfind("cuda", 0) == 0;
   StopOnSignals signals;  // from here a signal stops training after the current step, saved
-  for (int64_t epoch = start_epoch; epoch < cfg.train.epochs; ++epoch) {
+  for (int64_t epoch = start_epoch; !finished && epoch < cfg.train.epochs; ++epoch) {
     const Rng::State epoch_rng = rng.state();
     order = iota(n);  // each epoch's order depends only on the RNG state, so resume draws the same
     if (cfg.train.shuffle) shuffle(order, rng);
