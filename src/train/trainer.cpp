@@ -343,6 +343,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
         "clipnorm, or check the data for extreme values", where, what,
         last_good.empty() ? "no checkpoint had been written yet" : "the last good checkpoint is " + last_good));
   };
+  // The parameters to save, checked first: nothing non-finite is ever written.
+  auto finite_params = [&](const std::string& where) -> Params& {
+    Params& params = engine->host_params();
+    if (const std::string p = params.first_nonfinite(); !p.empty())
+      throw diverged(where, "the weights are inf or NaN (first: " + p + ")");
+    return params;
+  };
 
   std::vector<int64_t> order;
   const bool gpu = engine->device_name().rfind("cuda", 0) == 0;
@@ -407,10 +414,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       } else {
         st.rng = epoch_rng;  // nothing of this epoch done: it starts over, shuffle included
       }
-      Params& params = engine->host_params();
-      if (const std::string p = params.first_nonfinite(); !p.empty())
-        throw diverged(fmt::format("epoch {} step {}", epoch + 1, done), "the weights are inf or NaN (first: " + p + ")");
-      save_checkpoint(last_path, cfg.model, params, slots, st);
+      save_checkpoint(last_path, cfg.model, finite_params(fmt::format("epoch {} step {}", epoch + 1, done)), slots, st);
       write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
       write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
       result.signal = stop_signal();
@@ -437,13 +441,14 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
 
     const bool new_best = best.on_epoch_end(logs);
     const ResumeState st = state_now(epoch + 1);
-    Params& params = engine->host_params();
-    if (const std::string p = params.first_nonfinite(); !p.empty())
-      throw diverged(fmt::format("epoch {}", epoch + 1), "the weights are inf or NaN (first: " + p + ")");
+    Params& params = finite_params(fmt::format("epoch {}", epoch + 1));
     if (early && early->spec().restore_best_weights && early->best_weights() && early->best_epoch() == epoch) {
       save_checkpoint((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model, params, {}, st);
     }
-    if (new_best) save_checkpoint(best_path, cfg.model, params, slots, st);
+    if (new_best) {
+      save_checkpoint(best_path, cfg.model, params, slots, st);
+      last_good = fmt::format("{} (epoch {})", best_path, epoch + 1);
+    }
     if (cfg.train.checkpoint.every_epoch || stop || epoch + 1 == cfg.train.epochs) {
       save_checkpoint(last_path, cfg.model, params, slots, st);
       last_good = fmt::format("{} (epoch {})", last_path, epoch + 1);
