@@ -51,7 +51,10 @@ TEST_F(Cli, VersionAndHelp) {
 
 TEST_F(Cli, UsageErrorsExitWith2) {
   EXPECT_EQ(run_rnntrain("", tmp).code, 2);
-  EXPECT_EQ(run_rnntrain("frobnicate", tmp).code, 2);
+  CmdResult unknown = run_rnntrain("trian " + cfg, tmp);
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("'trian' is not a command of rnntrain; the commands are train, eval"), std::string::npos)
+      << unknown.err;
   CmdResult r = run_rnntrain("train " + (tmp / "missing.yaml").string(), tmp);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;

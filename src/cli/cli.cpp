@@ -93,6 +93,18 @@ int run_cli(int argc, char** argv) {
                     "persist_static for fp16/bf16 only)");
   bench->add_option("--json", ba.json_file, "Also write the results as JSON to this file");
 
+  // CLI11 only says that a subcommand is required; name the word it did not know.
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "'%s' is not a command of rnntrain; the commands are %s (rnntrain --help)\n", argv[1],
+                 names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
