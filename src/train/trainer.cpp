@@ -26,48 +26,8 @@ namespace fs = std::filesystem;
 
 namespace rnntrain {
 
-std::string resolve_path(const Config& cfg, const std::string& path) {
-  if (path.empty() || fs::path(path).is_absolute()) return path;
-  const fs::path base = fs::path(cfg.path).parent_path();
-  return (base / path).lexically_normal().string();
-}
-
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction) {
   return load_source(src, fs::path(cfg.path).parent_path().string(), meta, holdout_fraction);
-}
-
-static std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-static void write_text(const std::string& path, const std::string& text) {
-  write_atomically(path, [&](const std::string& tmp) {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) throw RuntimeError(fmt::format("cannot write {}: check the disk and the folder's permissions", tmp));
-  });
-}
-
-Config with_absolute_paths(const Config& cfg) {
-  Config out = cfg;
-  auto fix = [&](std::string& p) {
-    if (!p.empty()) p = fs::absolute(resolve_path(cfg, p)).lexically_normal().string();
-  };
-  for (auto* src : {&out.data.train, &out.data.validation, &out.data.test}) {
-    if (!*src) continue;
-    fix((*src)->path);
-    if ((*src)->format == DataFormat::Npy) {
-      fix((*src)->inputs);
-      fix((*src)->targets);
-      fix((*src)->lengths);
-    }
-  }
-  if (out.model.init_from) fix(*out.model.init_from);
-  return out;
 }
 
 int64_t training_rows(const Config& cfg, int64_t n) {
@@ -77,17 +37,6 @@ int64_t training_rows(const Config& cfg, int64_t n) {
     throw ConfigError(fmt::format("{}: data.validation_split {} of {} samples leaves no training or no validation data",
                                   cfg.path, cfg.data.validation_split, n));
   return n_train;
-}
-
-DataMeta read_meta_file(const std::string& path) {
-  if (!fs::is_regular_file(path))
-    throw UsageError(fmt::format("{}: no such file; pass the data_meta.json of the training run", path));
-  return DataMeta::from_json(read_text(path), path);
-}
-
-DataMeta read_meta(const std::string& dir) {
-  const std::string p = (fs::path(dir) / "data_meta.json").string();
-  return fs::exists(p) ? read_meta_file(p) : DataMeta{};
 }
 
 Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite) {
@@ -191,44 +140,6 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
 void shuffle(std::vector<int64_t>& v, Rng& rng) {
   for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
     std::swap(v[i], v[rng.below(static_cast<uint64_t>(i) + 1)]);
-}
-
-// Refuses to resume a run with a different model or optimizer than the one that wrote it (the run's
-// config.yaml, given as text).
-void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path) {
-  Config then = parse_config(then_yaml, path);
-  auto model_yaml = [](const ModelSpec& m) {
-    Config c;
-    c.model = m;
-    c.model.init_from.reset();
-    const std::string y = emit_config(c);
-    return y.substr(0, y.find("\ndata:"));
-  };
-  const std::string a = model_yaml(then.model), b = model_yaml(cfg.model);
-  if (a != b) {
-    size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    const size_t line = std::count(a.begin(), a.begin() + i, '\n');
-    const size_t from = a.rfind('\n', i), to = b.find('\n', i);
-    throw UsageError(fmt::format("--resume: the model differs from the one the run was trained with (line {} of the model "
-                                 "section: now '{}'); resume with the run's own config, or start a new run with --weights",
-                                 line + 1, b.substr(from == std::string::npos ? 0 : from + 1, to == std::string::npos ? std::string::npos : to - from - 1)));
-  }
-  if (then.train.optimizer.kind != cfg.train.optimizer.kind)
-    throw UsageError("--resume: train.optimizer.type differs from the run's; its optimizer state cannot be carried over. "
-                     "Start a new run with --weights RUN/last.h5 to change optimizers");
-}
-
-// Removes the temporaries of the files a run writes (last.h5.tmp, history.csv.tmp, ...) that a killed
-// run left behind; they are never complete, and the files they were for are intact.
-void remove_stale_temporaries(const std::string& run_dir) {
-  static const char* kFiles[] = {"last.h5", "best.h5", "final.h5", "early_stopping_best.h5", "history.json",
-                                 "history.csv", "config.yaml", "data_meta.json"};
-  for (const char* f : kFiles) {
-    const fs::path tmp = fs::path(run_dir) / (std::string(f) + ".tmp");
-    std::error_code ec;
-    if (fs::remove(tmp, ec)) log_info("removed {}, left by an interrupted run (the file it was for is intact)", tmp.string());
-  }
 }
 
 }  // namespace
@@ -473,8 +384,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     engine->params_changed();
     log_info("restored the weights of epoch {} (restore_best_weights); final.h5 holds them", early->best_epoch() + 1);
   }
-  save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, ResumeState{
-      result.epochs_done, optimizer.iterations(), rng.state(), {}, {}, {}, result.history.to_json(), emit_config(cfg)});
+  ResumeState fin;  // the end of the run: no optimizer, schedule or callback state to go on from
+  fin.epoch = result.epochs_done;
+  fin.iterations = optimizer.iterations();
+  fin.rng = rng.state();
+  fin.history_json = result.history.to_json();
+  fin.config_yaml = emit_config(cfg);
+  save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, fin);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

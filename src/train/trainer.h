@@ -8,6 +8,7 @@
 #include "data/dataset.h"
 #include "train/callbacks.h"
 #include "train/engine.h"
+#include "train/run_dir.h"
 
 namespace rnntrain {
 
@@ -38,18 +39,10 @@ struct EvalResult {
 EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data);
 Tensor predict_all(Engine& engine, const Dataset& data, int64_t batch_size);
 
-// A path from the config, resolved against the config file's folder (absolute paths unchanged).
-std::string resolve_path(const Config& cfg, const std::string& path);
-// The config with every file path made absolute: what a run directory's config.yaml holds, so that
-// `--resume RUN_DIR` finds the data from anywhere.
-Config with_absolute_paths(const Config& cfg);
 // Rows of data.train that train when data.validation_split holds out the rest (Keras' rule).
 int64_t training_rows(const Config& cfg, int64_t n);
 // Loads a data source of the config, resolving its path.
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction = 0.0);
-// Reads <dir>/data_meta.json if present (empty meta otherwise); read_meta_file reads one file.
-DataMeta read_meta(const std::string& dir);
-DataMeta read_meta_file(const std::string& path);
 // Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.
 // Loaded weights holding inf or NaN (a diverged run's) are a DataError unless allow_nonfinite.
 Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite = false);

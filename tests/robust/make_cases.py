@@ -560,7 +560,7 @@ def cli_cases(c):
         c.case("cli_" + name, args, code, expect)
 
     cli("no_args", [], 2, ["subcommand"])
-    cli("unknown_subcommand", ["trian", "base.yaml"], 2, ["subcommand"])
+    cli("unknown_subcommand", ["trian", "base.yaml"], 2, ["'trian' is not a command", "train, eval"])
     cli("unknown_flag", ["train", "base.yaml", "--epochz", "3"], 2, ["--epochz"])
     cli("train_no_config", ["train"], 2, ["config"])
     cli("eval_no_weights", ["eval", "base.yaml"], 2, ["--weights"])

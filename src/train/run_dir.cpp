@@ -1,0 +1,107 @@
+// The files of a run directory besides checkpoints: the config's paths made absolute, text files
+// written atomically, data_meta.json, the check that a resumed run is the same model, and the
+// temporaries a killed run left. Used by the trainer and the commands; no training here.
+#include "train/run_dir.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "spec/parse.h"
+
+namespace fs = std::filesystem;
+
+namespace rnntrain {
+
+std::string resolve_path(const Config& cfg, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  const fs::path base = fs::path(cfg.path).parent_path();
+  return (base / path).lexically_normal().string();
+}
+
+Config with_absolute_paths(const Config& cfg) {
+  Config out = cfg;
+  auto fix = [&](std::string& p) {
+    if (!p.empty()) p = fs::absolute(resolve_path(cfg, p)).lexically_normal().string();
+  };
+  for (auto* src : {&out.data.train, &out.data.validation, &out.data.test}) {
+    if (!*src) continue;
+    fix((*src)->path);
+    if ((*src)->format == DataFormat::Npy) {
+      fix((*src)->inputs);
+      fix((*src)->targets);
+      fix((*src)->lengths);
+    }
+  }
+  if (out.model.init_from) fix(*out.model.init_from);
+  return out;
+}
+
+DataMeta read_meta_file(const std::string& path) {
+  if (!fs::is_regular_file(path))
+    throw UsageError(fmt::format("{}: no such file; pass the data_meta.json of the training run", path));
+  return DataMeta::from_json(read_text(path), path);
+}
+
+DataMeta read_meta(const std::string& dir) {
+  const std::string p = (fs::path(dir) / "data_meta.json").string();
+  return fs::exists(p) ? read_meta_file(p) : DataMeta{};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  write_atomically(path, [&](const std::string& tmp) {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) throw RuntimeError(fmt::format("cannot write {}: check the disk and the folder's permissions", tmp));
+  });
+}
+
+void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path) {
+  Config then = parse_config(then_yaml, path);
+  auto model_yaml = [](const ModelSpec& m) {
+    Config c;
+    c.model = m;
+    c.model.init_from.reset();
+    const std::string y = emit_config(c);
+    return y.substr(0, y.find("\ndata:"));
+  };
+  const std::string a = model_yaml(then.model), b = model_yaml(cfg.model);
+  if (a != b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    const size_t line = std::count(a.begin(), a.begin() + i, '\n');
+    const size_t from = a.rfind('\n', i), to = b.find('\n', i);
+    throw UsageError(fmt::format("--resume: the model differs from the one the run was trained with (line {} of the model "
+                                 "section: now '{}'); resume with the run's own config, or start a new run with --weights",
+                                 line + 1, b.substr(from == std::string::npos ? 0 : from + 1, to == std::string::npos ? std::string::npos : to - from - 1)));
+  }
+  if (then.train.optimizer.kind != cfg.train.optimizer.kind)
+    throw UsageError("--resume: train.optimizer.type differs from the run's; its optimizer state cannot be carried over. "
+                     "Start a new run with --weights RUN/last.h5 to change optimizers");
+}
+
+void remove_stale_temporaries(const std::string& run_dir) {
+  static const char* kFiles[] = {"last.h5", "best.h5", "final.h5", "early_stopping_best.h5", "history.json",
+                                 "history.csv", "config.yaml", "data_meta.json"};
+  for (const char* f : kFiles) {
+    const fs::path tmp = fs::path(run_dir) / (std::string(f) + ".tmp");
+    std::error_code ec;
+    if (fs::remove(tmp, ec)) log_info("removed {}, left by an interrupted run (the file it was for is intact)", tmp.string());
+  }
+}
+
+}  // namespace rnntrain

@@ -1,0 +1,33 @@
+// The files of a run directory besides checkpoints (run_dir.cpp): paths, text files written
+// atomically, data_meta.json, the resume check and the temporaries a killed run left.
+#pragma once
+#include <string>
+
+#include "data/dataset.h"
+#include "spec/config.h"
+
+namespace rnntrain {
+
+// A path from the config, resolved against the config file's folder (absolute paths unchanged).
+std::string resolve_path(const Config& cfg, const std::string& path);
+// The config with every file path made absolute: what a run directory's config.yaml holds, so that
+// `--resume RUN_DIR` finds the data from anywhere.
+Config with_absolute_paths(const Config& cfg);
+
+// Reads <dir>/data_meta.json if present (empty meta otherwise); read_meta_file reads one file.
+DataMeta read_meta(const std::string& dir);
+DataMeta read_meta_file(const std::string& path);
+
+// A whole text file ("" when it cannot be read); writes one to a temporary name and renames it.
+std::string read_text(const std::string& path);
+void write_text(const std::string& path, const std::string& text);
+
+// Refuses (UsageError) to resume a run with another model or optimizer than the one that wrote it,
+// whose config.yaml is then_yaml (read from path).
+void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path);
+
+// Removes the temporaries of the files a run writes (last.h5.tmp, history.csv.tmp, ...) that a killed
+// run left behind; they are never complete, and the files they were for are intact.
+void remove_stale_temporaries(const std::string& run_dir);
+
+}  // namespace rnntrain
