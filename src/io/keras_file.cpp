@@ -43,7 +43,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool is_zip(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char sig[4] = {};
-  return in.read(sig, 4) && sig[0] == 'P' && sig[1] == 'K' && sig[2] == 3 && sig[3] == 4;
+  // A local file header, or the end record of an empty archive.
+  return in.read(sig, 4) && sig[0] == 'P' && sig[1] == 'K' && ((sig[2] == 3 && sig[3] == 4) || (sig[2] == 5 && sig[3] == 6));
 }
 
 // A file in the temporary folder, removed when this goes out of scope.
