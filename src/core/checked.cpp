@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+
 namespace rnntrain {
 
 std::optional<int64_t> checked_numel(const Shape& shape) {
@@ -22,6 +25,32 @@ uint64_t memory_limit_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return uint64_t{1} << 40;  // unknown: 1 TiB
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+namespace {
+
+// The first number in a file ("max" or a missing file: -1).
+int64_t read_number(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+}  // namespace
+
+int64_t host_available_bytes() {
+  int64_t avail = -1;
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    int64_t kb = 0;
+    in >> kb;
+    if (key == "MemAvailable:") avail = kb * 1024;
+    in.ignore(64, '\n');
+  }
+  const int64_t limit = read_number("/sys/fs/cgroup/memory.max"), used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0 && (avail < 0 || limit - used < avail)) avail = std::max<int64_t>(limit - used, 0);
+  return avail;
 }
 
 std::string bytes_str(double bytes) {

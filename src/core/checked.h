@@ -28,6 +28,9 @@ std::optional<int64_t> checked_numel(const Shape& shape);
 
 // What one in-memory array may take: the machine's physical memory.
 uint64_t memory_limit_bytes();
+// Host memory this process can still take: MemAvailable, or the cgroup's limit when lower; -1 when
+// neither can be read.
+int64_t host_available_bytes();
 
 // "1.5 GiB", "120 MiB", "32 bytes" for messages.
 std::string bytes_str(double bytes);

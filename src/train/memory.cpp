@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "spec/shapes.h"
 #include "train/engine.h"
@@ -27,15 +27,6 @@ double slots_per_param(const OptimizerSpec& o) {
   return 0;
 }
 
-// The first number in a file ("max" or a missing file: -1).
-int64_t read_number(const std::string& path) {
-  std::ifstream in(path);
-  int64_t v = -1;
-  if (!(in >> v)) return -1;
-  return v;
-}
-
-std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
 
 }  // namespace
 
@@ -61,20 +52,6 @@ MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) 
   return m;
 }
 
-int64_t host_available_bytes() {
-  int64_t avail = -1;
-  std::ifstream in("/proc/meminfo");
-  for (std::string key; in >> key;) {
-    int64_t kb = 0;
-    in >> kb;
-    if (key == "MemAvailable:") avail = kb * 1024;
-    in.ignore(64, '\n');
-  }
-  const int64_t limit = read_number("/sys/fs/cgroup/memory.max"), used = read_number("/sys/fs/cgroup/memory.current");
-  if (limit > 0 && used >= 0 && (avail < 0 || limit - used < avail)) avail = std::max<int64_t>(limit - used, 0);
-  return avail;
-}
-
 void check_memory(const Config& cfg, int64_t timesteps, bool training) {
   const MemoryNeed m = estimate_memory(cfg, timesteps, training);
   const bool gpu = cfg.device == Device::Cuda || (cfg.device == Device::Auto && gpu_unavailable_reason().empty());
@@ -85,8 +62,8 @@ void check_memory(const Config& cfg, int64_t timesteps, bool training) {
       "{}: the model needs at least {} of {} memory to {} ({:.3g} parameters: {} for their values and gradients, {} "
       "for the optimizer's slots, {} for a batch of {} x {} steps), and {} {} available. Lower the layers' units, "
       "train.batch_size or the sequence length{}",
-      cfg.path, gb(need), gpu ? "GPU" : "host", training ? "train" : "run", m.params, gb(m.weights), gb(m.slots),
-      gb(m.activations), cfg.train.batch_size, std::max<int64_t>(timesteps, 1), gb(limit),
+      cfg.path, bytes_str(need), gpu ? "GPU" : "host", training ? "train" : "run", m.params, bytes_str(m.weights),
+      bytes_str(m.slots), bytes_str(m.activations), cfg.train.batch_size, std::max<int64_t>(timesteps, 1), bytes_str(limit),
       gpu ? "are free on the GPU" : "are", gpu ? ", or use device: cpu" : ""));
 }
 

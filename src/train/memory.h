@@ -21,10 +21,6 @@ struct MemoryNeed {
 // For batches of train.batch_size sequences of `timesteps` steps (<= 0: one step).
 MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training);
 
-// Host memory this process can still take: MemAvailable, or the cgroup's limit when lower; -1 when
-// neither can be read.
-int64_t host_available_bytes();
-
 // RuntimeError naming the need and the limit when the model cannot fit: on the host for the CPU
 // engine, on the GPU (its free memory) when the engine will run there.
 void check_memory(const Config& cfg, int64_t timesteps, bool training);
