@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -216,7 +217,7 @@ TEST(Faults, KillNineAtRandomPointsLosesNothingAndResumesBitIdentical) {
 TEST(Faults, AFinishedRunKilledBeforeFinalH5IsCompletedByResume) {
   auto tmp = scratch("final");
   test_config(tmp);
-  const auto [ref, full_ms] = reference_run(tmp);
+  const fs::path ref = reference_run(tmp).first;
   fs::remove(ref / "final.h5");  // as when killed between the last epoch's last.h5 and final.h5
   CmdResult r = run_rnntrain("train -q --resume " + ref.string(), tmp);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -227,23 +228,26 @@ TEST(Faults, AFinishedRunKilledBeforeFinalH5IsCompletedByResume) {
   fs::remove_all(tmp);
 }
 
-// Waits until training has started (config.yaml is written just before the first epoch), then a bit.
-void wait_for_training(const fs::path& run, int ms) {
-  for (int i = 0; i < 2000 && !fs::exists(run / "config.yaml"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+// Waits until history.csv lists `epochs` epochs (it is rewritten after each), at most 60 s.
+void wait_for_epochs(const fs::path& run, int epochs) {
+  for (int i = 0; i < 30000; ++i) {
+    const std::string h = slurp((run / "history.csv").string());
+    if (std::count(h.begin(), h.end(), '\n') > epochs) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 TEST(Faults, SignalStopsAfterTheStepSavesAndResumesBitIdentical) {
   auto tmp = scratch("signal");
   const Config cfg = test_config(tmp);
-  const auto [ref, full_ms] = reference_run(tmp, "train.epochs=24");  // long enough to stop early in it
+  const fs::path ref = reference_run(tmp, "train.epochs=24").first;  // early stopping ends it at epoch 21
   const std::pair<int, int> cases[] = {{SIGINT, 130}, {SIGTERM, 143}, {SIGHUP, 129}};
-  double at = 0.1;  // of the run's time: stop at different points
+  int after = 1;  // epochs written to history.csv before the signal: stop at different points
   for (const auto& [sig, code] : cases) {
     const fs::path run = tmp / ("run_" + std::to_string(sig));
     Child c = spawn({"train", (tmp / "cfg.yaml").string(), "-q", "output.dir=" + run.string(), "train.epochs=24"}, tmp);
-    wait_for_training(run, static_cast<int>(at * full_ms));
-    at += 0.2;
+    wait_for_epochs(run, after);
+    after += 4;
     ::kill(c.pid, sig);
     ASSERT_EQ(c.wait(), code) << slurp((tmp / "stderr.txt").string());
     const std::string err = slurp((tmp / "stderr.txt").string());
@@ -271,7 +275,8 @@ TEST(Faults, SecondSignalExitsAtOnceLeavingValidFiles) {
   const fs::path run = tmp / "run";
   Child c = spawn({"train", (tmp / "cfg.yaml").string(), "-q", "output.dir=" + run.string(), "train.batch_size=400",
                    "model.layers.1.units=512"}, tmp);
-  wait_for_training(run, 300);
+  wait_for_epochs(run, 1);  // one step per epoch: the next step (about a second) is under way
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ::kill(c.pid, SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // apart, so that they are not merged into one
   ::kill(c.pid, SIGTERM);
