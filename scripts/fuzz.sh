@@ -22,7 +22,9 @@ done
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 [ -f build-fuzz/CMakeCache.txt ] || CC=clang CXX=clang++ cmake -S . -B build-fuzz "${gen[@]}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRNNTRAIN_FUZZ=ON -DRNNTRAIN_TESTS=OFF -DRNNTRAIN_CUDA=OFF
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DRNNTRAIN_FUZZ=ON -DRNNTRAIN_TESTS=OFF \
+  -DRNNTRAIN_CUDA=OFF
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
 
 # Inputs larger than the readers' interesting structure only slow the fuzzer down.

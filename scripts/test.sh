@@ -10,7 +10,9 @@ if [ "${1:-}" = --sanitize ]; then
   shift
   gen=()
   command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+  # -O1 with line tables only: stack traces keep file:line, and the build takes half the time of -O2 -g.
   [ -f build-asan/CMakeCache.txt ] || cmake -S . -B build-asan "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DRNNTRAIN_SANITIZE=ON -DRNNTRAIN_CUDA=OFF
   cmake --build build-asan -j "$(nproc)"
   supp="$PWD/tests/sanitize"
