@@ -19,18 +19,9 @@ using namespace rnntrain;
 
 namespace {
 
-class DataHostile : public ::testing::Test {
+class DataHostile : public ScratchTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rnntrain_data_hostile_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path(name), std::ios::binary) << bytes;
-  }
+  DataHostile() : ScratchTest("data_hostile") {}
   // A csv source of `file` with features a, b and target b.
   static DataSource csv(const std::string& file) {
     DataSource src;
@@ -45,7 +36,6 @@ class DataHostile : public ::testing::Test {
     DataMeta meta;
     return load_source(src, dir_.string(), meta);
   }
-  fs::path dir_;
 };
 
 TEST_F(DataHostile, ADeviceIsRefusedAtOnce) {

@@ -21,18 +21,9 @@ using namespace rnntrain;
 
 namespace {
 
-class SplitTest : public ::testing::Test {
+class SplitTest : public ScratchTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rnntrain_data_split_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path(name), std::ios::binary) << bytes;
-  }
+  SplitTest() : ScratchTest("data_split") {}
   // The DataError message of load_source, or a test failure when it loads (or throws anything else).
   std::string load_error(const DataSource& src) const {
     DataMeta meta;
@@ -47,7 +38,6 @@ class SplitTest : public ::testing::Test {
     }
     return "";
   }
-  fs::path dir_;
 };
 
 

@@ -25,15 +25,9 @@ using namespace rnntrain;
 
 namespace {
 
-class Hostile : public ::testing::Test {
+class Hostile : public ScratchTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rnntrain_io_hostile_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  Hostile() : ScratchTest("io_hostile") {}
 
   // A legacy full-model .h5 holding only `model_config` (import reads it before the weights).
   std::string legacy_h5(const std::string& name, const std::string& model_config) const {
@@ -49,7 +43,6 @@ class Hostile : public ::testing::Test {
                            {"model.weights.h5", weights}}, false);
     return path(name);
   }
-  fs::path dir_;
 };
 
 // {"class_name": "Sequential", "config": {"layers": [InputLayer, <layer>]}} in Keras 3's layout.
