@@ -1,23 +1,43 @@
 #!/usr/bin/env python3
-"""PyTorch side of rnntrain's benchmarks (issue 5): times complete PyTorch training steps (forward,
-loss, backward, Adam) of the bench workloads, for fused (num_layers=L) and per-layer modules, in each
-precision, and writes JSON. Not a data pipeline benchmark: one batch is made once and reused.
+"""PyTorch side of rnntrain's benchmarks (issues 5 and 11): times complete PyTorch training steps
+(forward, loss, backward, Adam) of the bench workloads, for fused (num_layers=L) and per-layer modules,
+in each precision, run eagerly and as a CUDA graph, and writes JSON. Not a data pipeline benchmark: one
+batch is made once and reused.
 
 Usage:
   python3 bench/torch_bench.py --device cuda --json torch.json            # the five GPU workloads
   python3 bench/torch_bench.py --device cpu --threads 2 --json torch.json # charlm_small, blog_small
-  python3 bench/torch_bench.py --device cuda --workloads blog,gru --steps 5 --repeats 3
+  python3 bench/torch_bench.py --device cuda --workloads blog,gru --steps 5 --repeats 3 --modes graphed
 
-A step is zero_grad(set_to_none=True), forward (under torch.autocast for the AMP precisions), loss,
-backward and optimizer.step(): torch.optim.Adam(fused=True) on CUDA, plain Adam on the CPU; fp16-amp
-scales the loss with torch.amp.GradScaler. Nothing is read back to the host inside a step. Timing:
---warmup untimed steps, then --repeats loops of --steps steps (CUDA events on the GPU,
-time.perf_counter on the CPU); ms_per_step is the median over repeats. peak_mib is
-torch.cuda.max_memory_allocated for the variant (GPU) or the process's peak RSS (CPU, a high-water
-mark over the whole run, as in rnntrain bench).
+Eager mode ("mode": "eager"): a step is zero_grad(set_to_none=True), forward (under torch.autocast for
+the AMP precisions), loss, backward and optimizer.step(): torch.optim.Adam(fused=True) on CUDA, plain
+Adam on the CPU; fp16-amp scales the loss with torch.amp.GradScaler. Nothing is read back to the host
+inside a step.
+
+Graphed mode ("mode": "graphed", CUDA only): the whole step (forward, loss, backward, Adam) is
+captured once as a CUDA graph and replayed, following PyTorch's "whole network capture" recipe: the
+batch tensors are the static inputs, 3 eager steps run on a side stream first (so that Adam's state
+and cuDNN's buffers exist), the gradients are set to None just before capture (backward then
+allocates them from the graph's pool and every replay overwrites them, so no zero_grad is replayed),
+Adam is torch.optim.Adam(fused=True, capturable=True) and autocast runs with cache_enabled=False.
+fp16-amp cannot use GradScaler there (its dynamic scale and skipped steps are not captured), so it
+uses a fixed loss scale: the loss is multiplied by 1024 and the gradients are divided by 1024
+(torch._foreach_div_) before Adam, inside the graph; a step with inf/NaN gradients is not skipped.
+bilstm is not graphed: its batches are packed variable-length sequences, and a graph fixes one set of
+lengths; its JSON entry says so ("graphed_skipped"), as does every CPU workload's. A variant whose
+capture fails records the error in "status" and the run goes on.
+
+Timing: --warmup untimed steps (graphed: untimed replays after capture), then --repeats loops of
+--steps steps (CUDA events on the GPU, time.perf_counter on the CPU); ms_per_step is the median over
+repeats. peak_mib is torch.cuda.max_memory_allocated for the variant, from a reset before its model is
+made (GPU; graphed: includes the graph's memory pool; cuBLAS's per-stream workspaces are freed before
+each variant and after the graphed warm-up, so each variant counts only its own), or the process's
+peak RSS (CPU, a high-water mark over the whole run, as in rnntrain bench). Every variant starts from
+the same seed and batch.
 """
 import argparse
 import datetime
+import gc
 import json
 import os
 import platform
@@ -42,8 +62,11 @@ WORKLOADS = {
 }
 DEFAULT_WORKLOADS = {"cuda": "blog,large,gru,charlm,bilstm", "cpu": "charlm_small,blog_small"}
 IMPLS = ("fused", "per-layer")
+MODES = ("eager", "graphed")
 PRECISIONS = {"cuda": ("fp32", "tf32", "bf16-amp", "fp16-amp"), "cpu": ("fp32",)}
 SEED = 1234
+GRAPH_SIDE_WARMUP = 3  # eager steps on a side stream before capture, as in PyTorch's recipe
+FP16_GRAPH_LOSS_SCALE = 1024.0  # graphed fp16-amp: fixed loss scale (a power of two: dividing is exact)
 
 
 def die(msg):
@@ -129,36 +152,107 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
-def run_variant(torch, w, impl, precision, device, args):
+def graph_skip_reason(w, device):
+    """Why a workload is not run as a CUDA graph, or None."""
+    if device != "cuda":
+        return "skipped: CUDA graphs need --device cuda"
+    if w["kind"] == "bilstm":
+        return "skipped: packed variable-length batches; a CUDA graph fixes one set of lengths"
+    return None
+
+
+def error_text(e):
+    """One line for a failed variant; a failed capture's real cause can be the exception's context."""
+    text = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    c = e.__context__
+    if c is not None:
+        text += f" (after {type(c).__name__}: {str(c).splitlines()[0][:200] if str(c) else ''})"
+    return text
+
+
+def clear_cublas_workspaces(torch):
+    """Frees cuBLAS's workspaces, which it keeps per stream it ran on. A graphed variant runs on two new
+    streams (warm-up, capture): uncleared, their workspaces would stay allocated and count in every later
+    variant's peak. (torch._inductor clears them around its CUDA graph warm-up and capture too.)"""
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
+
+
+def run_variant(torch, w, impl, precision, mode, device, args):
     """Times one variant; returns its JSON entry (ms in milliseconds per step)."""
     cuda = device == "cuda"
+    graphed = mode == "graphed"
     if cuda:
+        gc.collect()  # the previous variant's graph and model may still be referenced (e.g. by a traceback)
+        clear_cublas_workspaces(torch)
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     amp_dtype = set_precision(torch, precision, device)
     torch.manual_seed(SEED)
     model = make_model(torch, w, impl).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True) if cuda else torch.optim.Adam(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16-amp" else None
+    model.train()
+    params = list(model.parameters())
+    if cuda:  # capturable: Adam's step count stays on the device, as a captured step needs
+        opt = torch.optim.Adam(params, lr=1e-3, fused=True, capturable=graphed)
+    else:
+        opt = torch.optim.Adam(params, lr=1e-3)
     loss_fn = torch.nn.MSELoss() if w["kind"] == "dense" else torch.nn.CrossEntropyLoss()
     x, y, lengths = make_batch(torch, w, device)
     out_dim = w["out"]
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=device, dtype=amp_dtype, enabled=amp_dtype is not None):
+    def forward_loss():
+        # Autocast's cast cache must be off in a captured region (PyTorch's CUDA graphs notes).
+        with torch.autocast(device_type=device, dtype=amp_dtype, enabled=amp_dtype is not None,
+                            cache_enabled=False if graphed else None):
             out = model(x, lengths)
-            loss = loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        return loss
+            return loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
 
-    model.train()
+    if not graphed:
+        scaler = torch.amp.GradScaler("cuda") if precision == "fp16-amp" else None
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = forward_loss()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            return loss
+    else:
+        scale = FP16_GRAPH_LOSS_SCALE if precision == "fp16-amp" else None
+
+        def graph_body():
+            loss = forward_loss()
+            if scale is not None:  # fixed loss scale: scale, backward, unscale, then Adam
+                (loss * scale).backward()
+                torch._foreach_div_([p.grad for p in params if p.grad is not None], scale)
+            else:
+                loss.backward()
+            opt.step()
+            return loss
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(GRAPH_SIDE_WARMUP):
+                opt.zero_grad(set_to_none=True)
+                graph_body()
+        torch.cuda.current_stream().wait_stream(side)
+        side.synchronize()
+        clear_cublas_workspaces(torch)  # the warm-up stream's workspace is not needed any more
+        opt.zero_grad(set_to_none=True)  # backward inside the capture allocates the grads in the graph's pool
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = graph_body()
+
+        def step():
+            graph.replay()
+            return static_loss
+
     for _ in range(args.warmup):
         loss = step()
     if cuda:
@@ -180,8 +274,12 @@ def run_variant(torch, w, impl, precision, device, args):
             repeats.append((time.perf_counter() - t0) * 1000.0 / args.steps)
     last_loss = float(loss.detach().float().cpu())
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else peak_rss_mib()
-    v = {"impl": impl, "precision": precision, "ms_per_step": statistics.median(repeats),
+    v = {"impl": impl, "precision": precision, "mode": mode, "ms_per_step": statistics.median(repeats),
          "ms_per_step_repeats": repeats, "peak_mib": peak, "last_loss": last_loss, "status": "ok"}
+    if graphed:
+        v["graph_warmup_steps"] = GRAPH_SIDE_WARMUP
+        if scale is not None:
+            v["loss_scale"] = scale  # fixed; eager fp16-amp uses GradScaler's dynamic scale
     if cuda:  # the TF32 switches as the variant ran, for the record
         v["allow_tf32"] = {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32}
     return v
@@ -207,6 +305,8 @@ def parse_args():
     p.add_argument("--impls", default=",".join(IMPLS), help="comma-separated subset of: fused, per-layer")
     p.add_argument("--precisions", help="comma-separated subset of: fp32, tf32, bf16-amp, fp16-amp (default: all "
                    "four on cuda, fp32 on cpu)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: eager, graphed (default: "
+                   "both; graphed is skipped on the CPU and for bilstm)")
     p.add_argument("--steps", type=int, default=10, help="steps per timed repeat (default 10)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats, at least 3 (default 5)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
@@ -221,6 +321,10 @@ def parse_args():
             p.error(f"unknown workload '{name}'; choices: {', '.join(WORKLOADS)}")
     a.impls = [s.strip() for s in a.impls.split(",") if s.strip()]
     a.precisions = [s.strip() for s in (a.precisions or ",".join(PRECISIONS[a.device])).split(",") if s.strip()]
+    a.modes = [s.strip() for s in a.modes.split(",") if s.strip()]
+    for s in a.modes:
+        if s not in MODES:
+            p.error(f"unknown mode '{s}'; choices: {', '.join(MODES)}")
     for s in a.impls:
         if s not in IMPLS:
             p.error(f"unknown impl '{s}'; choices: {', '.join(IMPLS)}")
@@ -244,28 +348,41 @@ def main():
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
                      "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
                      "python": platform.python_version()},
-        "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup,
+        "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup, "modes": args.modes,
         "workloads": {},
     }
     print(f"torch {torch.__version__} on {result['hardware']['device']}, {args.steps} steps x {args.repeats} repeats "
           f"after {args.warmup} warm-up steps", file=sys.stderr)
     for name in args.workloads:
         w = WORKLOADS[name]
-        variants = []
+        entry = {"shape": w, "variants": []}
+        modes = list(args.modes)
+        skip = graph_skip_reason(w, device) if "graphed" in modes else None
+        if skip:
+            modes.remove("graphed")
+            entry["graphed_skipped"] = skip
+            print(f"torch workload={name} mode=graphed {skip}", flush=True)
         for impl in args.impls:
             for precision in args.precisions:
-                try:
-                    v = run_variant(torch, w, impl, precision, device, args)
-                except Exception as e:  # e.g. out of memory, or a precision this GPU lacks
-                    v = {"impl": impl, "precision": precision, "ms_per_step": None, "ms_per_step_repeats": [],
-                         "peak_mib": None, "status": f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+                for mode in modes:
+                    try:
+                        v = run_variant(torch, w, impl, precision, mode, device, args)
+                    except Exception as e:  # e.g. out of memory, a precision this GPU lacks, a failed capture
+                        v = {"impl": impl, "precision": precision, "mode": mode, "ms_per_step": None,
+                             "ms_per_step_repeats": [], "peak_mib": None, "status": f"failed: {error_text(e)}"}
                     if device == "cuda":
-                        torch.cuda.empty_cache()
-                variants.append(v)
-                ms = f"{v['ms_per_step']:9.3f} ms/step" if v["ms_per_step"] is not None else "      n/a"
-                peak = f"{v['peak_mib']:8.1f} MiB" if v["peak_mib"] is not None else ""
-                print(f"torch workload={name} impl={impl} precision={precision} {ms} {peak} {v['status']}", flush=True)
-        result["workloads"][name] = {"shape": w, "variants": variants}
+                        try:  # a failed capture can leave its capture stream current; finish its work
+                            torch.cuda.set_stream(torch.cuda.default_stream())
+                            torch.cuda.synchronize()
+                        except Exception as e:
+                            print(f"torch_bench.py: synchronize after {name} {impl} {precision} {mode}: {e}",
+                                  file=sys.stderr)
+                    entry["variants"].append(v)
+                    ms = f"{v['ms_per_step']:9.3f} ms/step" if v["ms_per_step"] is not None else "      n/a"
+                    peak = f"{v['peak_mib']:8.1f} MiB" if v["peak_mib"] is not None else ""
+                    print(f"torch workload={name} impl={impl} precision={precision} mode={mode} {ms} {peak} "
+                          f"{v['status']}", flush=True)
+        result["workloads"][name] = entry
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

@@ -3,6 +3,8 @@
 bench/results/gpu/ and bench/results/cpu/: the machine, per workload rnntrain's best candidates,
 PyTorch's and raw cuDNN's times and peak memory, and issue 5's targets, each met or missed by how much.
 It measures nothing itself; a missing directory or file leaves its section out or marks a row n/a.
+"PyTorch's fastest" is the fastest of all torch_bench.py variants, eager and graphed (CUDA graph)
+alike; torch.json without a "mode" per variant (written before graphed mode existed) counts as eager.
 
 Usage:
   python3 bench/write_results.py [--results bench/results] [--out bench/RESULTS.md]
@@ -67,13 +69,19 @@ def rnntrain_candidates(j):
 
 
 def torch_variants(tj, workload):
+    """torch_bench.py variants, eager and graphed; older JSON has no "mode" and ran eagerly."""
     out = []
     for v in ((tj or {}).get("workloads", {}).get(workload) or {}).get("variants", []):
         ms = v.get("ms_per_step")
         status = v.get("status", "ok")
-        out.append({"impl": v.get("impl"), "precision": v.get("precision"), "ms": ms, "peak": v.get("peak_mib"),
-                    "status": status, "ok": status == "ok" and ms is not None})
+        out.append({"impl": v.get("impl"), "precision": v.get("precision"), "mode": v.get("mode") or "eager",
+                    "ms": ms, "peak": v.get("peak_mib"), "status": status, "ok": status == "ok" and ms is not None})
     return out
+
+
+def graphed_skipped(tj, workload):
+    """torch_bench.py's reason for not graphing a workload (bilstm, the CPU), or None."""
+    return ((tj or {}).get("workloads", {}).get(workload) or {}).get("graphed_skipped")
 
 
 def fastest(items, cls=None):
@@ -95,7 +103,7 @@ def rn_label(c):
 
 
 def torch_label(v):
-    return f"{v['impl']}, {v['precision']}" if v else "none ran"
+    return f"{v['mode']} {v['impl']} {v['precision']}" if v else "none ran"
 
 
 def at_least(ratio, target):
@@ -143,6 +151,13 @@ def gpu_section(d, out, targets):
                "only the RNN stack's cudnnRNNForward + BackwardData + BackwardWeights, in rnntrain's winning "
                "precision, algorithm and fusion. Peak MiB: device memory allocated at the peak (rnntrain's own "
                "count, torch.cuda.max_memory_allocated, cudaMemGetInfo difference for raw cuDNN).\n")
+    tw = tj.get("workloads", {}).values()
+    if any(x.get("graphed_skipped") or any(v.get("mode") == "graphed" for v in x.get("variants", [])) for x in tw):
+        out.append("PyTorch runs each variant eagerly and, except on bilstm, with the whole step captured once as a "
+                   "CUDA graph and replayed (graphed). PyTorch's fastest, and every target that uses it, is the "
+                   "fastest of both modes; the configuration column names the mode.\n")
+    elif tj:
+        out.append("PyTorch ran eagerly only (this torch.json has no graphed variants).\n")
     summary = []
     for w in GPU_WORKLOADS:
         rj = load_json(os.path.join(d, f"rnntrain_{w}.json"))
@@ -153,7 +168,9 @@ def gpu_section(d, out, targets):
         cands, variants = rnntrain_candidates(rj), torch_variants(tj, w)
         rn_best = fastest(cands)
         rn_cls = {k: fastest(cands, k) for k in CLASSES}
-        t_ref = next((v for v in variants if v["ok"] and v["impl"] == "fused" and v["precision"] == "fp32"), None)
+        # The num_layers fp32 target (issue 5) is against the module as it runs by default: eagerly.
+        t_ref = next((v for v in variants if v["ok"] and v["mode"] == "eager" and v["impl"] == "fused"
+                      and v["precision"] == "fp32"), None)
         t_cls = {k: fastest(variants, k) for k in CLASSES}
         ok_raw = [j for j in (cj, cg) if j is not None and j.get("status", "ok") == "ok" and j.get("ms_per_step") is not None]
         raws = [j for j in (cj, cg) if j is not None]
@@ -167,7 +184,9 @@ def gpu_section(d, out, targets):
         for k in CLASSES:
             c = rn_cls[k]
             out.append(f"| rnntrain, fastest {k} | {rn_label(c)} | {fmt_ms(c and c['ms'])} | {fmt_mib(c and c['peak'])} |")
-        out.append(f"| PyTorch {module}(num_layers), fp32 | fused, fp32 | {fmt_ms(t_ref and t_ref['ms'])} | {fmt_mib(t_ref and t_ref['peak'])} |")
+        out.append(f"| PyTorch {module}(num_layers), fp32 | {torch_label(t_ref)} | {fmt_ms(t_ref and t_ref['ms'])} | {fmt_mib(t_ref and t_ref['peak'])} |")
+        t_best = fastest(variants)
+        out.append(f"| PyTorch, fastest | {torch_label(t_best)} | {fmt_ms(t_best and t_best['ms'])} | {fmt_mib(t_best and t_best['peak'])} |")
         for k in CLASSES:
             v = t_cls[k]
             out.append(f"| PyTorch, fastest {k} | {torch_label(v)} | {fmt_ms(v and v['ms'])} | {fmt_mib(v and v['peak'])} |")
@@ -180,9 +199,10 @@ def gpu_section(d, out, targets):
         if not raws:
             out.append("| raw cuDNN, RNN calls only | not run | n/a | n/a |")
         failed = [f"rnntrain {c['name']} ({c['precision']}, {c['algo']}): {c['status']}" for c in cands if not c["ok"]]
-        failed += [f"PyTorch {v['impl']} {v['precision']}: {v['status']}" for v in variants if not v["ok"]]
+        failed += [f"PyTorch {torch_label(v)}: {v['status']}" for v in variants if not v["ok"]]
         if failed:
             out.append("\nDid not run: " + "; ".join(failed) + ".")
+        torch_modes_table(variants, graphed_skipped(tj, w), out)
 
         # The targets of issue 5, each (what, measured, result).
         rows = []
@@ -217,6 +237,27 @@ def gpu_section(d, out, targets):
     met = sum(1 for r in summary if r == "met")
     out.append(f"GPU targets met: {met} of {len(summary)} ({summary.count('n/a')} not measured).\n")
     graphs_section(d, out)
+
+
+def torch_modes_table(variants, skipped, out):
+    """PyTorch's fastest eager and fastest graphed variant, overall and per precision class, side by side."""
+    if not variants or not (skipped or any(v["mode"] == "graphed" for v in variants)):
+        return  # nothing graphed to compare (e.g. torch.json from before graphed mode)
+    eager = [v for v in variants if v["mode"] == "eager"]
+    graphed = [v for v in variants if v["mode"] == "graphed"]
+    out.append("\n| PyTorch | eager: configuration | ms/step | peak MiB | graphed: configuration | ms/step | peak MiB "
+               "| eager / graphed |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for k in (None,) + CLASSES:
+        e, g = fastest(eager, k), fastest(graphed, k)
+        r = ratio(e and e["ms"], g and g["ms"])
+        e_cfg = f"{e['impl']} {e['precision']}" if e else "none ran"
+        g_cfg = f"{g['impl']} {g['precision']}" if g else "not run" if skipped else "none ran"
+        out.append(f"| fastest{'' if k is None else ' ' + k} | {e_cfg} | {fmt_ms(e and e['ms'])} | "
+                   f"{fmt_mib(e and e['peak'])} | {g_cfg} | {fmt_ms(g and g['ms'])} | {fmt_mib(g and g['peak'])} | "
+                   f"{f'{r:.2f}x' if r else 'n/a'} |")
+    if skipped:
+        out.append(f"\nPyTorch graphed: {skipped}.")
 
 
 def graphs_section(d, out):
@@ -266,7 +307,7 @@ def cpu_section(d, out, targets):
         if rj is None and not variants:
             continue
         rn = fastest(rnntrain_candidates(rj))
-        by_impl = {v["impl"]: v for v in variants if v["ok"]}
+        by_impl = {v["impl"]: v for v in variants if v["ok"] and v["mode"] == "eager"}
         tb = fastest(variants)
         r = ratio(tb and tb["ms"], rn and rn["ms"])
         res = at_least(r, 1.0)

@@ -2,12 +2,14 @@
 # The GPU benchmark of issue 5, for the H200 machine (no network needed): builds rnntrain and
 # rnntrain_cudnn_bench (Release, -DRNNTRAIN_CUDA=ON, CUDA architecture $CUDA_ARCH) into build-gpu, then
 # for each workload (bench/configs/W.yaml) runs in one session `rnntrain bench` (every candidate plan),
-# bench/torch_bench.py (PyTorch: fused and per-layer modules, fp32/tf32/bf16-amp/fp16-amp) and the raw
-# cuDNN timer in the precision, algorithm and fusion of rnntrain's winner. Keeps the JSON in
+# bench/torch_bench.py (PyTorch: fused and per-layer modules, fp32/tf32/bf16-amp/fp16-amp, each run
+# eagerly and with the whole step captured as a CUDA graph; bilstm eagerly only) and the raw cuDNN
+# timer in the precision, algorithm and fusion of rnntrain's winner. Keeps the JSON in
 # bench/results/gpu/ and rewrites bench/RESULTS.md (its CPU section comes from bench/results/cpu/).
 #
 # Usage: bash scripts/bench_gpu.sh
 # Environment: WORKLOADS ("blog large gru charlm bilstm"), STEPS (10), REPEATS (3), WARMUP (3),
+#   TORCH_MODES ("eager,graphed": torch_bench.py --modes),
 #   BUILD_DIR (build-gpu), CUDA_ARCH (90), JOBS (nproc), PYTHON (python3, with torch),
 #   SKIP_BUILD (1: use the binaries already in BUILD_DIR), RNNTRAIN_COMMIT (recorded as the commit).
 # With $OUT set, the log goes to $OUT/bench_gpu.log, RESULTS.md to $OUT/RESULTS.md, and the JSON
@@ -23,6 +25,7 @@ STEPS=${STEPS:-10}
 REPEATS=${REPEATS:-3}
 WARMUP=${WARMUP:-3}
 PYTHON=${PYTHON:-python3}
+TORCH_MODES=${TORCH_MODES:-eager,graphed}
 read -r -a workloads <<<"$(echo "${WORKLOADS:-blog large gru charlm bilstm}" | tr ',' ' ')"
 RES=bench/results/gpu
 source scripts/log.sh
@@ -94,9 +97,10 @@ for w in "${workloads[@]}"; do
     say "rnntrain bench $w plan.graphs=false: exit status ${PIPESTATUS[0]}"
 done
 
-step "PyTorch ($PYTHON bench/torch_bench.py --device cuda)"
-"$PYTHON" bench/torch_bench.py --device cuda --workloads "$(IFS=,; echo "${workloads[*]}")" --steps "$STEPS" \
-  --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" || { say "FAIL: torch_bench.py"; fail=1; }
+step "PyTorch ($PYTHON bench/torch_bench.py --device cuda --modes $TORCH_MODES)"
+"$PYTHON" bench/torch_bench.py --device cuda --workloads "$(IFS=,; echo "${workloads[*]}")" --modes "$TORCH_MODES" \
+  --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" ||
+  { say "FAIL: torch_bench.py"; fail=1; }
 
 if [ "$have_cudnn_bench" = 1 ]; then
   for w in "${workloads[@]}"; do
