@@ -188,6 +188,7 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) 
 INSTANTIATE_TEST_SUITE_P(Plans, CudaGraphs,
                          ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard, kLstm2},
                                            GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic, kLstm2},
+                                           GraphCase{"bf16_wavefront", Precision::Bf16, RnnAlgo::Wavefront, kLstm2},
                                            GraphCase{"dropout", Precision::Fp32, RnnAlgo::Standard, kDropout}),
                          [](const auto& info) { return info.param.name; });
 

@@ -1,7 +1,10 @@
-// Reduced precision and the persistent algorithm on the GPU, against the CPU in FP32:
-// - every weight gradient and the input gradient of one step in tf32, fp16 and bf16 (standard and
-//   persist_static), masked and unmasked, within a tolerance scaled to each tensor's largest entry:
-//   tf32 1e-2, fp16 1e-2, bf16 5e-2 of max |cpu| (10, 10 and 7 mantissa bits, summed over T steps);
+// Reduced precision and the persistent algorithms on the GPU, against the CPU in FP32:
+// - every weight gradient and the input gradient of one step in tf32, fp16 and bf16 (standard,
+//   persist_static, persist_dynamic and rnntrain's wavefront kernels), masked and unmasked, within a
+//   tolerance scaled to each tensor's largest entry: tf32 1e-2, fp16 1e-2, bf16 5e-2 of max |cpu|
+//   (10, 10 and 7 mantissa bits, summed over T steps). The wavefront cases cover LSTM and GRU, 1 to
+//   4 layers, uni- and bidirectional, return_sequences both ways, odd sizes (37 units, batch 3) and
+//   sizes that split a layer over many thread blocks and its operands over several chunks;
 // - fp16 training with dynamic loss scaling: an overflowing step is skipped (the weights do not
 //   change) and training goes on; 30 SGD steps (whose size follows the gradient, so a wrong unscale
 //   shows) end within 5% of the fp32 run's loss;
@@ -28,6 +31,8 @@ struct PrecCase {
   RnnAlgo algo;
   bool masked;
   double rtol;  // of the tensor's max |cpu|
+  int64_t batch = 16;
+  std::string input = "[12, 16]";
 };
 
 void PrintTo(const PrecCase& c, std::ostream* os) { *os << c.name; }
@@ -38,6 +43,30 @@ const char* kLstm2 =
 const char* kBigru =
     "[{type: Bidirectional, layer: {type: GRU, units: 32, return_sequences: true}}, {type: Bidirectional, layer: "
     "{type: GRU, units: 32}}, {type: Dense, units: 3}]";
+const char* kLstm4Odd =
+    "[{type: LSTM, units: 37, return_sequences: true}, {type: LSTM, units: 37, return_sequences: true}, {type: LSTM, "
+    "units: 37, return_sequences: true}, {type: LSTM, units: 37}, {type: Dense, units: 3}]";
+const char* kGru4Odd =
+    "[{type: GRU, units: 37, return_sequences: true}, {type: GRU, units: 37, return_sequences: true}, {type: GRU, "
+    "units: 37, return_sequences: true}, {type: GRU, units: 37, return_sequences: true}, {type: TimeDistributed, "
+    "layer: {type: Dense, units: 2}}]";
+const char* kBilstmSum =
+    "[{type: Bidirectional, merge_mode: sum, layer: {type: LSTM, units: 24, return_sequences: true}}, "
+    "{type: TimeDistributed, layer: {type: Dense, units: 2}}]";
+// 200 units over 66 blocks per layer, 272-wide operand rows in several chunks, a batch of 40.
+const char* kLstmWide =
+    "[{type: LSTM, units: 200, return_sequences: true}, {type: LSTM, units: 200}, {type: Dense, units: 2}]";
+const char* kBigruWide =
+    "[{type: Bidirectional, layer: {type: GRU, units: 130, return_sequences: true}}, {type: Bidirectional, layer: "
+    "{type: GRU, units: 130, return_sequences: true}}, {type: TimeDistributed, layer: {type: Dense, units: 2}}]";
+
+// Lengths 1..T for a masked batch of B sequences (every third full, one of length 1).
+std::vector<int32_t> lengths_for(int64_t B, int64_t T) {
+  std::vector<int32_t> lens;
+  for (int64_t b = 0; b < B; ++b)
+    lens.push_back(static_cast<int32_t>(b % 3 == 0 ? T : b == 1 ? 1 : 1 + (b * 7) % T));
+  return lens;
+}
 
 double max_abs(const Tensor& t) {
   double m = 0.0;
@@ -50,7 +79,7 @@ class PrecisionGrads : public ::testing::TestWithParam<PrecCase> {};
 TEST_P(PrecisionGrads, GradientsMatchTheFp32CpuWithinThePrecision) {
   SKIP_WITHOUT_GPU();
   const PrecCase& c = GetParam();
-  Config cfg = config_of("[12, 16]", c.layers, c.name);
+  Config cfg = config_of(c.input, c.layers, c.name);
   const Params init = random_params(cfg.model, 7, 0.2);
   Config cpu_cfg = cfg, gpu_cfg = cfg;
   cpu_cfg.device = Device::Cpu;
@@ -59,12 +88,13 @@ TEST_P(PrecisionGrads, GradientsMatchTheFp32CpuWithinThePrecision) {
   Rng r1(5), r2(5);
   auto cpu = make_engine(cpu_cfg, init, r1);
   auto gpu = make_engine(gpu_cfg, init, r2);
-  std::vector<int32_t> lens;
-  if (c.masked) lens = {12, 9, 12, 3, 7, 12, 1, 10, 12, 12, 5, 12, 8, 12, 2, 11};
-  const Batch b = random_batch(cfg, 16, 12, 99, lens);
+  const int64_t T = cfg.model.layers[0].shape[0];
+  const Batch b = random_batch(cfg, c.batch, T, 99, c.masked ? lengths_for(c.batch, T) : std::vector<int32_t>{});
   Tensor pc, pg, dxc, dxg;
+  const int64_t passes = gpu_wavefront_passes();
   const double lc = cpu->gradients(b, &pc, &dxc).mean();
   const double lg = gpu->gradients(b, &pg, &dxg).mean();
+  if (c.algo == RnnAlgo::Wavefront) EXPECT_GT(gpu_wavefront_passes(), passes) << "the wavefront kernels ran";
   EXPECT_NEAR(lg, lc, c.rtol * std::fabs(lc)) << "loss";
   expect_near_all(pg, pc, c.rtol * max_abs(pc), 0.0, "output");
   expect_near_all(dxg, dxc, c.rtol * max_abs(dxc), 0.0, "input gradient");
@@ -88,7 +118,24 @@ INSTANTIATE_TEST_SUITE_P(
                       PrecCase{"lstm2_fp16_masked", kLstm2, Precision::Fp16, RnnAlgo::Standard, true, 1e-2},
                       PrecCase{"bigru_fp16_masked_persist", kBigru, Precision::Fp16, RnnAlgo::PersistStatic, true, 1e-2},
                       PrecCase{"bigru_bf16", kBigru, Precision::Bf16, RnnAlgo::Standard, false, 5e-2},
-                      PrecCase{"bigru_tf32_masked", kBigru, Precision::Tf32, RnnAlgo::Standard, true, 1e-2}),
+                      PrecCase{"bigru_tf32_masked", kBigru, Precision::Tf32, RnnAlgo::Standard, true, 1e-2},
+                      PrecCase{"lstm2_fp16_persist_dynamic", kLstm2, Precision::Fp16, RnnAlgo::PersistDynamic, false, 1e-2},
+                      PrecCase{"lstm2_bf16_wavefront", kLstm2, Precision::Bf16, RnnAlgo::Wavefront, false, 5e-2},
+                      PrecCase{"lstm2_fp16_wavefront_masked", kLstm2, Precision::Fp16, RnnAlgo::Wavefront, true, 1e-2},
+                      PrecCase{"bigru_bf16_wavefront_masked", kBigru, Precision::Bf16, RnnAlgo::Wavefront, true, 5e-2},
+                      PrecCase{"bigru_fp16_wavefront", kBigru, Precision::Fp16, RnnAlgo::Wavefront, false, 1e-2},
+                      PrecCase{"lstm4_odd_fp16_wavefront_masked", kLstm4Odd, Precision::Fp16, RnnAlgo::Wavefront, true,
+                               1e-2, 3, "[9, 5]"},
+                      PrecCase{"gru4_odd_bf16_wavefront", kGru4Odd, Precision::Bf16, RnnAlgo::Wavefront, false, 5e-2, 3,
+                               "[9, 5]"},
+                      PrecCase{"gru4_odd_fp16_wavefront_masked", kGru4Odd, Precision::Fp16, RnnAlgo::Wavefront, true,
+                               1e-2, 3, "[9, 5]"},
+                      PrecCase{"bilstm_sum_fp16_wavefront_masked", kBilstmSum, Precision::Fp16, RnnAlgo::Wavefront,
+                               true, 1e-2},
+                      PrecCase{"lstm_wide_fp16_wavefront_masked", kLstmWide, Precision::Fp16, RnnAlgo::Wavefront, true,
+                               1e-2, 40, "[7, 150]"},
+                      PrecCase{"bigru_wide_bf16_wavefront", kBigruWide, Precision::Bf16, RnnAlgo::Wavefront, false,
+                               5e-2, 20, "[6, 40]"}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Precision, PersistStaticAlternatingPaddedAndFullBatchesMatchesStandard) {

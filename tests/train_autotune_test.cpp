@@ -19,15 +19,17 @@ Config config(const std::string& layers, const std::string& input = "[10, 4]") {
 
 const char* kStack = "{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8}, {type: Dense, units: 1}";
 
-TEST(Candidates, FusedAndPerLayerTimesPrecisionsWithPersistForHalfOnly) {
+TEST(Candidates, FusedAndPerLayerTimesPrecisionsWithPersistAndWavefrontForHalfOnly) {
   const std::vector<PlanChoice> c = plan_candidates(config(kStack), {});
   std::vector<std::string> names;
   for (const auto& p : c) names.push_back(p.name());
   const std::vector<std::string> want = {
-      "fused/fp32/standard",     "fused/tf32/standard",     "fused/fp16/standard",     "fused/fp16/persist_static",
-      "fused/bf16/standard",     "fused/bf16/persist_static", "per-layer/fp32/standard", "per-layer/tf32/standard",
-      "per-layer/fp16/standard", "per-layer/fp16/persist_static", "per-layer/bf16/standard",
-      "per-layer/bf16/persist_static"};
+      "fused/fp32/standard",       "fused/tf32/standard",         "fused/fp16/standard",
+      "fused/fp16/persist_static", "fused/fp16/wavefront",        "fused/bf16/standard",
+      "fused/bf16/persist_static", "fused/bf16/wavefront",        "per-layer/fp32/standard",
+      "per-layer/tf32/standard",   "per-layer/fp16/standard",     "per-layer/fp16/persist_static",
+      "per-layer/fp16/wavefront",  "per-layer/bf16/standard",     "per-layer/bf16/persist_static",
+      "per-layer/bf16/wavefront"};
   EXPECT_EQ(names, want);
 }
 
@@ -36,11 +38,18 @@ TEST(Candidates, FiltersAndModelsThatLeaveFewer) {
   f.precisions = {Precision::Fp32};
   f.algos = {RnnAlgo::Standard, RnnAlgo::PersistStatic};
   EXPECT_EQ(plan_candidates(config(kStack), f).size(), 4u) << "asked for: fp32 persist too";
+  f.algos = {RnnAlgo::Wavefront, RnnAlgo::PersistDynamic};
+  f.precisions = {Precision::Fp32, Precision::Bf16};
+  EXPECT_EQ(plan_candidates(config(kStack), f).size(), 6u) << "wavefront: bf16 only; persist_dynamic: both";
   // One recurrent layer: fused and per-layer are the same plan.
-  EXPECT_EQ(plan_candidates(config("{type: GRU, units: 8}"), {}).size(), 6u);
-  // Masks can reach the stack: persist_static cannot run padded sequences, so it is not offered.
+  EXPECT_EQ(plan_candidates(config("{type: GRU, units: 8}"), {}).size(), 8u);
+  // Masks can reach the stack: cuDNN's persistent kernels cannot run padded sequences, so they are
+  // not offered; the wavefront kernels can.
   const Config masked = config("{type: Embedding, input_dim: 20, output_dim: 4, mask_zero: true}, " + std::string(kStack), "[10]");
-  for (const auto& p : plan_candidates(masked, {})) EXPECT_EQ(p.algo, RnnAlgo::Standard) << p.name();
+  f.precisions = {};
+  f.algos = {RnnAlgo::Standard, RnnAlgo::PersistStatic, RnnAlgo::PersistDynamic, RnnAlgo::Wavefront};
+  for (const auto& p : plan_candidates(masked, f))
+    EXPECT_TRUE(p.algo == RnnAlgo::Standard || p.algo == RnnAlgo::Wavefront) << p.name();
   // No cuDNN stack (a reset_before GRU runs on the generic path): nothing to choose.
   EXPECT_TRUE(plan_candidates(config("{type: GRU, units: 8, reset_after: false}"), {}).empty());
 }

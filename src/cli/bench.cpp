@@ -78,7 +78,9 @@ std::vector<E> parse_list(const std::string& text, const char* option, std::span
 constexpr std::pair<const char*, Precision> kPrecisions[] = {
     {"fp32", Precision::Fp32}, {"tf32", Precision::Tf32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}};
 constexpr std::pair<const char*, RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard},
-                                                      {"persist_static", RnnAlgo::PersistStatic}};
+                                                      {"persist_static", RnnAlgo::PersistStatic},
+                                                      {"persist_dynamic", RnnAlgo::PersistDynamic},
+                                                      {"wavefront", RnnAlgo::Wavefront}};
 
 // Model FLOPs of one training step (../shared/docs/perf-anchors.md): 3 x forward, forward = sum over
 // recurrent layers of 2*G*H*(in+H)*B*T, doubled for Bidirectional. Embedding and Dense not counted.
@@ -150,8 +152,9 @@ int cmd_bench(const BenchArgs& a) {
   const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
   std::vector<Candidate> cands;
   for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{}) {
-    // Padded batches run persist_static stacks with the standard algorithm: nothing new to time.
-    if (c.algo == RnnAlgo::PersistStatic && a.min_length > 0 && a.min_length < T) {
+    // Padded batches run cuDNN's persistent stacks with the standard algorithm: nothing new to time.
+    if ((c.algo == RnnAlgo::PersistStatic || c.algo == RnnAlgo::PersistDynamic) && a.min_length > 0 &&
+        a.min_length < T) {
       if (!a.algos.empty())
         log_warn("{}: skipped; with --min-length the batch is padded, and padded batches run on standard", c.name());
       continue;

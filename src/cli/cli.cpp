@@ -89,8 +89,8 @@ int run_cli(int argc, char** argv) {
                     "Give the batch sequence lengths uniform in [N, timesteps] (padded, masked steps)");
   bench->add_option("--precision", ba.precisions, "GPU candidates' precisions, comma-separated (fp32,tf32,fp16,bf16)");
   bench->add_option("--algo", ba.algos,
-                    "GPU candidates' cuDNN algorithms, comma-separated (standard,persist_static; default: "
-                    "persist_static for fp16/bf16 only)");
+                    "GPU candidates' RNN algorithms, comma-separated (standard, persist_static, persist_dynamic, "
+                    "wavefront; default: standard, plus persist_static and wavefront for fp16/bf16)");
   bench->add_option("--json", ba.json_file, "Also write the results as JSON to this file");
 
   // CLI11 only says that a subcommand is required; name the word it did not know.

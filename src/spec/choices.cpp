@@ -89,7 +89,10 @@ constexpr Choice<FuseMode> kFuse[] = {{"auto", FuseMode::Auto}, {"always", FuseM
 constexpr Choice<Precision> kPrecisions[] = {{"fp32", Precision::Fp32}, {"tf32", Precision::Tf32},
                                             {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16},
                                             {"auto", Precision::Auto}};
-constexpr Choice<RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard}, {"persist_static", RnnAlgo::PersistStatic},
+constexpr Choice<RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard},
+                                      {"persist_static", RnnAlgo::PersistStatic},
+                                      {"persist_dynamic", RnnAlgo::PersistDynamic},
+                                      {"wavefront", RnnAlgo::Wavefront},
                                       {"auto", RnnAlgo::Auto}};
 constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::Cpu}, {"cuda", Device::Cuda}};
 

@@ -207,9 +207,11 @@ enum class FuseMode { Auto, Always, Never };
 // an FP32 master copy of the weights (the optimizer and every other layer stay FP32), with dynamic loss
 // scaling for fp16. auto: measured (needs plan.autotune). The CPU backend always computes in FP32.
 enum class Precision { Fp32, Tf32, Fp16, Bf16, Auto };
-// cuDNN's RNN algorithm for the stacks: standard, persist_static (recurrent weights held on chip;
-// batches with padded sequences fall back to standard), or auto (measured; needs plan.autotune).
-enum class RnnAlgo { Standard, PersistStatic, Auto };
+// The stacks' RNN algorithm: cuDNN's standard, persist_static (recurrent weights held on chip;
+// batches with padded sequences fall back to standard) or persist_dynamic (the same, compiled for the
+// batch size); rnntrain's own wavefront kernels (fp16/bf16 LSTM and GRU, backend/cuda/wavefront.h;
+// stacks they cannot run use standard); or auto (measured; needs plan.autotune).
+enum class RnnAlgo { Standard, PersistStatic, PersistDynamic, Wavefront, Auto };
 struct PlanSpec {
   FuseMode fuse = FuseMode::Auto;
   Precision precision = Precision::Fp32;

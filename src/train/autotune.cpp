@@ -79,10 +79,14 @@ std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter
       std::vector<RnnAlgo> algos = filter.algos;
       if (algos.empty()) {
         algos = {RnnAlgo::Standard};
-        if (is_half(p)) algos.push_back(RnnAlgo::PersistStatic);  // 3-15x slower in fp32 (perf-anchors.md)
+        // persist_static is 3-15x slower in fp32 (perf-anchors.md), the wavefront kernels are fp16/bf16
+        // only, and persist_dynamic is 10-40x slower than standard at batch 64 and above: asked for only.
+        if (is_half(p)) algos.push_back(RnnAlgo::PersistStatic), algos.push_back(RnnAlgo::Wavefront);
       }
-      for (RnnAlgo a : algos)
-        if (a != RnnAlgo::PersistStatic || persist_ok) out.push_back({f, p, a});
+      for (RnnAlgo a : algos) {
+        const bool persistent = a == RnnAlgo::PersistStatic || a == RnnAlgo::PersistDynamic;
+        if ((!persistent || persist_ok) && (a != RnnAlgo::Wavefront || is_half(p))) out.push_back({f, p, a});
+      }
     }
   return out;
 }

@@ -25,12 +25,13 @@ struct PlanChoice {
 // Which candidates to consider; empty lists mean the defaults below.
 struct CandidateFilter {
   std::vector<Precision> precisions;  // default: fp32, tf32, fp16, bf16 (only the configured one if not auto and autotuning)
-  std::vector<RnnAlgo> algos;         // default: standard, plus persist_static for fp16/bf16 (where it pays)
+  std::vector<RnnAlgo> algos;         // default: standard, plus persist_static and wavefront for fp16/bf16
 };
 
 // The GPU candidates for cfg: fused (plan.fuse auto) and, when its plan differs, per-layer (never),
-// each with the filter's precisions and algorithms. Persist_static only where the model has a cuDNN
-// stack and no masks (it cannot run padded sequences). Empty when the model has no cuDNN stack.
+// each with the filter's precisions and algorithms. cuDNN's persistent algorithms only where the model
+// has no masks (they cannot run padded sequences); wavefront only in fp16 and bf16. Empty when the
+// model has no cuDNN stack.
 std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter& filter);
 
 // One batch of the model's input shape: x features uniform in [-1, 1) or token ids in [1, input_dim);

@@ -71,6 +71,9 @@ void reset_device_peak();
 int64_t gpu_free_bytes();
 // Training steps replayed as CUDA graphs in this process so far (plan.graphs); 0 without the CUDA backend.
 int64_t gpu_graph_steps();
+// Stack forward passes run by rnntrain's wavefront kernels in this process so far (plan.algo:
+// wavefront; stacks they cannot run count nothing); 0 without the CUDA backend.
+int64_t gpu_wavefront_passes();
 
 // The CPU engine (engine_cpu.cpp), whatever cfg.device says.
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng);

@@ -15,6 +15,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gpu.h"
 #include "backend/cuda/session.h"
+#include "backend/cuda/wavefront.h"
 #endif
 
 namespace rnntrain {
@@ -179,6 +180,14 @@ int64_t gpu_free_bytes() {
 int64_t gpu_graph_steps() {
 #ifdef RNNTRAIN_WITH_CUDA
   return cuda::graph_steps();
+#else
+  return 0;
+#endif
+}
+
+int64_t gpu_wavefront_passes() {
+#ifdef RNNTRAIN_WITH_CUDA
+  return cuda::wavefront_passes();
 #else
   return 0;
 #endif

@@ -2,8 +2,10 @@
 // bidirectional, the Dropout between them as cuDNN's inter-layer dropout, padded time-major IO with
 // per-sequence lengths for masks (as PyTorch calls cuDNN). Precision (plan.precision): fp32 is
 // CUDNN_FMA_MATH (strict), tf32 DEFAULT_MATH, fp16/bf16 half data with FP32 math on tensor cores.
-// Algorithm (plan.algo): STANDARD, or PERSIST_STATIC with STANDARD for batches with padded sequences
-// (which persistent kernels do not support); both descriptors share one weight layout.
+// Algorithm (plan.algo): STANDARD, or PERSIST_STATIC / PERSIST_DYNAMIC with STANDARD for batches with
+// padded sequences (which persistent kernels do not support); the descriptors share one weight layout.
+// plan.algo: wavefront replaces the three cuDNN calls with rnntrain's own kernels (wavefront.h), whose
+// weights are laid out as Keras lays them out; stacks they cannot run use STANDARD.
 // The stack's FP32 master weights are a range of the ParamStore laid out element for element like
 // cuDNN's weight space (layout/weight_layout.cpp maps the Keras weights into it); in half precision
 // each forward casts them into a half weight space and backward adds the half gradients back.
@@ -16,6 +18,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/layout/weight_layout.h"
 #include "backend/cuda/stage.h"
+#include "backend/cuda/wavefront.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -43,6 +46,7 @@ class CudnnStackStage final : public DeviceStage {
   const void* to_cudnn(const float* x, void* buf, int64_t F);
   void from_cudnn(const void* c, float* out, int64_t F);
   const void* weights();  // cuDNN's weight space for this forward
+  DevTensor finish_dx(void* dxc);
 
   Gpu& gpu_;
   ParamStore& store_;
@@ -54,13 +58,15 @@ class CudnnStackStage final : public DeviceStage {
   MergeMode merge_ = MergeMode::Concat;
   int64_t L_ = 0, D_ = 1, I_ = 0, H_ = 0;
   double between_dropout_ = 0.0, input_dropout_ = 0.0;
-  bool half_ = false, persist_ = false;
+  bool half_ = false, persist_ = false, dynamic_ = false;
+  int64_t built_for_ = -1;  // the batch size persist_dynamic's kernels were built for
+  std::unique_ptr<WavefrontRnn> own_;  // plan.algo: wavefront, when it can run this stack
   bool direct_ = true;  // cuDNN reads and writes the batch-major FP32 arrays themselves (FP32 standard)
   int etype_ = k::kF32;  // the cuDNN side's element type
   cudnnDataType_t dtype_ = CUDNN_DATA_FLOAT;
   size_t esize_ = 4;
   cudnnMathType_t math_ = CUDNN_FMA_MATH;
-  RnnDesc std_desc_, persist_desc_;  // STANDARD; PERSIST_STATIC when plan.algo asks for it
+  RnnDesc std_desc_, persist_desc_;  // STANDARD; PERSIST_STATIC or _DYNAMIC when plan.algo asks for it
   cudnnRNNDescriptor_t desc_ = nullptr;  // the one this step uses (forward and backward)
   DropoutDesc drop_desc_;
   DeviceBuffer<uint8_t> drop_states_{"cuDNN dropout states"};
@@ -127,8 +133,24 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   }
   if (env.precision == Precision::Tf32) math_ = CUDNN_DEFAULT_MATH;
   if (half_) math_ = CUDNN_TENSOR_OP_MATH;
-  persist_ = env.algo == RnnAlgo::PersistStatic;
+  persist_ = env.algo == RnnAlgo::PersistStatic || env.algo == RnnAlgo::PersistDynamic;
+  dynamic_ = env.algo == RnnAlgo::PersistDynamic;
   direct_ = !half_ && !persist_;
+  if (env.algo == RnnAlgo::Wavefront) {
+    const WavefrontShape ws{cell_.kind, L_, D_, I_, H_, env.precision == Precision::Bf16};
+    std::string why = between_dropout_ > 0 ? "the wavefront kernels have no dropout between layers"
+                                           : WavefrontRnn::unsupported(ws, env.precision, 1);
+    if (why.empty()) {
+      own_ = std::make_unique<WavefrontRnn>(gpu_, ws);
+      w_elems_ = own_->weight_elems(), w_bytes_ = static_cast<size_t>(w_elems_) * esize_;
+      wh_.ensure(static_cast<int64_t>(w_bytes_));
+      log_debug("cudnn stack {}: {} x {}{}({}), input {}, {}, wavefront kernels, {} weights", name_, L_,
+                layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, precision_name(env.precision),
+                w_elems_);
+      return;
+    }
+    log_info("layers {} run on cuDNN's standard algorithm: {}", name_, why);
+  }
 
   cudnnHandle_t h = gpu_.cudnn();
   if (between_dropout_ > 0.0) {
@@ -142,19 +164,19 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   set_rnn(std_desc_, CUDNN_RNN_ALGO_STANDARD, mode);
   CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, std_desc_.get(), &w_bytes_));
   if (persist_) {
-    set_rnn(persist_desc_, CUDNN_RNN_ALGO_PERSIST_STATIC, mode);
+    set_rnn(persist_desc_, dynamic_ ? CUDNN_RNN_ALGO_PERSIST_DYNAMIC : CUDNN_RNN_ALGO_PERSIST_STATIC, mode);
     size_t bytes = 0;
     CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, persist_desc_.get(), &bytes));
     if (bytes != w_bytes_)
-      throw RuntimeError(fmt::format("cuDNN's persist_static weight space for layers {} differs from standard's ({} "
-                                     "vs {} bytes); set plan.algo: standard and report it",
-                                     name_, bytes, w_bytes_));
+      throw RuntimeError(fmt::format("cuDNN's {} weight space for layers {} differs from standard's ({} vs {} bytes); "
+                                     "set plan.algo: standard and report it",
+                                     rnn_algo_name(env.algo), name_, bytes, w_bytes_));
   }
   w_elems_ = static_cast<int64_t>(w_bytes_ / esize_);
   if (half_) wh_.ensure(static_cast<int64_t>(w_bytes_)), dwh_.ensure(static_cast<int64_t>(w_bytes_));
   log_debug("cudnn stack {}: {} x {}{}({}), input {}, dropout {}, {} {}, weight space {} elements", name_, L_,
             layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, between_dropout_,
-            precision_name(env.precision), persist_ ? "persist_static" : "standard", w_elems_);
+            precision_name(env.precision), rnn_algo_name(env.algo), w_elems_);
 }
 
 void CudnnStackStage::set_rnn(RnnDesc& d, cudnnRNNAlgo_t algo, cudnnRNNMode_t mode) {
@@ -197,13 +219,25 @@ std::vector<std::vector<CudnnSlot>> CudnnStackStage::slots(cudnnRNNDescriptor_t 
 void CudnnStackStage::reserve(ParamStore& store) { w_off_ = store.reserve(w_elems_); }
 
 void CudnnStackStage::place(ParamStore& store) {
+  if (own_) {  // Keras' layouts, one after another
+    for (int64_t l = 0; l < L_; ++l) {
+      for (int64_t d = 0; d < D_; ++d) {
+        const WavefrontRnn::Offsets& o = own_->offsets(l, d);
+        const size_t base = first_[l] + static_cast<size_t>(d) * 3;
+        store.place(base, w_off_ + o.kernel);
+        store.place(base + 1, w_off_ + o.recurrent);
+        store.place(base + 2, w_off_ + o.bias);
+      }
+    }
+    return;
+  }
   CudnnLayout layout;
   layout.cell = cell_.kind, layout.layers = L_, layout.dirs = D_, layout.input = I_, layout.hidden = H_;
   layout.size = w_elems_;
   const void* ws = half_ ? static_cast<const void*>(wh_.get()) : static_cast<const void*>(store.w() + w_off_);
   layout.slots = slots(std_desc_.get(), ws);
   if (persist_ && !(slots(persist_desc_.get(), ws) == layout.slots))
-    throw RuntimeError(fmt::format("cuDNN lays out persist_static weights for layers {} unlike standard's; set "
+    throw RuntimeError(fmt::format("cuDNN lays out persistent-kernel weights for layers {} unlike standard's; set "
                                    "plan.algo: standard and report it",
                                    name_));
   for (int64_t l = 0; l < L_; ++l) {
@@ -300,23 +334,32 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   }
   xc_in_ = to_cudnn(x_in_, direct_ ? nullptr : xc_.ensure(B * T * I_ * static_cast<int64_t>(esize_)), I_);
 
-  const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
-  if (sizes_for_ != std::pair{desc_, fmode}) {
-    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), desc_, fmode, x_desc_.get(), &work_bytes_, &reserve_bytes_));
-    if (!run.training) reserve_bytes_ = 0;
-    sizes_for_ = {desc_, fmode};
-  }
-  void* work = gpu_.scratch(0, work_bytes_);
-  reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
   const int64_t es = static_cast<int64_t>(esize_);
   void* yc = direct_ ? static_cast<void*>(y_.ensure(B * T * DH)) : static_cast<void*>(yc_.ensure(B * T * DH * es));
   yc_used_ = yc;
   // The final states are read only for return_sequences: false; cuDNN is not asked for them otherwise.
   float* hy = last_seq_ ? nullptr : hy_.ensure(L_ * D_ * B * H_);
   void* hyc = half_ && hy ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
-  CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
-                              yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
-                              work_bytes_, work, reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
+  if (own_) {
+    void* hy_last = hyc ? static_cast<char*>(hyc) + (L_ - 1) * D_ * B * H_ * es : nullptr;
+    own_->forward(B, T, cudnn_lens_dev_.get(), xc_in_, yc, hy_last, weights(), store_.w() + w_off_, run.training);
+  } else {
+    if (dynamic_ && desc_ == persist_desc_.get() && built_for_ != B) {
+      CUDNN_CHECK(cudnnBuildRNNDynamic(gpu_.cudnn(), desc_, static_cast<int>(B)));
+      built_for_ = B, sizes_for_ = {};
+    }
+    const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+    if (sizes_for_ != std::pair{desc_, fmode}) {
+      CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(gpu_.cudnn(), desc_, fmode, x_desc_.get(), &work_bytes_, &reserve_bytes_));
+      if (!run.training) reserve_bytes_ = 0;
+      sizes_for_ = {desc_, fmode};
+    }
+    void* work = gpu_.scratch(0, work_bytes_);
+    reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
+    CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
+                                yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
+                                work_bytes_, work, reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
+  }
   if (half_ && hy) k::from_half(hyc, hy, L_ * D_ * B * H_, etype_ == k::kBF16, false, st);
 
   if (last_seq_) {
@@ -389,8 +432,13 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
   }
 
   void* dxc = direct_ ? static_cast<void*>(dx_.ensure(B * T * I_)) : gpu_.scratch(2, B * T * I_ * esize_);
-  void* work = gpu_.scratch(0, work_bytes_);
   const void* w = half_ ? static_cast<const void*>(wh_.get()) : static_cast<const void*>(store_.w() + w_off_);
+  if (own_) {
+    const void* dhy_last = dhyc ? static_cast<const char*>(dhyc) + (L_ - 1) * D_ * B * H_ * es : nullptr;
+    own_->backward(dyc, dhy_last, need_dx ? dxc : nullptr, w, store_.g() + w_off_);
+    return need_dx ? finish_dx(dxc) : DevTensor{};
+  }
+  void* work = gpu_.scratch(0, work_bytes_);
   CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_dev_.get(), y_desc_.get(), yc_used_, dyc,
                                       x_desc_.get(), dxc, h_desc_.get(), nullptr, dhyc, nullptr, h_desc_.get(), nullptr,
                                       nullptr, nullptr, w_bytes_, w, work_bytes_, work, reserve_bytes_,
@@ -406,7 +454,14 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
                                          x_desc_.get(), xc_in_, h_desc_.get(), nullptr, y_desc_.get(), yc_used_,
                                          w_bytes_, dw, work_bytes_, work, reserve_bytes_, reserve_.get()));
   if (half_) k::from_half(dw, store_.g() + w_off_, w_elems_, etype_ == k::kBF16, true, st);
-  if (!need_dx) return {};
+  return need_dx ? finish_dx(dxc) : DevTensor{};
+}
+
+// cuDNN's (or the wavefront kernels') input gradient as the stage's: batch-major FP32, zero at
+// padded steps, through the input dropout.
+DevTensor CudnnStackStage::finish_dx(void* dxc) {
+  const int64_t B = B_, T = T_;
+  cudaStream_t st = gpu_.stream();
   float* dx = static_cast<float*>(dxc);
   if (!direct_) from_cudnn(dxc, dx = dx_.ensure(B * T * I_), I_);
   if (padded_) k::zero_padded(dx, B, T, I_, lens_dev_.get(), st);  // Keras: masked steps get no gradient

@@ -1,0 +1,524 @@
+// The wavefront recurrent kernels (plan.algo: wavefront; wavefront_kernels.h has the arguments and
+// docs/cuda.md the design). Each thread block owns a slice of one (layer, direction)'s hidden units
+// and keeps that slice's weight columns in shared memory for all T steps. A step waits on per-step
+// counters in global memory for what it reads (the row's previous step, the layer below's same time
+// step), streams that operand from L2 into shared memory in double-buffered chunks (cp.async), runs
+// the products on tensor cores (WMMA, FP32 accumulation), applies the cell in FP32 and publishes its
+// slice with a release increment of its own counter.
+//
+// Forward, per block (l, d, units u0..u0+U): z = [h_below(t) | h_own(t-1)] @ [W_x; W_h][:, my cols]
+// (+ x @ W precomputed by cuBLAS for the launch's first layer), then the LSTM or GRU (reset_after)
+// cell. Backward, per block: dh = dG_above(t) @ W_above^T[:, my units] + dG_own(t+1) @ W_h^T[:, my
+// units] (+ dy), then the cell's gradients. Padded steps (t >= lens[b]) output 0, keep the state
+// and pass no gradient, as cuDNN's padded IO.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <algorithm>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/wavefront_kernels.h"
+
+namespace rnntrain::cuda::wf {
+
+namespace {
+
+using namespace nvcuda;
+
+__device__ inline float tof(__half v) { return __half2float(v); }
+__device__ inline float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename E>
+__device__ inline E fromf(float v);
+template <>
+__device__ inline __half fromf<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ inline __nv_bfloat16 fromf<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ inline unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ inline unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Spins until *f >= target. A wait of 10 s means a broken schedule: trap (the host sees a launch
+// failure) rather than hang the process.
+__device__ void wait_for(const unsigned* f, unsigned target) {
+  if (load_acquire(f) >= target) return;
+  const unsigned long long t0 = global_ns();
+  while (load_acquire(f) < target) {
+    __nanosleep(32);
+    if (global_ns() - t0 > 10000000000ull) __trap();
+  }
+}
+
+__device__ inline void publish(unsigned* f) {
+  __threadfence();
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(f) : "memory");
+}
+
+__device__ inline void cp16(void* dst, const void* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+}
+__device__ inline void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ inline void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__host__ __device__ inline size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
+
+// One operand source of a step: rows b0.. of a [., ld] array at that step, K columns, multiplied
+// with weight rows wrow..wrow+K, accumulated into side `side` (GRU's input and recurrent sides).
+template <typename E>
+struct Src {
+  const E* p = nullptr;
+  int ld = 0, K = 0, wrow = 0, side = 0;
+};
+
+// Which accumulator tiles a warp computes.
+struct Tiles {
+  int n = 0, kp = 0, ksplit = 1;
+  int m[kMaxTiles] = {}, c[kMaxTiles] = {};
+};
+
+__device__ Tiles my_tiles(int TM, int TN, int ksplit) {
+  Tiles t;
+  const int warp = threadIdx.x / 32, tiles = TM * TN;
+  t.ksplit = ksplit;
+  if (ksplit == 1) {
+    for (int i = warp; i < tiles && t.n < kMaxTiles; i += kWarps) t.m[t.n] = i / TN, t.c[t.n] = i % TN, ++t.n;
+  } else if (warp < tiles * ksplit) {
+    const int i = warp % tiles;
+    t.m[0] = i / TN, t.c[0] = i % TN, t.n = 1, t.kp = warp / tiles;
+  }
+  return t;
+}
+
+// Shared memory of a block: weights [K][ldw], then a region that holds the two operand chunk
+// buffers [Bp][KC + 8] while the products run and the partial sums [ksplit][SIDES][Bp][N] after,
+// then the per-unit state [Bs][U].
+template <typename E, int SIDES>
+struct Smem {
+  E* w;
+  E* abuf[2];
+  float* acc;
+  float* state;
+  int lda, Bp;
+  __device__ Smem(unsigned char* base, int K, const Split& sp, int Bs) {
+    Bp = (Bs + 15) / 16 * 16;
+    lda = sp.KC + 8;
+    w = reinterpret_cast<E*>(base);
+    size_t off = align128(static_cast<size_t>(K) * sp.ldw * sizeof(E));
+    abuf[0] = reinterpret_cast<E*>(base + off);
+    abuf[1] = abuf[0] + static_cast<size_t>(Bp) * lda;
+    acc = reinterpret_cast<float*>(base + off);
+    const size_t chunks = 2 * static_cast<size_t>(Bp) * lda * sizeof(E);
+    const size_t sums = static_cast<size_t>(sp.ksplit) * SIDES * Bp * sp.N * sizeof(float);
+    state = reinterpret_cast<float*>(base + off + align128(chunks > sums ? chunks : sums));
+  }
+};
+
+// The step's products: for each source, stream its K columns in chunks (the next chunk's copy in
+// flight while this one multiplies), accumulate on tensor cores, and leave the partial sums in
+// sm.acc. Ends with a barrier.
+template <typename E, int SIDES>
+__device__ void products(const Src<E>* src, int nsrc, Smem<E, SIDES>& sm, const Split& sp, int Bs, const Tiles& tl) {
+  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
+  using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major>;
+  using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+  FragC acc[kMaxTiles][SIDES];
+#pragma unroll
+  for (int i = 0; i < kMaxTiles; ++i)
+#pragma unroll
+    for (int s = 0; s < SIDES; ++s) wmma::fill_fragment(acc[i][s], 0.0f);
+
+  int total = 0;
+  for (int i = 0; i < nsrc; ++i) total += (src[i].K + sp.KC - 1) / sp.KC;
+  // chunk c -> (source, first column)
+  auto locate = [&](int c, int& si, int& k0) {
+    si = 0;
+    while (c >= (src[si].K + sp.KC - 1) / sp.KC) c -= (src[si].K + sp.KC - 1) / sp.KC, ++si;
+    k0 = c * sp.KC;
+  };
+  auto issue = [&](int c) {
+    int si, k0;
+    locate(c, si, k0);
+    const Src<E>& s = src[si];
+    const int kc = min(sp.KC, s.K - k0), segs = kc / 8;
+    E* buf = sm.abuf[c & 1];
+    for (int i = threadIdx.x; i < Bs * segs; i += kThreads) {
+      const int r = i / segs, q = i % segs;
+      cp16(buf + r * sm.lda + q * 8, s.p + static_cast<size_t>(r) * s.ld + k0 + q * 8);
+    }
+    cp_commit();
+  };
+
+  if (total > 0) issue(0);
+  for (int c = 0; c < total; ++c) {
+    if (c + 1 < total) {
+      issue(c + 1);
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
+    __syncthreads();
+    int si, k0;
+    locate(c, si, k0);
+    const Src<E>& s = src[si];
+    const int ksteps = min(sp.KC, s.K - k0) / 16;
+    const E* buf = sm.abuf[c & 1];
+    const E* w = sm.w + static_cast<size_t>(s.wrow + k0) * sp.ldw;
+    for (int kk = tl.kp; kk < ksteps; kk += tl.ksplit) {
+#pragma unroll
+      for (int i = 0; i < kMaxTiles; ++i) {
+        if (i >= tl.n) break;
+        FragA fa;
+        FragB fb;
+        wmma::load_matrix_sync(fa, buf + tl.m[i] * 16 * sm.lda + kk * 16, sm.lda);
+        wmma::load_matrix_sync(fb, w + kk * 16 * sp.ldw + tl.c[i] * 16, sp.ldw);
+        if (SIDES == 1 || s.side == 0) wmma::mma_sync(acc[i][0], fa, fb, acc[i][0]);
+        else wmma::mma_sync(acc[i][SIDES - 1], fa, fb, acc[i][SIDES - 1]);
+      }
+    }
+    __syncthreads();  // the buffer is refilled two chunks on
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxTiles; ++i) {
+    if (i >= tl.n) break;
+#pragma unroll
+    for (int s = 0; s < SIDES; ++s)
+      wmma::store_matrix_sync(sm.acc + (static_cast<size_t>(tl.kp * SIDES + s) * sm.Bp + tl.m[i] * 16) * sp.N + tl.c[i] * 16,
+                              acc[i][s], sp.N, wmma::mem_row_major);
+  }
+  __syncthreads();
+}
+
+// Sum of the ksplit partial products of (row bl, column n) on one side.
+template <typename E, int SIDES>
+__device__ inline float sum_at(const Smem<E, SIDES>& sm, const Split& sp, int side, int bl, int n) {
+  float v = 0.0f;
+  for (int kp = 0; kp < sp.ksplit; ++kp) v += sm.acc[(static_cast<size_t>(kp * SIDES + side) * sm.Bp + bl) * sp.N + n];
+  return v;
+}
+
+template <typename E, bool GRU>
+__global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int SIDES = GRU ? 2 : 1;
+  constexpr int G = GRU ? 3 : 4;
+  const Split& sp = a.sp;
+  const int row = blockIdx.x / sp.S, l = row / a.D, d = row % a.D;
+  const int u0 = (blockIdx.x % sp.S) * sp.U, U = min(sp.U, a.H - u0);
+  const int Kx = l > 0 ? a.D * a.Hp : 0, Kh = a.Hp, T = a.T, B = a.B, H = a.H;
+  Smem<E, SIDES> sm(smem, Kx + Kh, sp, a.Bs);
+
+  // This block's weight columns n = g * U + u (gate g, unit u0 + u): input rows (the layer below's
+  // outputs, each direction's block padded to Hp), then recurrent rows.
+  const E* wk = static_cast<const E*>(a.wk[row]);
+  const E* wr = static_cast<const E*>(a.wr[row]);
+  for (int i = threadIdx.x; i < (Kx + Kh) * sp.N; i += kThreads) {
+    const int k = i / sp.N, n = i % sp.N, g = n / sp.U, u = n % sp.U;
+    E v = fromf<E>(0.0f);
+    if (g < G && u < U) {
+      const int col = g * H + u0 + u;
+      if (k < Kx) {
+        const int dd = k / a.Hp, j = k % a.Hp;
+        if (j < H) v = wk[static_cast<size_t>(dd * H + j) * a.GH + col];
+      } else if (k - Kx < H) {
+        v = wr[static_cast<size_t>(k - Kx) * a.GH + col];
+      }
+    }
+    sm.w[static_cast<size_t>(k) * sp.ldw + n] = v;
+  }
+  for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
+  __syncthreads();
+
+  const int TM = (a.Bs + 15) / 16;
+  const Tiles tl = my_tiles(TM, sp.N / 16, sp.ksplit);
+  const float* bias = a.bias[row];
+  const E* below = l > 0 ? static_cast<const E*>(a.hseq[l - 1]) : nullptr;
+  E* hseq = static_cast<E*>(a.hseq[l]);
+  E* out = static_cast<E*>(a.out[l]);
+  const bool last = l == a.L - 1;
+  for (int s = 0; s < T; ++s) {
+    const int t = d == 0 ? s : T - 1 - s;
+    if (threadIdx.x == 0) {
+      if (s > 0) wait_for(a.flags + row * T + s - 1, sp.S);
+      if (l > 0)
+        for (int dd = 0; dd < a.D; ++dd) wait_for(a.flags + ((l - 1) * a.D + dd) * T + (dd == 0 ? t : T - 1 - t), sp.S);
+      __threadfence();
+    }
+    __syncthreads();
+    Src<E> src[2];
+    int nsrc = 0;
+    const int ldh = a.D * a.Hp;
+    if (l > 0) src[nsrc++] = {below + (static_cast<size_t>(t) * B + a.b0) * ldh, ldh, Kx, 0, 0};
+    if (s > 0) {
+      const int tp = d == 0 ? t - 1 : t + 1;
+      src[nsrc++] = {hseq + (static_cast<size_t>(tp) * B + a.b0) * ldh + d * a.Hp, ldh, Kh, Kx, SIDES - 1};
+    }
+    products<E, SIDES>(src, nsrc, sm, sp, a.Bs, tl);
+
+    for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
+      const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;
+      const bool valid = t < a.lens[b];
+      const size_t bt = static_cast<size_t>(t) * B + b;
+      float x[G], r[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        x[g] = sum_at(sm, sp, 0, bl, g * sp.U + u) + bias[g * H + j];
+        if (l == 0) x[g] += a.xproj[(static_cast<size_t>(d) * T * B + bt) * a.GH + g * H + j];
+        r[g] = GRU ? sum_at(sm, sp, SIDES - 1, bl, g * sp.U + u) + bias[a.GH + g * H + j] : 0.0f;
+      }
+      float* st = sm.state + bl * sp.U + u;
+      float h = 0.0f;
+      if (valid) {
+        float* gs = a.gates[row] ? a.gates[row] + bt * 4 * H + j : nullptr;
+        float saved;
+        if constexpr (GRU) {
+          const float z = sigm(x[0] + r[0]), rr = sigm(x[1] + r[1]), hc = tanhf(x[2] + rr * r[2]);
+          saved = *st;
+          h = z * saved + (1.0f - z) * hc;
+          *st = h;
+          if (gs) gs[0] = z, gs[H] = rr, gs[2 * H] = hc, gs[3 * H] = r[2];
+        } else {
+          const float ig = sigm(x[0]), fg = sigm(x[1]), gg = tanhf(x[2]), og = sigm(x[3]);
+          const float c = fg * *st + ig * gg;
+          h = og * tanhf(c);
+          *st = saved = c;
+          if (gs) gs[0] = ig, gs[H] = fg, gs[2 * H] = gg, gs[3 * H] = og;
+        }
+        if (a.state[row]) a.state[row][bt * H + j] = saved;
+        if (last && a.hy && t == (d == 0 ? a.lens[b] - 1 : 0)) static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = fromf<E>(h);
+      } else if (a.state[row]) {
+        a.state[row][bt * H + j] = 0.0f;  // read as the previous c by the backward pass
+      }
+      const E hv = fromf<E>(h);
+      hseq[bt * ldh + d * a.Hp + j] = hv;
+      if (out != hseq) out[bt * a.D * H + d * H + j] = hv;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) publish(a.flags + row * T + s);
+  }
+}
+
+template <typename E, bool GRU>
+__global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int G = GRU ? 3 : 4;
+  const Split& sp = a.sp;
+  const int row = blockIdx.x / sp.S, l = row / a.D, d = row % a.D;
+  const int u0 = (blockIdx.x % sp.S) * sp.U, U = min(sp.U, a.H - u0);
+  const bool top = l == a.L - 1;
+  const int Kx = top ? 0 : a.D * a.GHp, Kh = a.GHp, T = a.T, B = a.B, H = a.H;
+  Smem<E, 1> sm(smem, Kx + Kh, sp, a.Bs);
+
+  // Columns are this block's units; rows the pre-activation gradients they are multiplied with:
+  // those of the layer above (each direction's block padded to GHp; its kernel's rows d*H + unit),
+  // then this row's own (its recurrent kernel's rows = units).
+  for (int i = threadIdx.x; i < (Kx + Kh) * sp.N; i += kThreads) {
+    const int k = i / sp.N, u = i % sp.N;
+    E v = fromf<E>(0.0f);
+    if (u < U) {
+      if (k < Kx) {
+        const int dd = k / a.GHp, c = k % a.GHp;
+        const E* wk = static_cast<const E*>(a.wk[(l + 1) * a.D + dd]);
+        if (c < a.GH) v = wk[static_cast<size_t>(d * H + u0 + u) * a.GH + c];
+      } else if (k - Kx < a.GH) {
+        v = static_cast<const E*>(a.wr[row])[static_cast<size_t>(u0 + u) * a.GH + (k - Kx)];
+      }
+    }
+    sm.w[static_cast<size_t>(k) * sp.ldw + u] = v;
+  }
+  for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
+  __syncthreads();
+
+  const int TM = (a.Bs + 15) / 16;
+  const Tiles tl = my_tiles(TM, sp.N / 16, sp.ksplit);
+  E* dgx = static_cast<E*>(a.dgx[row]);
+  E* dgh = static_cast<E*>(a.dgh[row]);
+  const float* gates = a.gates[row];
+  const float* state = a.state[row];
+  const int DH = a.D * H;
+  for (int s = 0; s < T; ++s) {
+    const int t = d == 0 ? T - 1 - s : s;
+    if (threadIdx.x == 0) {
+      if (s > 0) wait_for(a.flags + row * T + s - 1, sp.S);
+      if (!top)
+        for (int dd = 0; dd < a.D; ++dd) wait_for(a.flags + ((l + 1) * a.D + dd) * T + (dd == 0 ? T - 1 - t : t), sp.S);
+      __threadfence();
+    }
+    __syncthreads();
+    Src<E> src[3];
+    int nsrc = 0;
+    if (!top)
+      for (int dd = 0; dd < a.D; ++dd)
+        src[nsrc++] = {static_cast<const E*>(a.dgx[(l + 1) * a.D + dd]) + (static_cast<size_t>(t) * B + a.b0) * a.GHp,
+                       a.GHp, a.GHp, dd * a.GHp, 0};
+    if (s > 0) {
+      const int tn = d == 0 ? t + 1 : t - 1;
+      src[nsrc++] = {dgh + (static_cast<size_t>(tn) * B + a.b0) * a.GHp, a.GHp, Kh, Kx, 0};
+    }
+    products<E, 1>(src, nsrc, sm, sp, a.Bs, tl);
+
+    for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
+      const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;
+      const size_t bt = static_cast<size_t>(t) * B + b;
+      E* gx = dgx + bt * a.GHp + j;
+      E* gh = dgh + bt * a.GHp + j;
+      if (t >= a.lens[b]) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) gx[g * H] = gh[g * H] = fromf<E>(0.0f);
+        continue;
+      }
+      float dh = sum_at(sm, sp, 0, bl, u);
+      if (top) {
+        dh += a.dy ? tof(static_cast<const E*>(a.dy)[bt * DH + d * H + j]) : a.dy32[bt * DH + d * H + j];
+        if (a.dhy && t == (d == 0 ? a.lens[b] - 1 : 0))
+          dh += tof(static_cast<const E*>(a.dhy)[(static_cast<size_t>(d) * B + b) * H + j]);
+      }
+      float* carry = sm.state + bl * sp.U + u;
+      const float* gs = gates + bt * 4 * H + j;
+      if constexpr (GRU) {
+        dh += *carry;
+        const float z = gs[0], r = gs[H], hc = gs[2 * H], hh = gs[3 * H], hp = state[bt * H + j];
+        const float dhc = dh * (1.0f - z) * (1.0f - hc * hc);
+        const float dz = dh * (hp - hc) * z * (1.0f - z);
+        const float dr = dhc * hh * r * (1.0f - r);
+        *carry = dh * z;
+        gx[0] = gh[0] = fromf<E>(dz);
+        gx[H] = gh[H] = fromf<E>(dr);
+        gx[2 * H] = fromf<E>(dhc);
+        gh[2 * H] = fromf<E>(dhc * r);
+      } else {
+        const float ig = gs[0], fg = gs[H], gg = gs[2 * H], og = gs[3 * H];
+        const float c = state[bt * H + j];
+        const int tp = d == 0 ? t - 1 : t + 1;
+        const float cp = (tp >= 0 && tp < T) ? state[(static_cast<size_t>(tp) * B + b) * H + j] : 0.0f;
+        const float tc = tanhf(c);
+        const float dc = *carry + dh * og * (1.0f - tc * tc);
+        *carry = dc * fg;
+        gx[0] = fromf<E>(dc * gg * ig * (1.0f - ig));
+        gx[H] = fromf<E>(dc * cp * fg * (1.0f - fg));
+        gx[2 * H] = fromf<E>(dc * ig * (1.0f - gg * gg));
+        gx[3 * H] = fromf<E>(dh * tc * og * (1.0f - og));
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) publish(a.flags + row * T + s);
+  }
+}
+
+// Column sums in a fixed order (no atomics: the same sums every run): block (x, y) sums its rows of
+// 32 columns into part[y][c], then colsum_add_k adds the parts in order.
+template <typename E>
+__global__ void colsum_k(const E* a, int64_t rows, int64_t cols, int64_t lda, float* part) {
+  __shared__ float p[8][33];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  float v = 0.0f;
+  if (c < cols)
+    for (int64_t r = blockIdx.y * 8 + threadIdx.y; r < rows; r += 8 * gridDim.y) v += tof(a[r * lda + c]);
+  p[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int i = 1; i < 8; ++i) v += p[i][threadIdx.x];
+    part[blockIdx.y * cols + c] = v;
+  }
+}
+
+__global__ void colsum_add_k(const float* part, int parts, int64_t cols, float* out) {
+  GRID_LOOP(c, cols) {
+    float v = 0.0f;
+    for (int i = 0; i < parts; ++i) v += part[i * cols + c];
+    out[c] += v;
+  }
+}
+
+template <auto Kernel>
+void launch(const Args& a, cudaStream_t s) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_optin())));
+    return true;
+  }();
+  (void)attr_set;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(a.sp.S * a.L * a.D));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = a.sp.smem;
+  cfg.stream = s;
+  // Every block of a launch waits on others: they must all be resident at once, which a
+  // cooperative launch guarantees (or refuses).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, a));
+}
+
+}  // namespace
+
+void launch_forward(const Args& a, bool bf16, cudaStream_t s) {
+  if (bf16) {
+    if (a.gru) launch<forward_k<__nv_bfloat16, true>>(a, s);
+    else launch<forward_k<__nv_bfloat16, false>>(a, s);
+  } else {
+    if (a.gru) launch<forward_k<__half, true>>(a, s);
+    else launch<forward_k<__half, false>>(a, s);
+  }
+}
+
+void launch_backward(const Args& a, bool bf16, cudaStream_t s) {
+  if (bf16) {
+    if (a.gru) launch<backward_k<__nv_bfloat16, true>>(a, s);
+    else launch<backward_k<__nv_bfloat16, false>>(a, s);
+  } else {
+    if (a.gru) launch<backward_k<__half, true>>(a, s);
+    else launch<backward_k<__half, false>>(a, s);
+  }
+}
+
+void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t lda, float* part, float* out,
+                cudaStream_t s) {
+  if (rows <= 0 || cols <= 0) return;
+  const dim3 block(32, 8);
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, kColsumParts)));
+  if (bf16) colsum_k<<<grid, block, 0, s>>>(static_cast<const __nv_bfloat16*>(a), rows, cols, lda, part);
+  else colsum_k<<<grid, block, 0, s>>>(static_cast<const __half*>(a), rows, cols, lda, part);
+  LAUNCH_CHECK("wavefront colsum");
+  colsum_add_k<<<rnntrain::cuda::k::blocks_for(cols), rnntrain::cuda::k::kThreads, 0, s>>>(part, static_cast<int>(grid.y), cols, out);
+  LAUNCH_CHECK("wavefront colsum_add");
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+size_t smem_optin() {
+  static size_t n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return static_cast<size_t>(v);
+  }();
+  return n;
+}
+
+}  // namespace rnntrain::cuda::wf

@@ -1,0 +1,269 @@
+// Host side of the wavefront kernels: how a stack is cut into launches (groups of layers that fit
+// on chip together, batch slices), the buffers between them, and the cuBLAS GEMMs around them.
+#include "backend/cuda/wavefront.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "backend/cuda/blas.h"
+#include "core/error.h"
+
+namespace rnntrain::cuda {
+
+namespace {
+
+std::atomic<int64_t> passes{0};
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
+
+int gates_of(LayerKind cell) { return cell == LayerKind::GRU ? 3 : 4; }
+
+// How one launch of `layers` layers over batch slices of Bs sequences divides the GPU: S = 0 when
+// its weights and buffers do not fit in one block's shared memory. Mirrors Smem in the kernels.
+wf::Split split(const WavefrontShape& s, int64_t layers, int64_t Bs, bool fwd) {
+  const int64_t rows = layers * s.dirs, H = s.hidden, G = gates_of(s.cell);
+  const int64_t Hp = round_up(H, 16), GHp = round_up(G * H, 16);
+  if (rows > wf::kMaxRows) return {};
+  int64_t S = wf::sm_count() / rows;
+  if (S < 1) return {};
+  const int64_t U = (H + S - 1) / S;
+  S = (H + U - 1) / U;
+  const int64_t N = round_up(fwd ? G * U : U, 16);
+  const int64_t K = fwd ? (layers > 1 ? s.dirs * Hp : 0) + Hp : (layers > 1 ? s.dirs * GHp : 0) + GHp;
+  const int64_t Bp = round_up(Bs, 16), tiles = Bp / 16 * (N / 16);
+  if ((tiles + wf::kWarps - 1) / wf::kWarps > wf::kMaxTiles) return {};
+  const int64_t ksplit = tiles >= wf::kWarps ? 1 : wf::kWarps / tiles;
+  const int64_t sides = fwd && s.cell == LayerKind::GRU ? 2 : 1;
+  for (int64_t ldw : {N + 8, N}) {
+    for (int64_t KC : {128, 64, 32, 16}) {
+      const size_t chunks = 2 * Bp * (KC + 8) * 2, sums = ksplit * sides * Bp * N * 4;
+      const size_t smem = align128(K * ldw * 2) + align128(std::max(chunks, sums)) + Bs * U * 4;
+      if (smem <= wf::smem_optin()) {
+        wf::Split sp;
+        sp.S = static_cast<int>(S), sp.U = static_cast<int>(U), sp.N = static_cast<int>(N);
+        sp.ldw = static_cast<int>(ldw), sp.KC = static_cast<int>(KC), sp.ksplit = static_cast<int>(ksplit);
+        sp.smem = smem;
+        return sp;
+      }
+    }
+  }
+  return {};
+}
+
+struct GroupPlan {
+  int64_t layers = 0, batch = 0;
+  wf::Split fwd, bwd;
+};
+
+// The launch for layers first..: as many layers as fit with the whole batch, else one layer with the
+// batch cut into slices. layers = 0 when not even one layer of 16 sequences fits.
+GroupPlan plan_group(const WavefrontShape& s, int64_t first, int64_t B) {
+  const int64_t most = s.dirs == 2 ? 1 : std::min<int64_t>(s.layers - first, wf::kMaxRows);
+  for (int64_t n = most; n >= 1; --n) {
+    GroupPlan g{n, B, split(s, n, B, true), split(s, n, B, false)};
+    if (g.fwd.S && g.bwd.S) return g;
+  }
+  for (int64_t Bs = round_up(B / 2, 16); Bs >= 16; Bs = Bs > 16 ? round_up(Bs / 2, 16) : 0) {
+    GroupPlan g{1, Bs, split(s, 1, Bs, true), split(s, 1, Bs, false)};
+    if (g.fwd.S && g.bwd.S) return g;
+  }
+  return {};
+}
+
+}  // namespace
+
+int64_t wavefront_passes() { return passes.load(); }
+
+std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precision, int64_t batch) {
+  if (s.cell != LayerKind::LSTM && s.cell != LayerKind::GRU)
+    return fmt::format("the wavefront kernels have LSTM and GRU cells, not {}", layer_kind_name(s.cell));
+  if (precision != Precision::Fp16 && precision != Precision::Bf16)
+    return fmt::format("the wavefront kernels compute in fp16 or bf16, not {} (set plan.precision)",
+                       precision_name(precision));
+  if (s.dirs > 2 || s.layers < 1 || s.hidden < 1) return "internal: bad stack shape";
+  if (!plan_group(s, 0, std::max<int64_t>(batch, 1)).layers) {
+    const wf::Split one = split(s, 1, 16, false);
+    return fmt::format("a {}({}) layer's recurrent weights do not fit in the {} KiB of shared memory of the GPU's {} "
+                       "multiprocessors{}",
+                       layer_kind_name(s.cell), s.hidden, wf::smem_optin() / 1024, wf::sm_count(),
+                       one.S ? "" : " (the hidden size is too large)");
+  }
+  return "";
+}
+
+WavefrontRnn::WavefrontRnn(Gpu& gpu, const WavefrontShape& shape) : gpu_(gpu), s_(shape) {
+  G_ = gates_of(s_.cell);
+  const int64_t H = s_.hidden;
+  Hp_ = round_up(H, 16), GH_ = G_ * H, GHp_ = round_up(GH_, 16);
+  int64_t at = 0;
+  auto take = [&](int64_t n) {
+    const int64_t o = at;
+    at = round_up(at + n, 64);  // 256-byte aligned in FP32, 128 in the half copy
+    return o;
+  };
+  for (int64_t l = 0; l < s_.layers; ++l) {
+    const int64_t in = l == 0 ? s_.input : s_.dirs * H;
+    for (int64_t d = 0; d < s_.dirs; ++d) {
+      Offsets o;
+      o.kernel = take(in * GH_);
+      o.recurrent = take(H * GH_);
+      o.bias = take(s_.cell == LayerKind::GRU ? 2 * GH_ : GH_);
+      off_.push_back(o);
+    }
+  }
+  size_ = at;
+}
+
+void WavefrontRnn::make_groups(int64_t B) {
+  groups_.clear();
+  for (int64_t l = 0; l < s_.layers;) {
+    const GroupPlan p = plan_group(s_, l, B);
+    if (!p.layers)
+      throw RuntimeError(fmt::format("the wavefront kernels cannot run {}({}) layers on this GPU ({}); set plan.algo: "
+                                     "standard",
+                                     layer_kind_name(s_.cell), s_.hidden, unsupported(s_, Precision::Bf16, B)));
+    groups_.push_back({l, p.layers, p.batch, p.fwd, p.bwd});
+    l += p.layers;
+  }
+  groups_for_ = B;
+}
+
+void* WavefrontRnn::out(int64_t l) const {
+  if (l == s_.layers - 1) return y_;
+  return out_.get() + static_cast<size_t>(l * T_ * B_ * s_.dirs * s_.hidden) * es_;
+}
+
+void* WavefrontRnn::hseq(int64_t l) const {
+  if (Hp_ == s_.hidden) return out(l);
+  return hseq_.get() + static_cast<size_t>(l * T_ * B_ * s_.dirs * Hp_) * es_;
+}
+
+const void* WavefrontRnn::layer_input(int64_t l) const { return l == 0 ? x_ : out(l - 1); }
+
+wf::Args WavefrontRnn::args(const Group& g, int64_t b0, int64_t Bs) const {
+  wf::Args a;
+  const int64_t D = s_.dirs, H = s_.hidden, TB = T_ * B_;
+  a.gru = s_.cell == LayerKind::GRU;
+  a.L = static_cast<int>(g.layers), a.D = static_cast<int>(D), a.B = static_cast<int>(B_), a.T = static_cast<int>(T_);
+  a.H = static_cast<int>(H), a.Hp = static_cast<int>(Hp_), a.GH = static_cast<int>(GH_), a.GHp = static_cast<int>(GHp_);
+  a.b0 = static_cast<int>(b0), a.Bs = static_cast<int>(Bs);
+  a.lens = lens_;
+  a.flags = flags_.get();
+  a.xproj = xproj_.get();
+  const char* wh = static_cast<const char*>(wh_);
+  for (int64_t l = 0; l < g.layers; ++l) {
+    const int64_t gl = g.first + l;
+    a.hseq[l] = hseq(gl);
+    a.out[l] = out(gl);
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t r = l * D + d, pr = gl * D + d;  // row in the launch, in the stack
+      const Offsets& o = off_[pr];
+      a.wk[r] = wh + o.kernel * es_;
+      a.wr[r] = wh + o.recurrent * es_;
+      a.bias[r] = w_ + o.bias;
+      if (trained_) {
+        a.gates[r] = gates_.get() + pr * TB * 4 * H;
+        a.state[r] = state_.get() + pr * TB * H;
+        a.dgx[r] = dgx_.get() + static_cast<size_t>(pr * TB * GHp_) * es_;
+        a.dgh[r] = a.gru ? dgh_.get() + static_cast<size_t>(pr * TB * GHp_) * es_ : a.dgx[r];
+      }
+    }
+  }
+  return a;
+}
+
+void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void* x, void* y, void* hy, const void* wh,
+                           const float* w, bool training) {
+  const int64_t L = s_.layers, D = s_.dirs, H = s_.hidden, TB = T * B;
+  cudaStream_t st = gpu_.stream();
+  B_ = B, T_ = T, lens_ = lens, x_ = x, y_ = y, wh_ = wh, w_ = w, trained_ = training;
+  if (groups_for_ != B) make_groups(B);
+  ++passes;
+  if (L > 1) out_.ensure(static_cast<int64_t>((L - 1) * TB * D * H * es_));
+  if (Hp_ != H) {  // the padding columns are read (times zero weights): they must be zero
+    const size_t bytes = static_cast<size_t>(L * TB * D * Hp_) * es_;
+    CUDA_CHECK(cudaMemsetAsync(hseq_.ensure(static_cast<int64_t>(bytes)), 0, bytes, st));
+  }
+  xproj_.ensure(D * TB * GH_);
+  flags_.ensure(wf::kMaxRows * T);
+  if (training) gates_.ensure(L * D * TB * 4 * H), state_.ensure(L * D * TB * H);
+  const bool bf16 = s_.bf16;
+  for (const Group& g : groups_) {
+    const int64_t in = g.first == 0 ? s_.input : D * H;
+    for (int64_t d = 0; d < D; ++d)
+      gemm_half(gpu_, bf16, false, false, TB, GH_, in, 1.0f, layer_input(g.first), in,
+                static_cast<const char*>(wh) + off_[g.first * D + d].kernel * es_, GH_, 0.0f, xproj_.get() + d * TB * GH_,
+                false, GH_);
+    for (int64_t b0 = 0; b0 < B; b0 += g.batch) {
+      wf::Args a = args(g, b0, std::min(g.batch, B - b0));
+      a.sp = g.fwd;
+      if (g.first + g.layers == L) a.hy = hy;
+      CUDA_CHECK(cudaMemsetAsync(flags_.get(), 0, sizeof(unsigned) * wf::kMaxRows * T, st));
+      wf::launch_forward(a, bf16, st);
+    }
+  }
+}
+
+void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const void* wh, float* g) {
+  if (!trained_) throw RuntimeError("internal: wavefront backward after an inference forward");
+  const int64_t L = s_.layers, D = s_.dirs, H = s_.hidden, B = B_, T = T_, TB = T * B, DH = D * H;
+  const bool gru = s_.cell == LayerKind::GRU, bf16 = s_.bf16;
+  cudaStream_t st = gpu_.stream();
+  wh_ = wh;
+  const size_t gbytes = static_cast<size_t>(L * D * TB * GHp_) * es_;
+  dgx_.ensure(static_cast<int64_t>(gbytes));
+  if (gru) dgh_.ensure(static_cast<int64_t>(gbytes));
+  if (GHp_ != GH_) {  // padding columns: read, times zero weights
+    CUDA_CHECK(cudaMemsetAsync(dgx_.get(), 0, gbytes, st));
+    if (gru) CUDA_CHECK(cudaMemsetAsync(dgh_.get(), 0, gbytes, st));
+  }
+  if (groups_.size() > 1) dy32_.ensure(TB * DH);
+  const char* whc = static_cast<const char*>(wh);
+  for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) {
+    const Group& gr = *it;
+    for (int64_t b0 = 0; b0 < B; b0 += gr.batch) {
+      wf::Args a = args(gr, b0, std::min(gr.batch, B - b0));
+      a.sp = gr.bwd;
+      if (gr.first + gr.layers == L) a.dy = dy, a.dhy = dhy;
+      else a.dy32 = dy32_.get();
+      CUDA_CHECK(cudaMemsetAsync(flags_.get(), 0, sizeof(unsigned) * wf::kMaxRows * T, st));
+      wf::launch_backward(a, bf16, st);
+    }
+    // Weight gradients of the group's layers: GEMMs over all steps and sequences at once.
+    for (int64_t l = gr.first; l < gr.first + gr.layers; ++l) {
+      const int64_t in = l == 0 ? s_.input : DH;
+      for (int64_t d = 0; d < D; ++d) {
+        const Offsets& o = off_[l * D + d];
+        const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
+        const char* dgh = gru ? dgh_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_ : dgx;
+        gemm_half(gpu_, bf16, true, false, in, GH_, TB, 1.0f, layer_input(l), in, dgx, GHp_, 1.0f, g + o.kernel, false,
+                  GH_);
+        if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
+          const char* h = static_cast<const char*>(out(l)) + static_cast<size_t>(d * H) * es_;
+          const size_t step_h = static_cast<size_t>(B * DH) * es_, step_g = static_cast<size_t>(B * GHp_) * es_;
+          gemm_half(gpu_, bf16, true, false, H, GH_, (T - 1) * B, 1.0f, d == 0 ? h : h + step_h, DH,
+                    d == 0 ? dgh + step_g : dgh, GHp_, 1.0f, g + o.recurrent, false, GH_);
+        }
+        float* part = colsum_.ensure(wf::kColsumParts * GH_);
+        wf::add_colsum(dgx, bf16, TB, GH_, GHp_, part, g + o.bias, st);
+        if (gru) wf::add_colsum(dgh, bf16, TB, GH_, GHp_, part, g + o.bias + GH_, st);
+      }
+    }
+    // The gradient of the group's input: the layers below get it as their output gradient.
+    const int64_t l = gr.first;
+    if (l == 0 && !dx) continue;
+    const int64_t in = l == 0 ? s_.input : DH;
+    for (int64_t d = 0; d < D; ++d) {
+      const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
+      const char* k = whc + off_[l * D + d].kernel * es_;
+      const float beta = d == 0 ? 0.0f : 1.0f;
+      if (l == 0) gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dx, true, in);
+      else gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dy32_.get(), false, in);
+    }
+  }
+}
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,85 @@
+// rnntrain's own multi-layer LSTM/GRU (plan.algo: wavefront): what a cuDNN stack stage calls in
+// place of cudnnRNNForward, BackwardData and BackwardWeights when the stack runs on the wavefront
+// kernels (kernels_wavefront.cu). The work that does not depend on the previous step runs as cuBLAS
+// GEMMs around the kernels: the first layer's input projection for all steps, the input gradient
+// and every weight gradient. The weights are FP32 master copies in Keras' own layout (kernel
+// [in, G*H], recurrent_kernel [H, G*H], bias), cast to the half type once per step by the stage.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gpu.h"
+#include "backend/cuda/wavefront_kernels.h"
+#include "spec/config.h"
+
+namespace rnntrain::cuda {
+
+struct WavefrontShape {
+  LayerKind cell = LayerKind::LSTM;  // LSTM or GRU (reset_after)
+  int64_t layers = 1, dirs = 1, input = 0, hidden = 0;
+  bool bf16 = true;  // else fp16
+};
+
+// Forward passes run by WavefrontRnn in this process (a counter for tests and bench).
+int64_t wavefront_passes();
+
+class WavefrontRnn {
+ public:
+  WavefrontRnn(Gpu& gpu, const WavefrontShape& shape);
+
+  // Why the wavefront kernels cannot run this stack with batches of `batch` sequences on this GPU
+  // ("" when they can): the cell, the precision, or weights that do not fit in shared memory.
+  static std::string unsupported(const WavefrontShape& shape, Precision precision, int64_t batch);
+
+  int64_t weight_elems() const { return size_; }
+  struct Offsets {
+    int64_t kernel = 0, recurrent = 0, bias = 0;  // in elements from the weights' start
+  };
+  const Offsets& offsets(int64_t layer, int64_t dir) const { return off_[layer * s_.dirs + dir]; }
+
+  // x: [T, B, I] (half type), lens: [B] on the device (1..T); writes y: [T, B, D*H] and, when not
+  // null, hy: [D, B, H], the last layer's final states. wh: the half weights, w: the FP32 ones (the
+  // biases are read in FP32). Training keeps what backward needs (and x: it must stay unchanged).
+  void forward(int64_t B, int64_t T, const int32_t* lens, const void* x, void* y, void* hy, const void* wh,
+               const float* w, bool training);
+  // dy: [T, B, D*H]; dhy: [D, B, H] or null; adds the weight gradients into g (FP32, the layout of
+  // w) and writes dx: [T, B, I] (half type) unless it is null.
+  void backward(const void* dy, const void* dhy, void* dx, const void* wh, float* g);
+
+ private:
+  struct Group {
+    int64_t first = 0, layers = 0;  // consecutive layers run by one launch
+    int64_t batch = 0;              // sequences per launch (the batch is cut into slices of this size)
+    wf::Split fwd, bwd;
+  };
+  void make_groups(int64_t B);
+  wf::Args args(const Group& g, int64_t b0, int64_t Bs) const;
+  const void* layer_input(int64_t l) const;  // [T, B, in_l]: x or the previous layer's outputs
+  void* out(int64_t l) const;
+  void* hseq(int64_t l) const;
+
+  Gpu& gpu_;
+  WavefrontShape s_;
+  int G_ = 4;
+  int64_t Hp_ = 0, GH_ = 0, GHp_ = 0, size_ = 0;
+  size_t es_ = 2;
+  std::vector<Offsets> off_;
+  std::vector<Group> groups_;
+  int64_t groups_for_ = -1;  // the batch size groups_ were made for
+  // per call
+  int64_t B_ = 0, T_ = 0;
+  bool trained_ = false;
+  const int32_t* lens_ = nullptr;
+  const void *x_ = nullptr, *wh_ = nullptr;
+  const float* w_ = nullptr;
+  void* y_ = nullptr;
+  DeviceBuffer<float> xproj_{"wavefront input projection"}, gates_{"wavefront saved gates"},
+      state_{"wavefront saved states"}, dy32_{"wavefront output gradient"}, colsum_{"wavefront bias sums"};
+  DeviceBuffer<char> out_{"wavefront layer outputs"}, hseq_{"wavefront padded outputs"},
+      dgx_{"wavefront gate gradients"}, dgh_{"wavefront recurrent gate gradients"};
+  DeviceBuffer<unsigned> flags_{"wavefront step counters"};
+};
+
+}  // namespace rnntrain::cuda

@@ -1,0 +1,71 @@
+// rnntrain's own recurrent kernels (plan.algo: wavefront): the launch arguments shared by
+// wavefront.cpp and kernels_wavefront.cu. One launch runs a group of consecutive layers of a stack
+// (both directions) over all time steps: S thread blocks per (layer, direction) row, each owning a
+// slice of U hidden units with their weight columns resident in shared memory for every step, and
+// each row's step t starting as soon as the steps it reads are done (a per-row, per-step counter in
+// global memory), so layer l+1 runs step t while layer l runs step t+1. docs/cuda.md has the design.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rnntrain::cuda::wf {
+
+constexpr int kWarps = 16;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxTiles = 4;  // 16x16 accumulator tiles per warp (and side)
+constexpr int kMaxRows = 8;   // (layer, direction) rows in one launch
+
+// How one launch divides its work and shared memory (wavefront.cpp: split()).
+struct Split {
+  int S = 0;    // blocks per row
+  int U = 0;    // units per block (the last block of a row may have fewer)
+  int N = 0;    // weight columns per block: G*U (forward) or U (backward), padded to 16
+  int ldw = 0;  // row stride of the weights in shared memory (N, or N + 8 against bank conflicts)
+  int KC = 0;   // width of the chunks the step's operand is streamed in
+  int ksplit = 1;  // warps sharing one tile, each a share of its k steps
+  size_t smem = 0;
+};
+
+// All arrays time-major. Row r = l * D + d, l relative to the launch's first layer. E is the half type.
+struct Args {
+  bool gru = false;
+  int L = 0, D = 1, B = 0, T = 0, H = 0;
+  int Hp = 0;   // H padded to 16: the row width of hseq's per-direction blocks
+  int GH = 0;   // gates * H (Keras' kernel width)
+  int GHp = 0;  // GH padded to 16: the row width of dgx, dgh
+  int b0 = 0, Bs = 0;  // the batch rows [b0, b0 + Bs) this launch computes
+  Split sp;
+  const int32_t* lens = nullptr;  // [B], 1..T
+  unsigned* flags = nullptr;      // [L * D][T], zero at launch
+  const void* wk[kMaxRows] = {};     // E [in, GH]: each row's Keras kernel (in = D*H above the first layer)
+  const void* wr[kMaxRows] = {};     // E [H, GH]: recurrent kernel
+  const float* bias[kMaxRows] = {};  // [GH], GRU [2, GH] (input, recurrent)
+  // forward
+  const float* xproj = nullptr;  // [D][T, B, GH]: the first layer's input times its kernel (no bias)
+  void* hseq[kMaxRows] = {};     // per layer, E [T, B, D, Hp]: outputs, zero-padded to Hp (read back)
+  void* out[kMaxRows] = {};      // per layer, E [T, B, D*H]: outputs (may be hseq itself when Hp == H)
+  void* hy = nullptr;            // E [D, B, H]: the last layer's final states, or null
+  float* gates[kMaxRows] = {};   // per row, [T, B, 4H]: LSTM i,f,g,o; GRU z,r,h~,(h U_h + b_h) (training)
+  float* state[kMaxRows] = {};   // per row, [T, B, H]: LSTM c_t; GRU h_{t-1} (training)
+  // backward
+  void* dgx[kMaxRows] = {};      // per row, E [T, B, GHp]: gradients of the input-side pre-activations
+  void* dgh[kMaxRows] = {};      // per row, recurrent side (GRU; LSTM: = dgx)
+  const void* dy = nullptr;      // E [T, B, D*H]: gradient of the last layer's outputs, or
+  const float* dy32 = nullptr;   // FP32 [T, B, D*H] (from the layers above the launch)
+  const void* dhy = nullptr;     // E [D, B, H]: gradient of the last layer's final states, or null
+};
+
+void launch_forward(const Args& a, bool bf16, cudaStream_t s);
+void launch_backward(const Args& a, bool bf16, cudaStream_t s);
+// out[c] += sum over rows of a[r * lda + c] (a in the half type), the same sums every run; part:
+// scratch of kColsumParts * cols floats.
+constexpr int kColsumParts = 64;
+void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t lda, float* part, float* out,
+                cudaStream_t s);
+// The device's multiprocessors and the shared memory one block may opt in to.
+int sm_count();
+size_t smem_optin();
+
+}  // namespace rnntrain::cuda::wf

@@ -1,0 +1,143 @@
+// rnntrain's own recurrent kernels (plan.algo: wavefront) beyond one step's gradients (those are in
+// gpu_precision_test.cpp, and graph replay in gpu_graphs_test.cpp):
+// - training with them ends where the FP32 CPU run ends;
+// - inference (eval, predict) gives the CPU's outputs;
+// - a batch too large for one launch is cut into slices and gives cuDNN's results;
+// - a stack they cannot run (FP32, a Dropout between the layers) runs on cuDNN's standard algorithm,
+//   with exactly its results.
+// Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "gpu_helpers.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+const char* kLstm2 =
+    "[{type: LSTM, units: 32, return_sequences: true}, {type: LSTM, units: 32, return_sequences: true}, "
+    "{type: TimeDistributed, layer: {type: Dense, units: 4}}]";
+const char* kGru3 =
+    "[{type: GRU, units: 48, return_sequences: true}, {type: GRU, units: 48, return_sequences: true}, {type: GRU, "
+    "units: 48}, {type: Dense, units: 3}]";
+
+double max_abs(const Tensor& t) {
+  double m = 0.0;
+  for (float v : t.data) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
+Config gpu_config(const std::string& input, const std::string& layers, const std::string& name, Precision p,
+                  RnnAlgo algo) {
+  Config cfg = config_of(input, layers, name);
+  cfg.device = Device::Cuda;
+  cfg.plan.precision = p, cfg.plan.algo = algo;
+  return cfg;
+}
+
+TEST(Wavefront, TrainingEndsWhereTheFp32CpuRunEnds) {
+  SKIP_WITHOUT_GPU();
+  for (const char* layers : {kLstm2, kGru3}) {
+    Config cfg = gpu_config("[12, 16]", layers, "train", Precision::Bf16, RnnAlgo::Wavefront);
+    cfg.train.optimizer.kind = OptimizerKind::SGD;  // steps proportional to the gradients: errors show
+    cfg.train.optimizer.momentum = 0.9;
+    Config cpu_cfg = cfg;
+    cpu_cfg.device = Device::Cpu;
+    const Params init = random_params(cfg.model, 11, 0.2);
+    Rng r1(2), r2(2);
+    auto gpu = make_engine(cfg, init, r1);
+    auto cpu = make_engine(cpu_cfg, init, r2);
+    const int64_t passes = gpu_wavefront_passes();
+    double lg = 0, lc = 0, first = 0;
+    for (int s = 0; s < 30; ++s) {
+      const Batch b = random_batch(cfg, 16, 12, 100 + s % 4, s % 2 ? std::vector<int32_t>{} :
+                                   std::vector<int32_t>{12, 5, 12, 1, 9, 12, 3, 12, 12, 7, 12, 2, 12, 11, 4, 12});
+      lg = gpu->train_step(b, 0.05, {}).mean();
+      lc = cpu->train_step(b, 0.05, {}).mean();
+      if (s == 0) first = lc;
+    }
+    EXPECT_GE(gpu_wavefront_passes(), passes + 30) << "every step ran on the wavefront kernels";
+    EXPECT_LT(lc, first) << "the CPU run learns";
+    EXPECT_NEAR(lg, lc, 0.05 * lc) << "bf16 wavefront training ends near the FP32 CPU run";
+    std::printf("wavefront training (%s): first loss %.5g, after 30 SGD steps cpu %.5g, gpu bf16 %.5g\n",
+                layers == kLstm2 ? "lstm2" : "gru3", first, lc, lg);
+  }
+}
+
+TEST(Wavefront, InferenceGivesTheCpuOutputs) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = gpu_config("[10, 8]", kGru3, "infer", Precision::Fp16, RnnAlgo::Wavefront);
+  Config cpu_cfg = cfg;
+  cpu_cfg.device = Device::Cpu;
+  const Params init = random_params(cfg.model, 3, 0.3);
+  Rng r1(1), r2(1);
+  auto gpu = make_engine(cfg, init, r1);
+  auto cpu = make_engine(cpu_cfg, init, r2);
+  const Batch b = random_batch(cfg, 7, 10, 5, {10, 4, 1, 10, 8, 10, 2});
+  const int64_t passes = gpu_wavefront_passes();
+  const Tensor pg = gpu->predict(b), pc = cpu->predict(b);
+  EXPECT_GT(gpu_wavefront_passes(), passes);
+  expect_near_all(pg, pc, 1e-2 * max_abs(pc), 0.0, "predictions");
+  const double eg = gpu->eval_step(b, {}).mean(), ec = cpu->eval_step(b, {}).mean();
+  EXPECT_NEAR(eg, ec, 1e-2 * std::fabs(ec)) << "evaluation loss";
+}
+
+TEST(Wavefront, ABatchTooLargeForOneLaunchIsSlicedAndMatchesCudnn) {
+  SKIP_WITHOUT_GPU();
+  const char* layers = "[{type: LSTM, units: 512, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 2}}]";
+  Config own = gpu_config("[3, 16]", layers, "sliced", Precision::Bf16, RnnAlgo::Wavefront);
+  Config ref = gpu_config("[3, 16]", layers, "sliced", Precision::Bf16, RnnAlgo::Standard);
+  const Params init = random_params(own.model, 4, 0.1);
+  Rng r1(1), r2(1);
+  auto a = make_engine(own, init, r1);
+  auto b = make_engine(ref, init, r2);
+  const int64_t B = 1100;  // more 16-row tiles than one launch's warps hold
+  std::vector<int32_t> lens(B);
+  for (int64_t i = 0; i < B; ++i) lens[i] = static_cast<int32_t>(1 + i % 3);
+  const Batch batch = random_batch(own, B, 3, 8, lens);
+  Tensor pa, pb, dxa, dxb;
+  const int64_t passes = gpu_wavefront_passes();
+  a->gradients(batch, &pa, &dxa);
+  b->gradients(batch, &pb, &dxb);
+  EXPECT_GT(gpu_wavefront_passes(), passes);
+  expect_near_all(pa, pb, 2e-2 * max_abs(pb), 0.0, "outputs");
+  expect_near_all(dxa, dxb, 2e-2 * max_abs(dxb), 0.0, "input gradient");
+  const std::vector<Param*> ga = a->host_params().all(), gb = b->host_params().all();
+  for (size_t i = 0; i < gb.size(); ++i)
+    expect_near_all(ga[i]->grad, gb[i]->grad, 2e-2 * max_abs(gb[i]->grad) + 1e-7, 0.0, "gradient of " + gb[i]->name);
+}
+
+TEST(Wavefront, StacksItCannotRunUseCudnnStandardWithItsResults) {
+  SKIP_WITHOUT_GPU();
+  const char* dropped =
+      "[{type: LSTM, units: 16, return_sequences: true}, {type: Dropout, rate: 0.2}, {type: LSTM, units: 16, "
+      "return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 2}}]";
+  struct Case {
+    const char* what;
+    const char* layers;
+    Precision precision;
+  };
+  for (const Case& c : {Case{"fp32", kLstm2, Precision::Fp32}, Case{"dropout between layers", dropped, Precision::Bf16}}) {
+    Config own = gpu_config("[8, 6]", c.layers, "fallback", c.precision, RnnAlgo::Wavefront);
+    Config ref = gpu_config("[8, 6]", c.layers, "fallback", c.precision, RnnAlgo::Standard);
+    const Params init = random_params(own.model, 6, 0.3);
+    Rng r1(4), r2(4);
+    auto a = make_engine(own, init, r1);
+    auto b = make_engine(ref, init, r2);
+    const int64_t passes = gpu_wavefront_passes();
+    for (int s = 0; s < 3; ++s) {
+      const Batch batch = random_batch(own, 8, 8, 20 + s);
+      EXPECT_EQ(a->train_step(batch, 0.01, {}).mean(), b->train_step(batch, 0.01, {}).mean()) << c.what << " step " << s;
+    }
+    EXPECT_EQ(gpu_wavefront_passes(), passes) << c.what << ": the wavefront kernels did not run";
+    const std::vector<Param*> pa = a->host_params().all(), pb = b->host_params().all();
+    for (size_t i = 0; i < pb.size(); ++i) expect_near_all(pa[i]->value, pb[i]->value, 0.0, 0.0, c.what + std::string(": ") + pb[i]->name);
+  }
+}
+
+}  // namespace
+}  // namespace rnntrain
