@@ -6,7 +6,8 @@
 # summary: GPU, driver, CUDA and cuDNN versions, tests passed and failed, the loss curves, seconds per
 # epoch. Everything also goes to $OUT/gpu_check.log when $OUT is set. Exit status 0 only if all passed.
 # Environment: BUILD_DIR (default build-gpu), CUDA_ARCH (90), EPOCHS (quickstart epochs, 8), JOBS, SPEED (0
-# skips the speed runs), MEMCHECK (1 runs every gpu test binary under compute-sanitizer memcheck).
+# skips the speed runs), MEMCHECK (1 runs every gpu test binary under compute-sanitizer memcheck, and
+# the wavefront kernels' tests under racecheck).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD_DIR:-build-gpu}
@@ -148,7 +149,8 @@ rc2=$?
 say "SIGTERM on cuda: exit $rc ($(grep -m1 -oE 'stopped by .* holds' "$WORK/sigterm.log")); resume: exit $rc2, $(grep -oE '"epochs":[0-9]+' "$WORK/resume.log")"
 if [ "$rc" != 143 ] || [ "$rc2" != 0 ]; then say "FAIL: SIGTERM and resume on cuda"; fail=1; fi
 
-# compute-sanitizer memcheck over every gpu test binary (MEMCHECK=1; slow, so off by default).
+# compute-sanitizer memcheck over every gpu test binary, racecheck over the wavefront kernels' tests
+# (MEMCHECK=1; slow, so off by default).
 if [ "${MEMCHECK:-0}" = 1 ]; then
   step "compute-sanitizer memcheck over the gpu tests"
   # API errors are not reported: rnntrain checks every CUDA call itself, and gpu_engine_test runs out
@@ -159,7 +161,16 @@ if [ "${MEMCHECK:-0}" = 1 ]; then
     sort | tee -a "$LOG"
   grep -h -E "ERROR SUMMARY|Invalid|Leaked|PASSED" "$WORK"/memcheck_*.log | sort | uniq -c | tee -a "$LOG"
   grep -q -E "exit [^0]" <(grep -h "" "$LOG" | grep -E "^gpu_.*_test exit") && { say "FAIL: memcheck"; fail=1; }
-  [ -n "${OUT:-}" ] && tar czf "$OUT/memcheck_logs.tgz" -C "$WORK" $(cd "$WORK" && ls memcheck_*.log) 2>/dev/null
+  # racecheck (shared-memory hazards) over rnntrain's own kernels: the wavefront tests and cases.
+  for t in "gpu_wavefront_test --gtest_filter=-*Sliced*" "gpu_precision_test --gtest_filter=*wavefront*"; do
+    set -f; set -- $t; set +f  # the filters are not globs
+    timeout 600 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 --print-limit 20 \
+      "$BUILD/tests/$1" "$2" >"$WORK/racecheck_$1.log" 2>&1
+    rc=$?
+    say "racecheck $1 $2: exit $rc; $(grep -h -E "RACECHECK SUMMARY" "$WORK/racecheck_$1.log" | head -1)"
+    [ "$rc" = 0 ] || fail=1
+  done
+  [ -n "${OUT:-}" ] && tar czf "$OUT/memcheck_logs.tgz" -C "$WORK" $(cd "$WORK" && ls memcheck_*.log racecheck_*.log) 2>/dev/null
 fi
 
 step "summary"

@@ -3,7 +3,7 @@
 // and keeps that slice's weight columns in shared memory for all T steps. A step waits on per-step
 // counters in global memory for what it reads (the row's previous step, the layer below's same time
 // step), streams that operand from L2 into shared memory in double-buffered chunks (cp.async), runs
-// the products on tensor cores (WMMA, FP32 accumulation), applies the cell in FP32 and publishes its
+// the products on tensor cores (ldmatrix and mma.sync, FP32 accumulation), applies the cell in FP32 and publishes its
 // slice with a release increment of its own counter.
 //
 // Forward, per block (l, d, units u0..u0+U): z = [h_below(t) | h_own(t-1)] @ [W_x; W_h][:, my cols]
@@ -13,9 +13,9 @@
 // and pass no gradient, as cuDNN's padded IO.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -24,8 +24,6 @@
 namespace rnntrain::cuda::wf {
 
 namespace {
-
-using namespace nvcuda;
 
 __device__ inline float tof(__half v) { return __half2float(v); }
 __device__ inline float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -76,6 +74,34 @@ __device__ inline void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// ldmatrix: lane l gives the address of row (l % 8) + 8 * ((l / 8) % 2), column 8 * (l / 16) of a
+// 16x16 tile (four 8x8 matrices); .trans hands each lane the transposed elements (B operands).
+__device__ inline void ldsm_x4(unsigned (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ inline void ldsm_x4_t(unsigned (&r)[4], const void* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+// d += a (16x16, row-major) @ b (16x8); FP32 accumulation.
+template <typename E>
+__device__ inline void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
 __host__ __device__ inline size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
 
 // One operand source of a step: rows b0.. of a [., ld] array at that step, K columns, multiplied
@@ -86,120 +112,122 @@ struct Src {
   int ld = 0, K = 0, wrow = 0, side = 0;
 };
 
-// Which accumulator tiles a warp computes.
-struct Tiles {
-  int n = 0, kp = 0, ksplit = 1;
-  int m[kMaxTiles] = {}, c[kMaxTiles] = {};
-};
-
-__device__ Tiles my_tiles(int TM, int TN, int ksplit) {
-  Tiles t;
-  const int warp = threadIdx.x / 32, tiles = TM * TN;
-  t.ksplit = ksplit;
-  if (ksplit == 1) {
-    for (int i = warp; i < tiles && t.n < kMaxTiles; i += kWarps) t.m[t.n] = i / TN, t.c[t.n] = i % TN, ++t.n;
-  } else if (warp < tiles * ksplit) {
-    const int i = warp % tiles;
-    t.m[0] = i / TN, t.c[0] = i % TN, t.n = 1, t.kp = warp / tiles;
-  }
-  return t;
-}
-
-// Shared memory of a block: weights [K][ldw], then a region that holds the two operand chunk
-// buffers [Bp][KC + 8] while the products run and the partial sums [ksplit][SIDES][Bp][N] after,
+// Shared memory of a block: weights [K][ldw]; then a region that holds each warp's ring of kStages
+// operand tiles [16][lda] while the products run and the partial sums [ksplit][SIDES][Bp][N + kAccPad] after;
 // then the per-unit state [Bs][U].
 template <typename E, int SIDES>
 struct Smem {
   E* w;
-  E* abuf[2];
+  E* ring;
   float* acc;
   float* state;
-  int lda, Bp;
+  int Bp;
   __device__ Smem(unsigned char* base, int K, const Split& sp, int Bs) {
     Bp = (Bs + 15) / 16 * 16;
-    lda = sp.KC + 8;
     w = reinterpret_cast<E*>(base);
-    size_t off = align128(static_cast<size_t>(K) * sp.ldw * sizeof(E));
-    abuf[0] = reinterpret_cast<E*>(base + off);
-    abuf[1] = abuf[0] + static_cast<size_t>(Bp) * lda;
+    const size_t off = align128(static_cast<size_t>(K) * sp.ldw * sizeof(E));
+    ring = reinterpret_cast<E*>(base + off);
     acc = reinterpret_cast<float*>(base + off);
-    const size_t chunks = 2 * static_cast<size_t>(Bp) * lda * sizeof(E);
-    const size_t sums = static_cast<size_t>(sp.ksplit) * SIDES * Bp * sp.N * sizeof(float);
-    state = reinterpret_cast<float*>(base + off + align128(chunks > sums ? chunks : sums));
+    const size_t rings = static_cast<size_t>(kWarps) * kStages * 16 * sp.lda * sizeof(E);
+    const size_t sums = static_cast<size_t>(sp.ksplit) * SIDES * Bp * (sp.N + kAccPad) * sizeof(float);
+    state = reinterpret_cast<float*>(base + off + align128(rings > sums ? rings : sums));
   }
 };
 
-// The step's products: for each source, stream its K columns in chunks (the next chunk's copy in
-// flight while this one multiplies), accumulate on tensor cores, and leave the partial sums in
-// sm.acc. Ends with a barrier.
+// The step's products [Bs, N] = sum over sources of operand [Bs, K] @ weights[wrow.., N]. Warp w
+// computes row tile m = w % TM against all N / 16 column tiles, over every ksplit-th 16-wide k step
+// of the sources (ksplit = kWarps / TM), so each operand element is read once per block. It streams
+// its operand tiles from L2 through its own ring of kStages slots (one 16-byte cp.async per lane per
+// tile, kStages - 1 tiles in flight): no block barrier until the partial sums are stored in sm.acc.
 template <typename E, int SIDES>
-__device__ void products(const Src<E>* src, int nsrc, Smem<E, SIDES>& sm, const Split& sp, int Bs, const Tiles& tl) {
-  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
-  using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major>;
-  using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-  FragC acc[kMaxTiles][SIDES];
-#pragma unroll
-  for (int i = 0; i < kMaxTiles; ++i)
-#pragma unroll
-    for (int s = 0; s < SIDES; ++s) wmma::fill_fragment(acc[i][s], 0.0f);
+__device__ void products(const Src<E>* src, int nsrc, Smem<E, SIDES>& sm, const Split& sp, int Bs) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int TM = sm.Bp / 16, TN = sp.N / 16, m = warp % TM, kp = warp / TM;
+  // acc[n][side][h]: the m16n8 accumulator of column tile n's half h (rows lane / 4 and + 8,
+  // columns 2 * (lane % 4) and + 1).
+  float acc[kMaxTiles][SIDES][2][4] = {};
+  const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lcol = (lane >> 4) * 8;  // ldmatrix addresses
 
-  int total = 0;
-  for (int i = 0; i < nsrc; ++i) total += (src[i].K + sp.KC - 1) / sp.KC;
-  // chunk c -> (source, first column)
-  auto locate = [&](int c, int& si, int& k0) {
-    si = 0;
-    while (c >= (src[si].K + sp.KC - 1) / sp.KC) c -= (src[si].K + sp.KC - 1) / sp.KC, ++si;
-    k0 = c * sp.KC;
-  };
-  auto issue = [&](int c) {
-    int si, k0;
-    locate(c, si, k0);
-    const Src<E>& s = src[si];
-    const int kc = min(sp.KC, s.K - k0), segs = kc / 8;
-    E* buf = sm.abuf[c & 1];
-    for (int i = threadIdx.x; i < Bs * segs; i += kThreads) {
-      const int r = i / segs, q = i % segs;
-      cp16(buf + r * sm.lda + q * 8, s.p + static_cast<size_t>(r) * s.ld + k0 + q * 8);
-    }
-    cp_commit();
-  };
-
-  if (total > 0) issue(0);
-  for (int c = 0; c < total; ++c) {
-    if (c + 1 < total) {
-      issue(c + 1);
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
-    __syncthreads();
-    int si, k0;
-    locate(c, si, k0);
-    const Src<E>& s = src[si];
-    const int ksteps = min(sp.KC, s.K - k0) / 16;
-    const E* buf = sm.abuf[c & 1];
-    const E* w = sm.w + static_cast<size_t>(s.wrow + k0) * sp.ldw;
-    for (int kk = tl.kp; kk < ksteps; kk += tl.ksplit) {
-#pragma unroll
-      for (int i = 0; i < kMaxTiles; ++i) {
-        if (i >= tl.n) break;
-        FragA fa;
-        FragB fb;
-        wmma::load_matrix_sync(fa, buf + tl.m[i] * 16 * sm.lda + kk * 16, sm.lda);
-        wmma::load_matrix_sync(fb, w + kk * 16 * sp.ldw + tl.c[i] * 16, sp.ldw);
-        if (SIDES == 1 || s.side == 0) wmma::mma_sync(acc[i][0], fa, fb, acc[i][0]);
-        else wmma::mma_sync(acc[i][SIDES - 1], fa, fb, acc[i][SIDES - 1]);
+  if (kp < sp.ksplit) {
+    int total = 0;
+    for (int i = 0; i < nsrc; ++i) total += src[i].K >> 4;
+    const int mine = total > kp ? (total - kp + sp.ksplit - 1) / sp.ksplit : 0;
+    const int r = lane >> 1, c8 = (lane & 1) * 8;  // this lane's 16 bytes of a tile
+    const bool row_ok = m * 16 + r < Bs;           // rows past the batch: never read back
+    E* const ring = sm.ring + static_cast<size_t>(warp) * kStages * 16 * sp.lda;
+    // Two cursors over my k steps (every ksplit-th over the sources, from kp): one issues the copies
+    // kStages - 1 steps ahead, one multiplies. Crossing into the next source is the rare path.
+    struct Cursor {
+      int si = -1, ks = 0, end = 0;
+      const E* row = nullptr;  // this lane's operand row in the source
+      const E* w = nullptr;    // the source's first weight row
+      bool side0 = true;
+    };
+    auto advance = [&](Cursor& c, int by) {
+      c.ks += by;
+      while (c.ks >= c.end && c.si + 1 < nsrc) {
+        c.ks -= c.end, ++c.si;
+        const Src<E>& q = src[c.si];
+        c.end = q.K >> 4;
+        c.row = q.p + static_cast<size_t>(m * 16 + r) * q.ld + c8;
+        c.w = sm.w + static_cast<size_t>(q.wrow) * sp.ldw;
+        c.side0 = SIDES == 1 || q.side == 0;
       }
+    };
+    Cursor in, mul;
+    advance(in, kp), advance(mul, kp);
+    int slot_in = 0, slot_mul = 0;
+    auto issue = [&](int i) {
+      if (i < mine) {
+        if (row_ok) cp16(ring + slot_in * 16 * sp.lda + r * sp.lda + c8, in.row + in.ks * 16);
+        advance(in, sp.ksplit);
+      }
+      cp_commit();  // one group per step, empty or not: wait_group counts them
+      slot_in = slot_in + 1 == kStages ? 0 : slot_in + 1;
+    };
+    for (int i = 0; i < kStages - 1; ++i) issue(i);
+    for (int i = 0; i < mine; ++i) {
+      issue(i + kStages - 1);
+      cp_wait<kStages - 1>();
+      __syncwarp();
+      unsigned fa[4];
+      ldsm_x4(fa, ring + (slot_mul * 16 + lrow) * sp.lda + lcol);
+      const E* w = mul.w + static_cast<size_t>(mul.ks * 16 + lrow) * sp.ldw + lcol;
+#pragma unroll
+      for (int n = 0; n < kMaxTiles; ++n) {
+        if (n >= TN) break;
+        unsigned fb[4];
+        ldsm_x4_t(fb, w + n * 16);
+        if (mul.side0) {
+          mma16816<E>(acc[n][0][0], fa, fb[0], fb[1]);
+          mma16816<E>(acc[n][0][1], fa, fb[2], fb[3]);
+        } else {
+          mma16816<E>(acc[n][SIDES - 1][0], fa, fb[0], fb[1]);
+          mma16816<E>(acc[n][SIDES - 1][1], fa, fb[2], fb[3]);
+        }
+      }
+      advance(mul, sp.ksplit);
+      slot_mul = slot_mul + 1 == kStages ? 0 : slot_mul + 1;
+      __syncwarp();  // the slot is refilled kStages steps on
     }
-    __syncthreads();  // the buffer is refilled two chunks on
+    cp_wait<0>();
   }
+  __syncthreads();  // every ring is drained: the partial sums overwrite them
+  if (kp < sp.ksplit) {
 #pragma unroll
-  for (int i = 0; i < kMaxTiles; ++i) {
-    if (i >= tl.n) break;
+    for (int n = 0; n < kMaxTiles; ++n) {
+      if (n >= TN) break;
 #pragma unroll
-    for (int s = 0; s < SIDES; ++s)
-      wmma::store_matrix_sync(sm.acc + (static_cast<size_t>(tl.kp * SIDES + s) * sm.Bp + tl.m[i] * 16) * sp.N + tl.c[i] * 16,
-                              acc[i][s], sp.N, wmma::mem_row_major);
+      for (int s = 0; s < SIDES; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int ld = sp.N + kAccPad;
+          float* o = sm.acc + (static_cast<size_t>(kp * SIDES + s) * sm.Bp + m * 16 + lane / 4) * ld + n * 16 + h * 8 +
+                     2 * (lane % 4);
+          o[0] = acc[n][s][h][0], o[1] = acc[n][s][h][1];
+          o[8 * ld] = acc[n][s][h][2], o[8 * ld + 1] = acc[n][s][h][3];
+        }
+    }
   }
   __syncthreads();
 }
@@ -208,7 +236,7 @@ __device__ void products(const Src<E>* src, int nsrc, Smem<E, SIDES>& sm, const 
 template <typename E, int SIDES>
 __device__ inline float sum_at(const Smem<E, SIDES>& sm, const Split& sp, int side, int bl, int n) {
   float v = 0.0f;
-  for (int kp = 0; kp < sp.ksplit; ++kp) v += sm.acc[(static_cast<size_t>(kp * SIDES + side) * sm.Bp + bl) * sp.N + n];
+  for (int kp = 0; kp < sp.ksplit; ++kp) v += sm.acc[(static_cast<size_t>(kp * SIDES + side) * sm.Bp + bl) * (sp.N + kAccPad) + n];
   return v;
 }
 
@@ -227,25 +255,28 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
   // outputs, each direction's block padded to Hp), then recurrent rows.
   const E* wk = static_cast<const E*>(a.wk[row]);
   const E* wr = static_cast<const E*>(a.wr[row]);
-  for (int i = threadIdx.x; i < (Kx + Kh) * sp.N; i += kThreads) {
-    const int k = i / sp.N, n = i % sp.N, g = n / sp.U, u = n % sp.U;
-    E v = fromf<E>(0.0f);
-    if (g < G && u < U) {
-      const int col = g * H + u0 + u;
-      if (k < Kx) {
-        const int dd = k / a.Hp, j = k % a.Hp;
-        if (j < H) v = wk[static_cast<size_t>(dd * H + j) * a.GH + col];
-      } else if (k - Kx < H) {
-        v = wr[static_cast<size_t>(k - Kx) * a.GH + col];
-      }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int col[2];  // the Keras column of this lane's block columns lane and lane + 32 (-1: zero)
+  for (int q = 0; q < 2; ++q) {
+    const int n = lane + 32 * q, g = n / sp.U, u = n % sp.U;
+    col[q] = n < sp.N && g < G && u < U ? g * H + u0 + u : -1;
+  }
+  for (int k = warp; k < Kx + Kh; k += kWarps) {  // a warp per row: coalesced reads along it
+    const E* src = nullptr;
+    if (k < Kx) {
+      const int dd = k / a.Hp, j = k - dd * a.Hp;
+      if (j < H) src = wk + static_cast<size_t>(dd * H + j) * a.GH;
+    } else if (k - Kx < H) {
+      src = wr + static_cast<size_t>(k - Kx) * a.GH;
     }
-    sm.w[static_cast<size_t>(k) * sp.ldw + n] = v;
+    for (int q = 0; q < 2; ++q) {
+      const int n = lane + 32 * q;
+      if (n < sp.N) sm.w[static_cast<size_t>(k) * sp.ldw + n] = src && col[q] >= 0 ? src[col[q]] : fromf<E>(0.0f);
+    }
   }
   for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
   __syncthreads();
 
-  const int TM = (a.Bs + 15) / 16;
-  const Tiles tl = my_tiles(TM, sp.N / 16, sp.ksplit);
   const float* bias = a.bias[row];
   const E* below = l > 0 ? static_cast<const E*>(a.hseq[l - 1]) : nullptr;
   E* hseq = static_cast<E*>(a.hseq[l]);
@@ -268,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
       const int tp = d == 0 ? t - 1 : t + 1;
       src[nsrc++] = {hseq + (static_cast<size_t>(tp) * B + a.b0) * ldh + d * a.Hp, ldh, Kh, Kx, SIDES - 1};
     }
-    products<E, SIDES>(src, nsrc, sm, sp, a.Bs, tl);
+    products<E, SIDES>(src, nsrc, sm, sp, a.Bs);
 
     for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
       const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;
@@ -327,25 +358,25 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
   // Columns are this block's units; rows the pre-activation gradients they are multiplied with:
   // those of the layer above (each direction's block padded to GHp; its kernel's rows d*H + unit),
   // then this row's own (its recurrent kernel's rows = units).
-  for (int i = threadIdx.x; i < (Kx + Kh) * sp.N; i += kThreads) {
-    const int k = i / sp.N, u = i % sp.N;
-    E v = fromf<E>(0.0f);
-    if (u < U) {
-      if (k < Kx) {
-        const int dd = k / a.GHp, c = k % a.GHp;
-        const E* wk = static_cast<const E*>(a.wk[(l + 1) * a.D + dd]);
-        if (c < a.GH) v = wk[static_cast<size_t>(d * H + u0 + u) * a.GH + c];
-      } else if (k - Kx < a.GH) {
-        v = static_cast<const E*>(a.wr[row])[static_cast<size_t>(u0 + u) * a.GH + (k - Kx)];
+  for (int u = threadIdx.x / 32; u < sp.N; u += kWarps) {  // a warp per unit: coalesced reads along k
+    const int lane = threadIdx.x % 32;
+    for (int k = lane; k < Kx + Kh; k += 32) {
+      E v = fromf<E>(0.0f);
+      if (u < U) {
+        if (k < Kx) {
+          const int dd = k / a.GHp, c = k - dd * a.GHp;
+          const E* wk = static_cast<const E*>(a.wk[(l + 1) * a.D + dd]);
+          if (c < a.GH) v = wk[static_cast<size_t>(d * H + u0 + u) * a.GH + c];
+        } else if (k - Kx < a.GH) {
+          v = static_cast<const E*>(a.wr[row])[static_cast<size_t>(u0 + u) * a.GH + (k - Kx)];
+        }
       }
+      sm.w[static_cast<size_t>(k) * sp.ldw + u] = v;
     }
-    sm.w[static_cast<size_t>(k) * sp.ldw + u] = v;
   }
   for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
   __syncthreads();
 
-  const int TM = (a.Bs + 15) / 16;
-  const Tiles tl = my_tiles(TM, sp.N / 16, sp.ksplit);
   E* dgx = static_cast<E*>(a.dgx[row]);
   E* dgh = static_cast<E*>(a.dgh[row]);
   const float* gates = a.gates[row];
@@ -370,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
       const int tn = d == 0 ? t + 1 : t - 1;
       src[nsrc++] = {dgh + (static_cast<size_t>(tn) * B + a.b0) * a.GHp, a.GHp, Kh, Kx, 0};
     }
-    products<E, 1>(src, nsrc, sm, sp, a.Bs, tl);
+    products<E, 1>(src, nsrc, sm, sp, a.Bs);
 
     for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
       const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;

@@ -33,18 +33,18 @@ wf::Split split(const WavefrontShape& s, int64_t layers, int64_t Bs, bool fwd) {
   S = (H + U - 1) / U;
   const int64_t N = round_up(fwd ? G * U : U, 16);
   const int64_t K = fwd ? (layers > 1 ? s.dirs * Hp : 0) + Hp : (layers > 1 ? s.dirs * GHp : 0) + GHp;
-  const int64_t Bp = round_up(Bs, 16), tiles = Bp / 16 * (N / 16);
-  if ((tiles + wf::kWarps - 1) / wf::kWarps > wf::kMaxTiles) return {};
-  const int64_t ksplit = tiles >= wf::kWarps ? 1 : wf::kWarps / tiles;
+  const int64_t Bp = round_up(Bs, 16), TM = Bp / 16;
+  if (TM > wf::kWarps || N / 16 > wf::kMaxTiles) return {};
+  const int64_t ksplit = wf::kWarps / TM;
   const int64_t sides = fwd && s.cell == LayerKind::GRU ? 2 : 1;
   for (int64_t ldw : {N + 8, N}) {
-    for (int64_t KC : {128, 64, 32, 16}) {
-      const size_t chunks = 2 * Bp * (KC + 8) * 2, sums = ksplit * sides * Bp * N * 4;
-      const size_t smem = align128(K * ldw * 2) + align128(std::max(chunks, sums)) + Bs * U * 4;
+    for (int64_t lda : {24, 16}) {
+      const size_t rings = wf::kWarps * wf::kStages * 16 * lda * 2, sums = ksplit * sides * Bp * (N + wf::kAccPad) * 4;
+      const size_t smem = align128(K * ldw * 2) + align128(std::max(rings, sums)) + Bs * U * 4;
       if (smem <= wf::smem_optin()) {
         wf::Split sp;
         sp.S = static_cast<int>(S), sp.U = static_cast<int>(U), sp.N = static_cast<int>(N);
-        sp.ldw = static_cast<int>(ldw), sp.KC = static_cast<int>(KC), sp.ksplit = static_cast<int>(ksplit);
+        sp.ldw = static_cast<int>(ldw), sp.lda = static_cast<int>(lda), sp.ksplit = static_cast<int>(ksplit);
         sp.smem = smem;
         return sp;
       }
@@ -58,17 +58,16 @@ struct GroupPlan {
   wf::Split fwd, bwd;
 };
 
-// The launch for layers first..: as many layers as fit with the whole batch, else one layer with the
-// batch cut into slices. layers = 0 when not even one layer of 16 sequences fits.
+// The launch for layers first..: the most layers that fit with the largest batch slice (the whole
+// batch when it fits, else halves of at most 256 sequences). layers = 0 when not even one layer of 16
+// sequences fits.
 GroupPlan plan_group(const WavefrontShape& s, int64_t first, int64_t B) {
   const int64_t most = s.dirs == 2 ? 1 : std::min<int64_t>(s.layers - first, wf::kMaxRows);
-  for (int64_t n = most; n >= 1; --n) {
-    GroupPlan g{n, B, split(s, n, B, true), split(s, n, B, false)};
-    if (g.fwd.S && g.bwd.S) return g;
-  }
-  for (int64_t Bs = round_up(B / 2, 16); Bs >= 16; Bs = Bs > 16 ? round_up(Bs / 2, 16) : 0) {
-    GroupPlan g{1, Bs, split(s, 1, Bs, true), split(s, 1, Bs, false)};
-    if (g.fwd.S && g.bwd.S) return g;
+  for (int64_t Bs = B; Bs >= 1; Bs = Bs > 16 ? std::min<int64_t>(round_up(Bs / 2, 16), 256) : 0) {
+    for (int64_t n = most; n >= 1; --n) {
+      GroupPlan g{n, Bs, split(s, n, Bs, true), split(s, n, Bs, false)};
+      if (g.fwd.S && g.bwd.S) return g;
+    }
   }
   return {};
 }

@@ -14,17 +14,19 @@ namespace rnntrain::cuda::wf {
 
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxTiles = 4;  // 16x16 accumulator tiles per warp (and side)
+constexpr int kMaxTiles = 4;  // 16x16 accumulator tiles per warp (and side): N <= 64
+constexpr int kStages = 8;    // operand tiles per warp's ring (kStages - 1 in flight)
+constexpr int kAccPad = 8;    // floats past N in a row of partial sums (fewer bank conflicts)
 constexpr int kMaxRows = 8;   // (layer, direction) rows in one launch
 
-// How one launch divides its work and shared memory (wavefront.cpp: split()).
+// How one launch divides its work and shared memory (wavefront.cpp: split(); at most 256 sequences).
 struct Split {
   int S = 0;    // blocks per row
   int U = 0;    // units per block (the last block of a row may have fewer)
   int N = 0;    // weight columns per block: G*U (forward) or U (backward), padded to 16
   int ldw = 0;  // row stride of the weights in shared memory (N, or N + 8 against bank conflicts)
-  int KC = 0;   // width of the chunks the step's operand is streamed in
-  int ksplit = 1;  // warps sharing one tile, each a share of its k steps
+  int lda = 0;  // row stride of an operand tile in a warp's ring (16, or 24 against bank conflicts)
+  int ksplit = 1;  // warps sharing one row tile, each a share of its k steps (kWarps / row tiles)
   size_t smem = 0;
 };
 
