@@ -16,6 +16,7 @@
 // (cudaMemGetInfo) after everything is allocated minus before (CUDA context and cuDNN handle excluded).
 //
 //   rnntrain_cudnn_bench --workload blog [--per-layer] [--precision fp16] [--algo persist_static] [--json F]
+//   (--algo persist_dynamic: cudnnBuildRNNDynamic compiles the persistent kernels for the batch size)
 //   rnntrain_cudnn_bench --cell gru --layers 2 --hidden 256 --input 64 --batch 32 --time 50 [--bidir]
 //
 // Exit codes: 0 timed; 2 usage error or no CUDA device; 3 a CUDA or cuDNN call failed (for example
@@ -97,7 +98,7 @@ struct Options {
 const char* kUsage =
     "usage: rnntrain_cudnn_bench (--workload blog|large|gru|charlm|bilstm | --cell lstm|gru --layers L --hidden H\n"
     "         --input I --batch B --time T [--bidir] [--min-length N]) [--per-layer]\n"
-    "         [--precision fp32|tf32|fp16|bf16] [--algo standard|persist_static] [--batch-major]\n"
+    "         [--precision fp32|tf32|fp16|bf16] [--algo standard|persist_static|persist_dynamic] [--batch-major]\n"
     "         [--graph] [--steps 10] [--repeats 5] [--warmup 3] [--json FILE]\n"
     "Times cuDNN's RNN training calls (memset dw, forward, backward data, backward weights) for one stack.\n"
     "Options after --workload override its shape (the workload is then reported as custom).\n"
@@ -146,7 +147,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--batch-major") o.batch_major = true;
     else if (a == "--graph") o.graph = true;
     else if (a == "--precision") o.precision = choice({"fp32", "tf32", "fp16", "bf16"});
-    else if (a == "--algo") o.algo = choice({"standard", "persist_static"});
+    else if (a == "--algo") o.algo = choice({"standard", "persist_static", "persist_dynamic"});
     else if (a == "--steps") o.steps = number(1);
     else if (a == "--repeats") o.repeats = number(1);
     else if (a == "--warmup") o.warmup = number(0);
@@ -223,7 +224,9 @@ void run(const Options& o, Result& res) {
   const cudnnMathType_t math = o.precision == "fp32"   ? CUDNN_FMA_MATH       // strict fp32
                                : o.precision == "tf32" ? CUDNN_DEFAULT_MATH   // fp32 data, TF32 allowed
                                                        : CUDNN_TENSOR_OP_MATH;  // fp16/bf16 data, fp32 math
-  const cudnnRNNAlgo_t algo = o.algo == "standard" ? CUDNN_RNN_ALGO_STANDARD : CUDNN_RNN_ALGO_PERSIST_STATIC;
+  const cudnnRNNAlgo_t algo = o.algo == "standard"         ? CUDNN_RNN_ALGO_STANDARD
+                              : o.algo == "persist_static" ? CUDNN_RNN_ALGO_PERSIST_STATIC
+                                                           : CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
   const size_t es = elem_size(dt);
 
   Stream stream = make<Stream>([](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); });
@@ -257,6 +260,7 @@ void run(const Options& o, Result& res) {
                                    o.bidir ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dt,
                                    CUDNN_DATA_FLOAT, math, r.in, H, H, r.layers, drop.get(),
                                    CUDNN_RNN_PADDED_IO_ENABLED));
+    if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) CHECK(cudnnBuildRNNDynamic(h, r.desc.get(), B));
     CHECK(cudnnGetRNNWeightSpaceSize(h, r.desc.get(), &r.w_bytes));
     r.w_off = w_total;
     w_total += (r.w_bytes + 255) / 256 * 256;  // each layer's block 256-byte aligned in the flat buffer

@@ -328,7 +328,10 @@ def print_cudnn_args(path):
     best = fastest(rnntrain_candidates(load_json(path) or {}))
     if best is None:
         sys.exit(f"write_results.py: {path}: no rnntrain candidate ran (missing file, or all failed)")
-    print(f"--precision {best['precision']} --algo {best['algo']}" + (" --per-layer" if best["fuse"] == "never" else ""))
+    # The wavefront kernels are rnntrain's own: the raw cuDNN reference for them is cuDNN's standard
+    # algorithm in the same precision and fusion.
+    algo = "standard" if best["algo"] == "wavefront" else best["algo"]
+    print(f"--precision {best['precision']} --algo {algo}" + (" --per-layer" if best["fuse"] == "never" else ""))
 
 
 def print_nographs_args(path):

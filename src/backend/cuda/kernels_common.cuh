@@ -1,6 +1,8 @@
-// Device helpers shared by the .cu files: grid-stride loop sizing, launch checking and the
+// Device helpers shared by the .cu files: grid-stride loop sizing, launch checking, half conversions and the
 // activations with their derivatives, mirroring backend/cpu/cpu_math.cpp. Not a kernel file.
 #pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,6 +26,16 @@ void check_launch(const char* kernel, const char* file, int line);
 #define LAUNCH_CHECK(name) ::rnntrain::cuda::k::check_launch(name, __FILE__, __LINE__)
 
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Conversions between FP32 and the half types (fp16, bf16), rounding to nearest.
+template <typename H>
+__device__ inline H from_f(float v);
+template <>
+__device__ inline __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ inline float to_f(__half v) { return __half2float(v); }
+__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Bit i of a bit set stored as 32-bit words (ParamStore::trained()).
 __device__ inline bool bit_set(const uint32_t* bits, int64_t i) { return (bits[i >> 5] >> (i & 31)) & 1u; }

@@ -15,15 +15,6 @@ namespace rnntrain::cuda::k {
 namespace {
 
 template <typename H>
-__device__ inline H from_f(float v);
-template <>
-__device__ inline __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ inline __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-__device__ inline float to_f(__half v) { return __half2float(v); }
-__device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename H>
 __global__ void to_half_k(const float* in, H* out, int64_t n) {
   GRID_LOOP(i, n) out[i] = from_f<H>(in[i]);
 }

@@ -25,14 +25,8 @@ namespace rnntrain::cuda::wf {
 
 namespace {
 
-__device__ inline float tof(__half v) { return __half2float(v); }
-__device__ inline float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename E>
-__device__ inline E fromf(float v);
-template <>
-__device__ inline __half fromf<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ inline __nv_bfloat16 fromf<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using k::from_f;
+using k::to_f;
 
 __device__ inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -271,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
     }
     for (int q = 0; q < 2; ++q) {
       const int n = lane + 32 * q;
-      if (n < sp.N) sm.w[static_cast<size_t>(k) * sp.ldw + n] = src && col[q] >= 0 ? src[col[q]] : fromf<E>(0.0f);
+      if (n < sp.N) sm.w[static_cast<size_t>(k) * sp.ldw + n] = src && col[q] >= 0 ? src[col[q]] : from_f<E>(0.0f);
     }
   }
   for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
@@ -331,11 +325,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
           if (gs) gs[0] = ig, gs[H] = fg, gs[2 * H] = gg, gs[3 * H] = og;
         }
         if (a.state[row]) a.state[row][bt * H + j] = saved;
-        if (last && a.hy && t == (d == 0 ? a.lens[b] - 1 : 0)) static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = fromf<E>(h);
+        if (last && a.hy && t == (d == 0 ? a.lens[b] - 1 : 0)) static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = from_f<E>(h);
       } else if (a.state[row]) {
         a.state[row][bt * H + j] = 0.0f;  // read as the previous c by the backward pass
       }
-      const E hv = fromf<E>(h);
+      const E hv = from_f<E>(h);
       hseq[bt * ldh + d * a.Hp + j] = hv;
       if (out != hseq) out[bt * a.D * H + d * H + j] = hv;
     }
@@ -361,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
   for (int u = threadIdx.x / 32; u < sp.N; u += kWarps) {  // a warp per unit: coalesced reads along k
     const int lane = threadIdx.x % 32;
     for (int k = lane; k < Kx + Kh; k += 32) {
-      E v = fromf<E>(0.0f);
+      E v = from_f<E>(0.0f);
       if (u < U) {
         if (k < Kx) {
           const int dd = k / a.GHp, c = k - dd * a.GHp;
@@ -410,14 +404,14 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
       E* gh = dgh + bt * a.GHp + j;
       if (t >= a.lens[b]) {
 #pragma unroll
-        for (int g = 0; g < G; ++g) gx[g * H] = gh[g * H] = fromf<E>(0.0f);
+        for (int g = 0; g < G; ++g) gx[g * H] = gh[g * H] = from_f<E>(0.0f);
         continue;
       }
       float dh = sum_at(sm, sp, 0, bl, u);
       if (top) {
-        dh += a.dy ? tof(static_cast<const E*>(a.dy)[bt * DH + d * H + j]) : a.dy32[bt * DH + d * H + j];
+        dh += a.dy ? to_f(static_cast<const E*>(a.dy)[bt * DH + d * H + j]) : a.dy32[bt * DH + d * H + j];
         if (a.dhy && t == (d == 0 ? a.lens[b] - 1 : 0))
-          dh += tof(static_cast<const E*>(a.dhy)[(static_cast<size_t>(d) * B + b) * H + j]);
+          dh += to_f(static_cast<const E*>(a.dhy)[(static_cast<size_t>(d) * B + b) * H + j]);
       }
       float* carry = sm.state + bl * sp.U + u;
       const float* gs = gates + bt * 4 * H + j;
@@ -428,10 +422,10 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
         const float dz = dh * (hp - hc) * z * (1.0f - z);
         const float dr = dhc * hh * r * (1.0f - r);
         *carry = dh * z;
-        gx[0] = gh[0] = fromf<E>(dz);
-        gx[H] = gh[H] = fromf<E>(dr);
-        gx[2 * H] = fromf<E>(dhc);
-        gh[2 * H] = fromf<E>(dhc * r);
+        gx[0] = gh[0] = from_f<E>(dz);
+        gx[H] = gh[H] = from_f<E>(dr);
+        gx[2 * H] = from_f<E>(dhc);
+        gh[2 * H] = from_f<E>(dhc * r);
       } else {
         const float ig = gs[0], fg = gs[H], gg = gs[2 * H], og = gs[3 * H];
         const float c = state[bt * H + j];
@@ -440,10 +434,10 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
         const float tc = tanhf(c);
         const float dc = *carry + dh * og * (1.0f - tc * tc);
         *carry = dc * fg;
-        gx[0] = fromf<E>(dc * gg * ig * (1.0f - ig));
-        gx[H] = fromf<E>(dc * cp * fg * (1.0f - fg));
-        gx[2 * H] = fromf<E>(dc * ig * (1.0f - gg * gg));
-        gx[3 * H] = fromf<E>(dh * tc * og * (1.0f - og));
+        gx[0] = from_f<E>(dc * gg * ig * (1.0f - ig));
+        gx[H] = from_f<E>(dc * cp * fg * (1.0f - fg));
+        gx[2 * H] = from_f<E>(dc * ig * (1.0f - gg * gg));
+        gx[3 * H] = from_f<E>(dh * tc * og * (1.0f - og));
       }
     }
     __syncthreads();
@@ -459,7 +453,7 @@ __global__ void colsum_k(const E* a, int64_t rows, int64_t cols, int64_t lda, fl
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
   float v = 0.0f;
   if (c < cols)
-    for (int64_t r = blockIdx.y * 8 + threadIdx.y; r < rows; r += 8 * gridDim.y) v += tof(a[r * lda + c]);
+    for (int64_t r = blockIdx.y * 8 + threadIdx.y; r < rows; r += 8 * gridDim.y) v += to_f(a[r * lda + c]);
   p[threadIdx.y][threadIdx.x] = v;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
