@@ -267,6 +267,47 @@ TEST(Faults, SignalStopsAfterTheStepSavesAndResumesBitIdentical) {
   fs::remove_all(tmp);
 }
 
+// Length bucketing (train.bucketing): a run stopped inside an epoch draws the same bucketed batches
+// again on resume, and ends where an uninterrupted run ends.
+TEST(Faults, ABucketedRunStoppedInsideAnEpochResumesBitIdentical) {
+  auto tmp = scratch("bucketed");
+  write_file(tmp / "cfg.yaml", R"(model:
+  layers:
+    - {type: Input, shape: [null]}
+    - {type: Embedding, input_dim: 9, output_dim: 8, mask_zero: true}
+    - {type: LSTM, units: 24, dropout: 0.1}
+    - {type: Dense, units: 8}
+data:
+  train: {format: synthetic, task: classify, samples: 1200, timesteps: 40, seed: 3}
+train:
+  epochs: 6
+  batch_size: 8
+  seed: 5
+  threads: 1
+  bucketing: true
+  bucket_window: 8
+  optimizer: {type: adam, learning_rate: 0.01}
+  loss: {type: sparse_categorical_crossentropy, from_logits: true}
+  metrics: [accuracy]
+device: cpu
+)");
+  const fs::path ref = reference_run(tmp).first;
+  const fs::path run = tmp / "run";
+  Child c = spawn({"train", (tmp / "cfg.yaml").string(), "-q", "output.dir=" + run.string()}, tmp);
+  wait_for_epochs(run, 2);
+  ::kill(c.pid, SIGTERM);
+  ASSERT_EQ(c.wait(), 143) << slurp((tmp / "stderr.txt").string());
+  const auto summary = nlohmann::json::parse(slurp((tmp / "stdout.txt").string()));
+  ASSERT_TRUE(summary.contains("interrupted")) << summary.dump();
+  std::printf("bucketed run stopped at epoch %d step %d\n", summary["interrupted"]["epoch"].get<int>(),
+              summary["interrupted"]["step"].get<int>());
+  CmdResult r = run_rnntrain("train -q --resume " + run.string(), tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_state((ref / "final.h5").string(), (run / "final.h5").string());
+  EXPECT_EQ(slurp((ref / "history.csv").string()), slurp((run / "history.csv").string()));
+  fs::remove_all(tmp);
+}
+
 TEST(Faults, SecondSignalExitsAtOnceLeavingValidFiles) {
   auto tmp = scratch("signal2");
   test_config(tmp);

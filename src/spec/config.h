@@ -190,6 +190,12 @@ struct TrainSpec {
   int64_t batch_size = 32;
   uint64_t seed = 42;
   bool shuffle = true;
+  // Length bucketing: each window of bucket_window batches' worth of (shuffled) samples is sorted by
+  // length and cut into batches, the batches are shuffled, and each is trimmed to its longest
+  // sequence (when the Input's timesteps are None). Needs lengths: a lengths dataset, or an Embedding
+  // with mask_zero or a Masking layer right after the Input.
+  bool bucketing = false;
+  int64_t bucket_window = 32;
   int64_t steps_per_epoch = 0;  // 0 = the whole training set
   OptimizerSpec optimizer;
   LossSpec loss;

@@ -216,6 +216,7 @@ void put_train(Emitter& e, const TrainSpec& t) {
   put_int(e, "epochs", t.epochs), put_int(e, "batch_size", t.batch_size);
   key(e, "seed") << t.seed;
   put_bool(e, "shuffle", t.shuffle);
+  put_bool(e, "bucketing", t.bucketing), put_int(e, "bucket_window", t.bucket_window);
   put_int(e, "steps_per_epoch", t.steps_per_epoch), put_int(e, "threads", t.threads);
   put_optimizer(e, t.optimizer);
   put_loss(e, t.loss);

@@ -184,14 +184,17 @@ CheckpointSpec read_checkpoint(const Value& v, const std::vector<MetricSpec>& me
 
 TrainSpec read_train(const Value& v) {
   v.require_map(" like {epochs: 10, batch_size: 32}");
-  constexpr const char* keys[] = {"epochs", "batch_size", "seed", "shuffle", "steps_per_epoch", "threads", "optimizer",
-                                  "loss", "metrics", "schedule", "early_stopping", "checkpoint"};
+  constexpr const char* keys[] = {"epochs",    "batch_size", "seed",     "shuffle",        "bucketing",
+                                  "bucket_window", "steps_per_epoch", "threads", "optimizer",    "loss",
+                                  "metrics",   "schedule",   "early_stopping", "checkpoint"};
   v.check_keys(keys, "train");
   TrainSpec t;
   if (auto x = v.get("epochs")) t.epochs = x->as_int(1, kMaxCount);
   if (auto x = v.get("batch_size")) t.batch_size = x->as_int(1, kMaxDim);
   if (auto x = v.get("seed")) t.seed = x->as_uint64();
   if (auto x = v.get("shuffle")) t.shuffle = x->as_bool();
+  if (auto x = v.get("bucketing")) t.bucketing = x->as_bool();
+  if (auto x = v.get("bucket_window")) t.bucket_window = x->as_int(1, kMaxCount);
   if (auto x = v.get("steps_per_epoch")) t.steps_per_epoch = x->as_int(0, kMaxCount);
   if (auto x = v.get("threads")) t.threads = x->as_int(0, 4096);
   if (auto x = v.get("optimizer")) t.optimizer = read_optimizer(*x);

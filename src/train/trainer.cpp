@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "spec/parse.h"
 #include "train/autotune.h"
+#include "train/batching.h"
 #include "train/memory.h"
 #include "train/progress.h"
 #include "train/schedule.h"
@@ -65,12 +66,6 @@ static std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) 
   std::vector<Metric*> out;
   for (const auto& m : ms) out.push_back(m.get());
   return out;
-}
-
-static std::vector<int64_t> iota(int64_t n) {
-  std::vector<int64_t> v(n);
-  std::iota(v.begin(), v.end(), 0);
-  return v;
 }
 
 EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data) {
@@ -137,11 +132,6 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
   return s;
 }
 
-void shuffle(std::vector<int64_t>& v, Rng& rng) {
-  for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
-    std::swap(v[i], v[rng.below(static_cast<uint64_t>(i) + 1)]);
-}
-
 }  // namespace
 
 TrainResult train(const Config& cfg, const TrainOptions& opt) {
@@ -152,6 +142,14 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
 
   DataMeta meta = resuming ? read_meta(run_dir) : DataMeta{};
   Splits data = load_splits(cfg, meta, shapes);
+  const std::vector<int32_t> lengths = sample_lengths(data.train, cfg.model);
+  if (const std::string why = bucketing_blocker(cfg, lengths); !why.empty()) throw ConfigError(why);
+  // Bucketed batches keep only their longest sequence's steps, where the Input lets the length vary.
+  const bool trim = cfg.train.bucketing && cfg.model.layers[0].shape[0] < 0;
+  if (cfg.train.bucketing && !trim)
+    log_info("train.bucketing: the Input ({}) fixes {} timesteps, so batches are grouped by length but not trimmed "
+             "(shape: [null, ...] lets them be)", cfg.model.layers[0].loc.str(), cfg.model.layers[0].shape[0]);
+  const bool y_has_time = shapes.back().out.size() >= 2;  // the model outputs a sequence: targets per step
 
   Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout
   const std::string last_path = (fs::path(run_dir) / "last.h5").string();
@@ -262,21 +260,21 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     return params;
   };
 
-  std::vector<int64_t> order;
+  std::vector<EpochBatch> plan;
   const bool gpu = engine->device_name().rfind("cuda", 0) == 0;
   StopOnSignals signals;  // from here a signal stops training after the current step, saved
   for (int64_t epoch = start_epoch; !finished && epoch < cfg.train.epochs; ++epoch) {
     const Rng::State epoch_rng = rng.state();
-    order = iota(n);  // each epoch's order depends only on the RNG state, so resume draws the same
-    if (cfg.train.shuffle) shuffle(order, rng);
+    plan = plan_epoch(cfg.train, n, lengths, trim, rng);  // depends only on the RNG state: resume draws the same
     for (auto* m : ms) m->reset();
     Progress progress(epoch, cfg.train.epochs, steps, opt.progress);
     double sum = 0.0, count = 0.0;
     double lr = schedule.lr(optimizer.iterations());
-    int64_t done = 0;  // steps whose loss has been seen
+    int64_t done = 0, seen = 0;  // steps whose loss has been seen, and their samples
     if (epoch == start_epoch && resumed.step > 0) {  // stopped inside this epoch: go on from its step
       rng.set_state(resumed.rng);
       done = std::min(resumed.step, steps);
+      for (int64_t s = 0; s < done; ++s) seen += static_cast<int64_t>(plan[s].rows.size());
       sum = resumed.partial[0], count = resumed.partial[1];
       for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
     }
@@ -289,19 +287,17 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
         throw diverged(where, fmt::format("the optimizer update made the weights inf or NaN{}",
                                           p.empty() ? "" : " (first: " + p + ")"));
       }
-      const int64_t end = std::min(n, (done + 1) * bs);
-      sum += lv.mean() * static_cast<double>(end - done * bs);  // as Keras' loss tracker: batch means weighted by size
-      count += static_cast<double>(end - done * bs);
+      const auto rows = static_cast<double>(plan[done].rows.size());
+      sum += lv.mean() * rows;  // as Keras' loss tracker: batch means weighted by size
+      count += rows;
+      seen += static_cast<int64_t>(rows);
       ++done;
       std::vector<std::pair<std::string, double>> shown{{"loss", sum / count}};
       for (auto* m : ms) shown.emplace_back(m->name(), m->result());
-      progress.update(done, end, shown);
+      progress.update(done, seen, shown);
     };
     // On a GPU the next batch is gathered on a second thread while this one enqueues the step.
-    auto gather = [&](int64_t s) {
-      const int64_t b = s * bs;
-      return data.train.gather(std::vector<int64_t>(order.begin() + b, order.begin() + std::min(n, b + bs)));
-    };
+    auto gather = [&](int64_t s) { return gather_batch(data.train, plan[s], y_has_time); };
     std::future<Batch> next;
     if (gpu && first < steps) next = std::async(std::launch::async, gather, first);
     for (int64_t s = first; s < steps && !stop_signal(); ++s) {
@@ -312,7 +308,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       engine->enqueue_train_step(batch, lr, ms);
       for (const LossValue& lv : engine->collect_losses(false)) take(lv);
     }
-    if (next.valid()) next.wait();  // a gather still running reads `order`
+    if (next.valid()) next.wait();  // a gather still running reads `plan`
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);
     const double secs = progress.finish();
     if (stop_signal()) {  // stopped inside the epoch: last.h5 holds this very step
@@ -343,6 +339,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     }
     std::string line = fmt::format("epoch={}/{}", epoch + 1, cfg.train.epochs);
     for (const auto& [k, v] : logs) line += fmt::format(" {}={}", k, format_metric(v));
+    if (!lengths.empty()) {  // the share of computed steps that were padding
+      plan.resize(static_cast<size_t>(steps));
+      line += fmt::format(" padding={:.3f}", padding_share(plan, lengths, data.train.x.dim(1)));
+    }
     log_info("{} s={:.2f}", line, secs);
     result.history.epochs.push_back(logs);
 

@@ -1,0 +1,108 @@
+// Epoch batches, with and without length bucketing (batching.h).
+#include "train/batching.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace rnntrain {
+
+namespace {
+
+template <typename T>
+void shuffle(std::vector<T>& v, Rng& rng) {
+  for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
+    std::swap(v[i], v[rng.below(static_cast<uint64_t>(i) + 1)]);
+}
+
+// The layer right after the Input, when it decides the mask from the data.
+const LayerSpec* masking_layer(const ModelSpec& m) {
+  if (m.layers.size() < 2) return nullptr;
+  const LayerSpec& l = m.layers[1];
+  if ((l.kind == LayerKind::Embedding && l.mask_zero) || l.kind == LayerKind::Masking) return &l;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<int32_t> sample_lengths(const Dataset& d, const ModelSpec& model) {
+  if (!d.lengths.empty()) return d.lengths;
+  const LayerSpec* l = masking_layer(model);
+  if (!l || d.x.shape.size() < 2) return {};
+  const int64_t n = d.size(), T = d.x.shape[1], F = d.x.shape.size() > 2 ? d.x.shape[2] : 1;
+  const float pad = l->kind == LayerKind::Embedding ? 0.0f : static_cast<float>(l->mask_value);
+  std::vector<int32_t> out(static_cast<size_t>(n), 0);
+  for (int64_t b = 0; b < n; ++b) {
+    const float* row = d.x.data.data() + b * T * F;
+    for (int64_t t = T - 1; t >= 0 && !out[b]; --t)
+      for (int64_t f = 0; f < F; ++f)
+        if (row[t * F + f] != pad) {
+          out[b] = static_cast<int32_t>(t + 1);
+          break;
+        }
+  }
+  return out;
+}
+
+std::string bucketing_blocker(const Config& cfg, const std::vector<int32_t>& lengths) {
+  if (!cfg.train.bucketing || !lengths.empty()) return "";
+  return fmt::format("{}: train.bucketing groups sequences by length, but this data has no lengths dataset and the "
+                     "model no Embedding with mask_zero: true or Masking layer right after its Input; add lengths "
+                     "(data.*.lengths) or set train.bucketing: false",
+                     cfg.path);
+}
+
+std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vector<int32_t>& lengths, bool trim,
+                                   Rng& rng) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (t.shuffle) shuffle(order, rng);
+  const int64_t bs = t.batch_size;
+  const bool bucket = t.bucketing && !lengths.empty();
+  if (bucket) {
+    const int64_t window = t.bucket_window * bs;
+    for (int64_t w = 0; w < n; w += window)
+      std::stable_sort(order.begin() + w, order.begin() + std::min(n, w + window),
+                       [&](int64_t a, int64_t b) { return lengths[a] < lengths[b]; });
+  }
+  std::vector<EpochBatch> out;
+  for (int64_t b = 0; b < n; b += bs) {
+    EpochBatch e;
+    e.rows.assign(order.begin() + b, order.begin() + std::min(n, b + bs));
+    if (bucket && trim)
+      for (int64_t r : e.rows) e.steps = std::max<int64_t>(e.steps, std::max(lengths[r], 1));
+    out.push_back(std::move(e));
+  }
+  if (bucket && t.shuffle) shuffle(out, rng);
+  return out;
+}
+
+double padding_share(const std::vector<EpochBatch>& batches, const std::vector<int32_t>& lengths, int64_t T) {
+  if (lengths.empty()) return 0.0;
+  double used = 0.0, computed = 0.0;
+  for (const EpochBatch& b : batches) {
+    computed += static_cast<double>(b.rows.size()) * static_cast<double>(b.steps > 0 ? b.steps : T);
+    for (int64_t r : b.rows) used += lengths[r];
+  }
+  return computed > 0 ? 1.0 - used / computed : 0.0;
+}
+
+Batch gather_batch(const Dataset& d, const EpochBatch& e, bool y_has_time) {
+  Batch b = d.gather(e.rows);
+  const int64_t T = b.x.shape.size() > 1 ? b.x.shape[1] : 0;
+  if (e.steps <= 0 || e.steps >= T) return b;
+  // Keeps the first `steps` of axis 1 of a [B, T, ...] tensor.
+  auto trim = [&](Tensor& t) {
+    const int64_t B = t.shape[0], inner = t.numel() / (B * T), keep = e.steps * inner;
+    for (int64_t i = 0; i < B; ++i)
+      std::copy(t.data.begin() + i * T * inner, t.data.begin() + i * T * inner + keep, t.data.begin() + i * keep);
+    t.data.resize(static_cast<size_t>(B * keep));
+    t.shape[1] = e.steps;
+  };
+  trim(b.x);
+  if (y_has_time && b.y.shape.size() > 1 && b.y.shape[1] == T) trim(b.y);
+  return b;
+}
+
+}  // namespace rnntrain

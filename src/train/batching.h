@@ -1,0 +1,44 @@
+// How a training epoch is cut into batches: the shuffled order, or with train.bucketing (as tf.data's
+// bucket_by_sequence_length, Marian's maxi-batches and fairseq do it) batches of sequences of similar
+// length, each trimmed to its longest sequence. A function of the RNG state at the epoch's start, so a
+// resumed run draws the same batches.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "spec/config.h"
+
+namespace rnntrain {
+
+struct EpochBatch {
+  std::vector<int64_t> rows;  // the dataset's rows, in batch order
+  int64_t steps = 0;          // time steps to keep (the longest sequence's length); 0 = all
+};
+
+// Each sample's valid steps as the model sees them: the dataset's lengths; else, under an Embedding
+// with mask_zero or a Masking layer right after the Input, one past the last unmasked step. Empty
+// when neither applies (every step counts).
+std::vector<int32_t> sample_lengths(const Dataset& d, const ModelSpec& model);
+
+// Why train.bucketing cannot run on this data and model ("" when it can): no lengths to group by.
+std::string bucketing_blocker(const Config& cfg, const std::vector<int32_t>& lengths);
+
+// The epoch's batches of at most batch_size rows covering rows 0..n-1 once each. Without bucketing,
+// the (train.shuffle: shuffled) order cut in turn. With it: the order cut into windows of
+// bucket_window batches' worth of samples, each sorted by length (stably: equal lengths keep their
+// shuffled order) and cut into batches, then the batches shuffled (train.shuffle); each batch keeps
+// its longest length's steps when `trim`. lengths: sample_lengths (bucketing needs them).
+std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vector<int32_t>& lengths, bool trim,
+                                   Rng& rng);
+
+// The share of the computed steps that are padding: 1 - sum of lengths / sum over batches of rows x
+// steps (steps = T where a batch keeps all). 0 without lengths.
+double padding_share(const std::vector<EpochBatch>& batches, const std::vector<int32_t>& lengths, int64_t T);
+
+// The batch's rows, trimmed to b.steps time steps when b.steps > 0: the inputs, and the targets too
+// when the model outputs a sequence (y_has_time).
+Batch gather_batch(const Dataset& d, const EpochBatch& b, bool y_has_time);
+
+}  // namespace rnntrain
