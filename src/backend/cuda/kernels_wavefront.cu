@@ -42,21 +42,27 @@ __device__ inline unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-// Spins until *f >= target. A wait of 10 s means a broken schedule: trap (the host sees a launch
-// failure) rather than hang the process.
-__device__ void wait_for(const unsigned* f, unsigned target) {
-  if (load_acquire(f) >= target) return;
+// Called by warp 0: spins until each of the n (<= 32) counters reaches target, one lane polling each,
+// all at once. A wait of 10 s means a broken schedule: trap (the host sees a launch failure) rather
+// than hang the process. The caller's __syncthreads() then hands the acquired data to the block.
+__device__ void wait_all(const unsigned* const* f, int n, unsigned target) {
+  const int lane = threadIdx.x & 31;
+  bool ready = lane >= n || load_acquire(f[lane]) >= target;
+  if (__all_sync(0xffffffffu, ready)) return;
   const unsigned long long t0 = global_ns();
-  while (load_acquire(f) < target) {
+  while (!__all_sync(0xffffffffu, ready)) {
     __nanosleep(32);
+    if (!ready) ready = load_acquire(f[lane]) >= target;
     if (global_ns() - t0 > 10000000000ull) __trap();
   }
 }
 
-__device__ inline void publish(unsigned* f) {
-  __threadfence();
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(f) : "memory");
-}
+// After a __syncthreads() that ends the block's writes of a step: one release increment makes them
+// visible to whoever acquires the counter (the barrier orders the other threads' writes before it).
+__device__ inline void publish(unsigned* f) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(f) : "memory"); }
+
+// Asks L2 for the line holding p: for step-independent operands, before a step waits.
+__device__ inline void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 __device__ inline void cp16(void* dst, const void* src) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -108,13 +114,14 @@ struct Src {
 
 // Shared memory of a block: weights [K][ldw]; then a region that holds each warp's ring of kStages
 // operand tiles [16][lda] while the products run and the partial sums [ksplit][SIDES][Bp][N + kAccPad] after;
-// then the per-unit state [Bs][U].
+// then the per-unit state [Bs][U]; then the biases [2][4][U] (forward).
 template <typename E, int SIDES>
 struct Smem {
   E* w;
   E* ring;
   float* acc;
   float* state;
+  float* bias;
   int Bp;
   __device__ Smem(unsigned char* base, int K, const Split& sp, int Bs) {
     Bp = (Bs + 15) / 16 * 16;
@@ -125,6 +132,7 @@ struct Smem {
     const size_t rings = static_cast<size_t>(kWarps) * kStages * 16 * sp.lda * sizeof(E);
     const size_t sums = static_cast<size_t>(sp.ksplit) * SIDES * Bp * (sp.N + kAccPad) * sizeof(float);
     state = reinterpret_cast<float*>(base + off + align128(rings > sums ? rings : sums));
+    bias = state + static_cast<size_t>(Bs) * sp.U;
   }
 };
 
@@ -269,20 +277,28 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
     }
   }
   for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
+  for (int i = threadIdx.x; i < SIDES * G * U; i += kThreads) {  // [side][gate][unit]
+    const int side = i / (G * U), g = i / U % G, u = i % U;
+    sm.bias[(side * 4 + g) * sp.U + u] = a.bias[row][side * a.GH + g * H + u0 + u];
+  }
   __syncthreads();
 
-  const float* bias = a.bias[row];
   const E* below = l > 0 ? static_cast<const E*>(a.hseq[l - 1]) : nullptr;
   E* hseq = static_cast<E*>(a.hseq[l]);
   E* out = static_cast<E*>(a.out[l]);
   const bool last = l == a.L - 1;
   for (int s = 0; s < T; ++s) {
     const int t = d == 0 ? s : T - 1 - s;
-    if (threadIdx.x == 0) {
-      if (s > 0) wait_for(a.flags + row * T + s - 1, sp.S);
+    if (l == 0)  // the input projection does not depend on the wave: on its way while we wait
+      for (int i = threadIdx.x; i < a.Bs * G; i += kThreads)
+        prefetch_l2(a.xproj + ((static_cast<size_t>(d) * T + t) * B + a.b0 + i / G) * a.GH + (i % G) * H + u0);
+    if (threadIdx.x < 32) {
+      const unsigned* f[3];
+      int n = 0;
+      if (s > 0) f[n++] = a.flags + row * T + s - 1;
       if (l > 0)
-        for (int dd = 0; dd < a.D; ++dd) wait_for(a.flags + ((l - 1) * a.D + dd) * T + (dd == 0 ? t : T - 1 - t), sp.S);
-      __threadfence();
+        for (int dd = 0; dd < a.D; ++dd) f[n++] = a.flags + ((l - 1) * a.D + dd) * T + (dd == 0 ? t : T - 1 - t);
+      wait_all(f, n, sp.S);
     }
     __syncthreads();
     Src<E> src[2];
@@ -302,9 +318,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
       float x[G], r[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        x[g] = sum_at(sm, sp, 0, bl, g * sp.U + u) + bias[g * H + j];
+        x[g] = sum_at(sm, sp, 0, bl, g * sp.U + u) + sm.bias[g * sp.U + u];
         if (l == 0) x[g] += a.xproj[(static_cast<size_t>(d) * T * B + bt) * a.GH + g * H + j];
-        r[g] = GRU ? sum_at(sm, sp, SIDES - 1, bl, g * sp.U + u) + bias[a.GH + g * H + j] : 0.0f;
+        r[g] = GRU ? sum_at(sm, sp, SIDES - 1, bl, g * sp.U + u) + sm.bias[(4 + g) * sp.U + u] : 0.0f;
       }
       float* st = sm.state + bl * sp.U + u;
       float h = 0.0f;
@@ -378,11 +394,22 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
   const int DH = a.D * H;
   for (int s = 0; s < T; ++s) {
     const int t = d == 0 ? T - 1 - s : s;
-    if (threadIdx.x == 0) {
-      if (s > 0) wait_for(a.flags + row * T + s - 1, sp.S);
+    // What the cell reads that the wave does not write: on its way while we wait.
+    for (int i = threadIdx.x; i < a.Bs * 7; i += kThreads) {
+      const size_t bt = static_cast<size_t>(t) * B + a.b0 + i / 7;
+      const int k = i % 7, tp = d == 0 ? t - 1 : t + 1;
+      if (k < 4) prefetch_l2(gates + bt * 4 * H + k * H + u0);
+      else if (k == 4) prefetch_l2(state + bt * H + u0);
+      else if (k == 5 && tp >= 0 && tp < T) prefetch_l2(state + (bt + (static_cast<size_t>(tp) - t) * B) * H + u0);
+      else if (k == 6 && top && a.dy) prefetch_l2(static_cast<const E*>(a.dy) + bt * DH + d * H + u0);
+    }
+    if (threadIdx.x < 32) {
+      const unsigned* f[3];
+      int n = 0;
+      if (s > 0) f[n++] = a.flags + row * T + s - 1;
       if (!top)
-        for (int dd = 0; dd < a.D; ++dd) wait_for(a.flags + ((l + 1) * a.D + dd) * T + (dd == 0 ? T - 1 - t : t), sp.S);
-      __threadfence();
+        for (int dd = 0; dd < a.D; ++dd) f[n++] = a.flags + ((l + 1) * a.D + dd) * T + (dd == 0 ? T - 1 - t : t);
+      wait_all(f, n, sp.S);
     }
     __syncthreads();
     Src<E> src[3];

@@ -40,7 +40,7 @@ wf::Split split(const WavefrontShape& s, int64_t layers, int64_t Bs, bool fwd) {
   for (int64_t ldw : {N + 8, N}) {
     for (int64_t lda : {24, 16}) {
       const size_t rings = wf::kWarps * wf::kStages * 16 * lda * 2, sums = ksplit * sides * Bp * (N + wf::kAccPad) * 4;
-      const size_t smem = align128(K * ldw * 2) + align128(std::max(rings, sums)) + Bs * U * 4;
+      const size_t smem = align128(K * ldw * 2) + align128(std::max(rings, sums)) + (Bs + 8) * U * 4;
       if (smem <= wf::smem_optin()) {
         wf::Split sp;
         sp.S = static_cast<int>(S), sp.U = static_cast<int>(U), sp.N = static_cast<int>(N);
