@@ -94,6 +94,7 @@ constexpr Choice<RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard},
                                       {"persist_dynamic", RnnAlgo::PersistDynamic},
                                       {"wavefront", RnnAlgo::Wavefront},
                                       {"auto", RnnAlgo::Auto}};
+constexpr Choice<CpuRnn> kCpuRnns[] = {{"onednn", CpuRnn::Onednn}, {"reference", CpuRnn::Reference}};
 constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::Cpu}, {"cuda", Device::Cuda}};
 
 }  // namespace
@@ -112,6 +113,7 @@ std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
 std::span<const Choice<Precision>> precisions() { return kPrecisions; }
 std::span<const Choice<RnnAlgo>> rnn_algos() { return kAlgos; }
+std::span<const Choice<CpuRnn>> cpu_rnns() { return kCpuRnns; }
 std::span<const Choice<Device>> devices() { return kDevices; }
 
 

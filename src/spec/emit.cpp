@@ -270,6 +270,7 @@ std::string emit_config(const Config& c) {
   put_bool(e, "autotune", c.plan.autotune);
   if (!c.plan.cache.empty()) put_str(e, "cache", c.plan.cache);
   put_bool(e, "graphs", c.plan.graphs);
+  put_name(e, "cpu", spec::enum_name(spec::cpu_rnns(), c.plan.cpu));
   e << YAML::EndMap;
   put_name(e, "device", spec::enum_name(spec::devices(), c.device));
   key(e, "output") << YAML::BeginMap;

@@ -31,7 +31,7 @@ Config type_config(const spec::Value& root, const std::string& filename) {
   if (auto x = root.get("train")) c.train = spec::read_train(*x);
   if (auto x = root.get("plan")) {
     x->require_map(" like {fuse: auto}");
-    constexpr const char* plan_keys[] = {"fuse", "precision", "algo", "autotune", "cache", "graphs"};
+    constexpr const char* plan_keys[] = {"fuse", "precision", "algo", "autotune", "cache", "graphs", "cpu"};
     x->check_keys(plan_keys, "plan");
     if (auto f = x->get("fuse")) c.plan.fuse = spec::read_enum(*f, spec::fuse_modes(), "fuse mode");
     if (auto f = x->get("precision")) c.plan.precision = spec::read_enum(*f, spec::precisions(), "precision");
@@ -39,6 +39,7 @@ Config type_config(const spec::Value& root, const std::string& filename) {
     if (auto f = x->get("autotune")) c.plan.autotune = f->as_bool();
     if (auto f = x->get("cache")) c.plan.cache = f->as_string();
     if (auto f = x->get("graphs")) c.plan.graphs = f->as_bool();
+    if (auto f = x->get("cpu")) c.plan.cpu = spec::read_enum(*f, spec::cpu_rnns(), "CPU path");
     for (const char* k : {"precision", "algo"}) {
       auto f = x->get(k);
       if (f && f->as_string() == "auto" && !c.plan.autotune)

@@ -29,6 +29,7 @@ std::span<const Choice<MonitorMode>> monitor_modes();
 std::span<const Choice<FuseMode>> fuse_modes();
 std::span<const Choice<Precision>> precisions();
 std::span<const Choice<RnnAlgo>> rnn_algos();
+std::span<const Choice<CpuRnn>> cpu_rnns();
 std::span<const Choice<Device>> devices();
 
 // Keras-style default layer name prefix: "lstm", "simple_rnn", "time_distributed", "input_layer".

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include "backend/cpu/cpu_model.h"
+#include "backend/cpu/onednn_stack.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "train/engine.h"
@@ -14,7 +15,7 @@ namespace {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const Config& cfg, Params params, Rng& rng)
-      : cfg_(cfg), params_(std::move(params)), model_(cfg_.model, params_), rng_(rng),
+      : cfg_(cfg), params_(std::move(params)), model_(cfg_.model, params_, &cfg_.plan), rng_(rng),
         opt_(make_optimizer(cfg_.train.optimizer, params_.all())) {}
 
   std::string device_name() const override { return "cpu"; }
@@ -74,7 +75,10 @@ class CpuEngine final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng) {
-  if (cfg.train.threads > 0) openblas_set_num_threads(static_cast<int>(cfg.train.threads));
+  if (cfg.train.threads > 0) {  // BLAS and oneDNN take turns: each may use them all
+    openblas_set_num_threads(static_cast<int>(cfg.train.threads));
+    cpu::set_onednn_threads(static_cast<int>(cfg.train.threads));
+  }
   return std::make_unique<CpuEngine>(cfg, std::move(params), dropout_rng);
 }
 

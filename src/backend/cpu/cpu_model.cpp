@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "backend/cpu/onednn_stack.h"
 #include "backend/cpu/ops.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace rnntrain {
 
@@ -23,10 +25,12 @@ ForwardContext::ForwardContext(ForwardContext&&) noexcept = default;
 ForwardContext& ForwardContext::operator=(ForwardContext&&) noexcept = default;
 
 struct CpuModel::Layer {
-  std::unique_ptr<cpu::Op> op;  // null for the Input layer
+  std::unique_ptr<cpu::Op> op;  // null for the Input layer and for layers an earlier op covers
+  size_t cover = 0;             // the layers after this one that its op computes too (a oneDNN stack)
+  bool covered = false;
 };
 
-CpuModel::CpuModel(const ModelSpec& spec, Params& params) : spec_(spec), params_(params) {
+CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan) : spec_(spec), params_(params) {
   shapes_ = infer_shapes(spec);
   if (params.layers.size() != spec.layers.size())
     throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
@@ -53,6 +57,30 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params) : spec_(spec), params_
         break;
     }
     layers_.push_back(std::move(layer));
+  }
+  if (plan && plan->cpu == CpuRnn::Onednn) use_onednn(make_plan(spec, plan->fuse));
+}
+
+// Each planner stack's runs of consecutive recurrent layers (a Dropout between them ends a run) that
+// oneDNN can run become one oneDNN op at the run's first layer.
+void CpuModel::use_onednn(const Plan& plan) {
+  for (const Stage& st : plan.stages) {
+    if (st.kind != StageKind::CudnnStack) continue;
+    size_t i = 0;
+    while (i < st.layers.size()) {
+      size_t j = i;
+      while (j < st.layers.size() && spec_.layers[st.layers[j]].kind != LayerKind::Dropout &&
+             cpu::onednn_ineligible(spec_.layers[st.layers[j]]).empty())
+        ++j;
+      if (j > i) {
+        const size_t first = st.layers[i], count = j - i;
+        layers_[first]->op = cpu::make_onednn_stack(spec_, first, count, params_);
+        log_debug("cpu: layers {}..{} run on oneDNN", spec_.layers[first].name, spec_.layers[first + count - 1].name);
+        layers_[first]->cover = count - 1;
+        for (size_t k = first + 1; k < first + count; ++k) layers_[k]->op.reset(), layers_[k]->covered = true;
+      }
+      i = j + 1;
+    }
   }
 }
 
@@ -92,7 +120,10 @@ Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, b
   for (size_t i = 1; i < n; ++i) {
     Tensor y = layers_[i]->op->forward(params_.layers[i], cur, mask, training, rng, c->saved[i]);
     if (ctx) c->acts[i - 1] = std::move(cur);
+    for (size_t k = 0; k < layers_[i]->cover; ++k)  // computed inside the op: no outputs of their own
+      if (ctx) c->acts[i + k] = Tensor();
     cur = std::move(y);
+    i += layers_[i]->cover;
   }
   if (out_mask) {
     *out_mask = Tensor();
@@ -117,7 +148,8 @@ Tensor CpuModel::backward(ForwardContext& ctx, const Tensor& dy) {
                                    shape_str(dy.shape), shape_str(c.acts[n - 1].shape)));
   Tensor g = dy;
   for (size_t i = n - 1; i >= 1; --i) {
-    g = layers_[i]->op->backward(params_.layers[i], c.saved[i].get(), c.acts[i - 1], c.acts[i], g);
+    if (layers_[i]->covered) continue;
+    g = layers_[i]->op->backward(params_.layers[i], c.saved[i].get(), c.acts[i - 1], c.acts[i + layers_[i]->cover], g);
     if (g.empty()) break;  // Embedding: token ids have no gradient
   }
   if (c.token_input) return Tensor();

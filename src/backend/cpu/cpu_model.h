@@ -7,6 +7,7 @@
 
 #include "core/batch.h"
 #include "model/params.h"
+#include "plan/plan.h"
 #include "spec/shapes.h"
 
 namespace rnntrain {
@@ -23,7 +24,9 @@ struct ForwardContext {
 
 class CpuModel {
  public:
-  CpuModel(const ModelSpec& spec, Params& params);
+  // plan: where given and plan->cpu is onednn, the planner's stacks run on oneDNN where they can
+  // (onednn_stack.h); null: every layer on the reference ops.
+  CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan = nullptr);
   ~CpuModel();
 
   // x: [B, T, F] or token ids [B, T]; lengths: optional (size B), combined with any Masking or
@@ -42,6 +45,7 @@ class CpuModel {
 
  private:
   struct Layer;
+  void use_onednn(const Plan& plan);
   const ModelSpec& spec_;
   Params& params_;
   std::vector<LayerShape> shapes_;

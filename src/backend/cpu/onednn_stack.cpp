@@ -1,0 +1,400 @@
+// Recurrent stacks on oneDNN's RNN primitives (onednn_stack.h). A stack is cut into segments, each
+// one primitive: oneDNN's multi-layer primitives need a layer's input as wide as its output, so the
+// first layer (input I) is a segment of its own unless I equals H, and bidirectional layers are one
+// primitive each (see the constructor). Activations are batch-major (oneDNN's ntc), as the rest of the CPU
+// backend, so nothing is transposed.
+#include "backend/cpu/onednn_stack.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "core/error.h"
+#include "spec/shapes.h"
+
+#ifdef RNNTRAIN_WITH_ONEDNN
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace rnntrain::cpu {
+
+namespace {
+const LayerSpec& cell_of(const LayerSpec& l) { return l.kind == LayerKind::Bidirectional ? *l.inner : l; }
+}  // namespace
+
+#ifdef RNNTRAIN_WITH_ONEDNN
+bool onednn_built() { return true; }
+void set_onednn_threads(int n) { omp_set_num_threads(n); }
+#else
+bool onednn_built() { return false; }
+void set_onednn_threads(int) {}
+#endif
+
+std::string onednn_ineligible(const LayerSpec& l) {
+  if (!onednn_built()) return "this build has no oneDNN (install libdnnl-dev and rebuild)";
+  const LayerSpec& c = cell_of(l);
+  if (c.kind != LayerKind::LSTM && c.kind != LayerKind::GRU) return fmt::format("{} has no oneDNN path here", layer_kind_name(c.kind));
+  if (c.activation != Activation::Tanh) return fmt::format("activation {} (oneDNN has tanh)", activation_name(c.activation));
+  if (c.recurrent_activation != Activation::Sigmoid)
+    return fmt::format("recurrent_activation {} (oneDNN has sigmoid)", activation_name(c.recurrent_activation));
+  if (c.kind == LayerKind::GRU && !c.reset_after) return "GRU reset_after: false (oneDNN's linear-before-reset GRU is reset_after: true)";
+  if (!c.use_bias) return "use_bias: false";
+  if (c.dropout > 0) return fmt::format("input dropout {}", c.dropout);
+  if (c.recurrent_dropout > 0) return fmt::format("recurrent_dropout {}", c.recurrent_dropout);
+  if (c.go_backwards) return "go_backwards: true";
+  if (l.kind == LayerKind::Bidirectional && l.merge_mode != MergeMode::Concat && l.merge_mode != MergeMode::Sum)
+    return "merge_mode mul or ave (oneDNN concatenates or sums the directions)";
+  return "";
+}
+
+#ifndef RNNTRAIN_WITH_ONEDNN
+
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec&, size_t, size_t, Params&) {
+  throw RuntimeError("internal: a oneDNN stack in a build without oneDNN");
+}
+
+#else
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// Layers [first, first + n) of the stack on one primitive; in, out: the channels it reads and writes.
+struct Segment {
+  int64_t first = 0, n = 0, in = 0, out = 0;
+  dnnl::rnn_direction dir = dnnl::rnn_direction::unidirectional_left2right;
+};
+
+// One segment's primitives for a batch shape.
+struct Prims {
+  dnnl::primitive fwd, bwd;
+  memory::desc ws, fwd_wl, fwd_wi, bwd_wl, bwd_wi;  // the weights' formats each primitive chose
+};
+
+struct StackSaved : Saved {
+  bool reference = false;
+  std::vector<std::unique_ptr<Saved>> saved;  // reference path: per layer
+  std::vector<Tensor> acts;                   // reference path: each layer's output but the last
+  std::vector<memory> out, ws;                // oneDNN: each segment's dst_layer (the last: scratch) and workspace
+  memory hy, cy;                              // the last segment's final states (return_sequences: false)
+  int64_t B = 0, T = 0;
+};
+
+class OnednnStack : public Op {
+ public:
+  OnednnStack(const ModelSpec& m, size_t first, size_t count, Params& params) : params_(params), first_(first) {
+    for (size_t i = first; i < first + count; ++i) {
+      layers_.push_back(&m.layers[i]);
+      ref_.push_back(m.layers[i].kind == LayerKind::Bidirectional ? make_bidirectional(m.layers[i])
+                                                                  : make_recurrent(m.layers[i]));
+    }
+    const LayerSpec& c = cell_of(*layers_[0]);
+    gru_ = c.kind == LayerKind::GRU;
+    G_ = gru_ ? 3 : 4;
+    H_ = c.units;
+    D_ = layers_[0]->kind == LayerKind::Bidirectional ? 2 : 1;
+    sequences_ = cell_of(*layers_.back()).return_sequences;
+    const bool sum = D_ == 2 && layers_.back()->merge_mode == MergeMode::Sum;
+    const int64_t L = static_cast<int64_t>(count);
+    // Segments: a unidirectional layer joins the previous one's when both read what they write
+    // (oneDNN's multi-layer primitives need that). Bidirectional layers are one primitive each: in
+    // oneDNN's multi-layer bidirectional RNN each direction runs its own stack and they meet only at
+    // the end, while in Keras every layer reads both directions of the layer below.
+    const auto bi = [&](bool last_sum) {
+      return D_ == 1 ? dnnl::rnn_direction::unidirectional_left2right
+                     : last_sum ? dnnl::rnn_direction::bidirectional_sum : dnnl::rnn_direction::bidirectional_concat;
+    };
+    for (int64_t l = 0; l < L; ++l) {
+      const bool last_sum = sum && l == L - 1;
+      const int64_t out = last_sum || D_ == 1 ? H_ : 2 * H_;
+      const int64_t in = l == 0 ? input_width(m, first) : D_ * H_;
+      const dnnl::rnn_direction dir = bi(last_sum);
+      if (D_ == 1 && !segs_.empty() && in == out && segs_.back().in == segs_.back().out) {
+        ++segs_.back().n;
+      } else {
+        segs_.push_back({l, 1, in, out, dir});
+      }
+    }
+  }
+
+  Tensor forward(LayerParams&, const Tensor& x, Mask& mask, bool training, Rng& rng,
+                 std::unique_ptr<Saved>& saved) override {
+    auto& s = saved_as<StackSaved>(saved);
+    s.reference = !mask.empty();
+    if (s.reference) return reference_forward(x, mask, training, rng, s);
+    const int64_t B = x.dim(0), T = x.dim(1);
+    s.B = B, s.T = T;
+    std::vector<Prims>& prims = primitives(B, T, training);
+    dnnl::stream st(cpu_engine());
+    s.out.resize(segs_.size()), s.ws.resize(segs_.size());
+    Tensor y = sequences_ ? Tensor({B, T, segs_.back().out}) : Tensor({B, D_ == 2 && !sum_last() ? 2 * H_ : H_});
+    const float* in = x.ptr();
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const Segment& g = segs_[k];
+      const bool last = k + 1 == segs_.size();
+      Weights w = weights(g);
+      if (!(prims[k].fwd_wl == w.layer.get_desc())) {  // the primitive's own (packed) formats
+        memory wl(prims[k].fwd_wl, cpu_engine()), wi(prims[k].fwd_wi, cpu_engine());
+        dnnl::reorder(w.layer, wl).execute(st, w.layer, wl);
+        dnnl::reorder(w.iter, wi).execute(st, w.iter, wi);
+        w.layer = wl, w.iter = wi;
+      }
+      memory src(layer_md(B, T, g.in), cpu_engine(), const_cast<float*>(in));
+      s.out[k] = last && sequences_ ? memory(layer_md(B, T, g.out), cpu_engine(), y.ptr())
+                                    : memory(layer_md(B, T, g.out), cpu_engine());
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src},      {DNNL_ARG_WEIGHTS_LAYER, w.layer},
+                                           {DNNL_ARG_WEIGHTS_ITER, w.iter}, {DNNL_ARG_BIAS, w.bias},
+                                           {DNNL_ARG_DST_LAYER, s.out[k]}};
+      if (last && !sequences_) {
+        s.hy = memory(iter_md(g, B), cpu_engine());
+        args[DNNL_ARG_DST_ITER] = s.hy;
+        if (!gru_) s.cy = memory(iter_md(g, B), cpu_engine()), args[DNNL_ARG_DST_ITER_C] = s.cy;
+      }
+      if (training) s.ws[k] = memory(prims[k].ws, cpu_engine()), args[DNNL_ARG_WORKSPACE] = s.ws[k];
+      prims[k].fwd.execute(st, args);
+      in = static_cast<const float*>(s.out[k].get_data_handle());
+    }
+    st.wait();
+    if (!sequences_) {  // the last layer's final states: forward direction after step T-1, backward after step 0
+      const Segment& g = segs_.back();
+      const float* hy = static_cast<const float*>(s.hy.get_data_handle()) + (g.n - 1) * D_ * B * H_;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H_; ++j) {
+          if (D_ == 1) y[b * H_ + j] = hy[b * H_ + j];
+          else if (sum_last()) y[b * H_ + j] = hy[b * H_ + j] + hy[(B + b) * H_ + j];
+          else y[b * 2 * H_ + j] = hy[b * H_ + j], y[b * 2 * H_ + H_ + j] = hy[(B + b) * H_ + j];
+        }
+      mask.clear();
+    }
+    return y;
+  }
+
+  Tensor backward(LayerParams&, const Saved* saved, const Tensor& x, const Tensor& y, const Tensor& dy) override {
+    const auto& s = static_cast<const StackSaved&>(*saved);
+    if (s.reference) return reference_backward(s, x, y, dy);
+    const int64_t B = s.B, T = s.T;
+    std::vector<Prims>& prims = primitives(B, T, true);
+    dnnl::stream st(cpu_engine());
+    Tensor dx({B, T, segs_[0].in});
+    memory ddst;  // the gradient of the current segment's output
+    for (size_t k = segs_.size(); k-- > 0;) {
+      const Segment& g = segs_[k];
+      const bool last = k + 1 == segs_.size();
+      const float* in = k == 0 ? x.ptr() : static_cast<const float*>(s.out[k - 1].get_data_handle());
+      memory src(layer_md(B, T, g.in), cpu_engine(), const_cast<float*>(in));
+      memory dsrc = k == 0 ? memory(layer_md(B, T, g.in), cpu_engine(), dx.ptr()) : memory(layer_md(B, T, g.in), cpu_engine());
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src}, {DNNL_ARG_DST_LAYER, s.out[k]},
+                                           {DNNL_ARG_WORKSPACE, s.ws[k]}, {DNNL_ARG_DIFF_SRC_LAYER, dsrc}};
+      if (last) {
+        ddst = memory(layer_md(B, T, g.out), cpu_engine());
+        float* d = static_cast<float*>(ddst.get_data_handle());
+        if (sequences_) {
+          std::memcpy(d, dy.ptr(), sizeof(float) * B * T * g.out);
+        } else {
+          std::memset(d, 0, sizeof(float) * B * T * g.out);
+          memory dhy(iter_md(g, B), cpu_engine());
+          float* h = static_cast<float*>(dhy.get_data_handle());
+          std::memset(h, 0, sizeof(float) * g.n * D_ * B * H_);
+          h += (g.n - 1) * D_ * B * H_;
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t j = 0; j < H_; ++j) {
+              if (D_ == 1) h[b * H_ + j] = dy[b * H_ + j];
+              else if (sum_last()) h[b * H_ + j] = h[(B + b) * H_ + j] = dy[b * H_ + j];
+              else h[b * H_ + j] = dy[b * 2 * H_ + j], h[(B + b) * H_ + j] = dy[b * 2 * H_ + H_ + j];
+            }
+          args[DNNL_ARG_DST_ITER] = s.hy, args[DNNL_ARG_DIFF_DST_ITER] = dhy;
+          if (!gru_) {
+            memory dcy(iter_md(g, B), cpu_engine());
+            std::memset(dcy.get_data_handle(), 0, sizeof(float) * g.n * D_ * B * H_);
+            args[DNNL_ARG_DST_ITER_C] = s.cy, args[DNNL_ARG_DIFF_DST_ITER_C] = dcy;
+          }
+        }
+      }
+      args[DNNL_ARG_DIFF_DST_LAYER] = ddst;
+      // Weights in the backward primitive's format; gradients in Keras' (ldigo), zeroed, then added.
+      Weights w = weights(g);
+      memory wl(prims[k].bwd_wl, cpu_engine()), wi(prims[k].bwd_wi, cpu_engine());
+      dnnl::reorder(w.layer, wl).execute(st, w.layer, wl);
+      dnnl::reorder(w.iter, wi).execute(st, w.iter, wi);
+      memory dwl(wl_md(g), cpu_engine()), dwi(wi_md(g), cpu_engine()), db(bias_md(g), cpu_engine());
+      for (const memory* m : {&dwl, &dwi, &db}) std::memset(m->get_data_handle(), 0, m->get_desc().get_size());
+      args[DNNL_ARG_WEIGHTS_LAYER] = wl, args[DNNL_ARG_WEIGHTS_ITER] = wi, args[DNNL_ARG_BIAS] = w.bias;
+      args[DNNL_ARG_DIFF_WEIGHTS_LAYER] = dwl, args[DNNL_ARG_DIFF_WEIGHTS_ITER] = dwi, args[DNNL_ARG_DIFF_BIAS] = db;
+      prims[k].bwd.execute(st, args);
+      st.wait();
+      add_grads(g, dwl, dwi, db);
+      ddst = dsrc;
+    }
+    return dx;
+  }
+
+ private:
+  struct Weights {
+    memory layer, iter, bias;
+  };
+
+  static int64_t input_width(const ModelSpec& m, size_t first) {
+    return infer_shapes(m)[first].in.back();
+  }
+  bool sum_last() const { return segs_.back().dir == dnnl::rnn_direction::bidirectional_sum; }
+  int64_t bias_gates() const { return 4; }  // LSTM 4; linear-before-reset GRU 3 + the candidate's recurrent bias
+
+  static memory::desc layer_md(int64_t B, int64_t T, int64_t C) { return memory::desc({T, B, C}, dt::f32, tag::ntc); }
+  memory::desc iter_md(const Segment& g, int64_t B) const { return memory::desc({g.n, D_, B, H_}, dt::f32, tag::ldnc); }
+  memory::desc wl_md(const Segment& g) const { return memory::desc({g.n, D_, g.in, G_, H_}, dt::f32, tag::ldigo); }
+  memory::desc wi_md(const Segment& g) const { return memory::desc({g.n, D_, H_, G_, H_}, dt::f32, tag::ldigo); }
+  memory::desc bias_md(const Segment& g) const { return memory::desc({g.n, D_, bias_gates(), H_}, dt::f32, tag::ldgo); }
+
+  // Param k (0 kernel, 1 recurrent, 2 bias) of direction d of stack layer l.
+  Param& param(int64_t l, int64_t d, int k) { return params_.layers[first_ + l].params.at(static_cast<size_t>(d * 3 + k)); }
+
+  // The segment's weights in oneDNN's layouts, from the Keras tensors (copies; the GRU's biases folded).
+  Weights weights(const Segment& g) {
+    Weights w{memory(wl_md(g), cpu_engine()), memory(wi_md(g), cpu_engine()), memory(bias_md(g), cpu_engine())};
+    float* wl = static_cast<float*>(w.layer.get_data_handle());
+    float* wi = static_cast<float*>(w.iter.get_data_handle());
+    float* b = static_cast<float*>(w.bias.get_data_handle());
+    const int64_t GH = G_ * H_;
+    for (int64_t l = 0; l < g.n; ++l)
+      for (int64_t d = 0; d < D_; ++d) {
+        const int64_t ld = l * D_ + d, sl = g.first + l;
+        std::memcpy(wl + ld * g.in * GH, param(sl, d, 0).value.ptr(), sizeof(float) * g.in * GH);
+        std::memcpy(wi + ld * H_ * GH, param(sl, d, 1).value.ptr(), sizeof(float) * H_ * GH);
+        const float* kb = param(sl, d, 2).value.ptr();
+        float* ob = b + ld * 4 * H_;
+        if (!gru_) {
+          std::memcpy(ob, kb, sizeof(float) * 4 * H_);
+        } else {  // Keras [2, 3H] (input, recurrent) -> oneDNN z, r (both summed), candidate input, candidate recurrent
+          for (int64_t j = 0; j < 2 * H_; ++j) ob[j] = kb[j] + kb[GH + j];
+          for (int64_t j = 0; j < H_; ++j) ob[2 * H_ + j] = kb[2 * H_ + j], ob[3 * H_ + j] = kb[GH + 2 * H_ + j];
+        }
+      }
+    return w;
+  }
+
+  void add_grads(const Segment& g, const memory& dwl, const memory& dwi, const memory& db) {
+    const float* wl = static_cast<const float*>(dwl.get_data_handle());
+    const float* wi = static_cast<const float*>(dwi.get_data_handle());
+    const float* b = static_cast<const float*>(db.get_data_handle());
+    const int64_t GH = G_ * H_;
+    for (int64_t l = 0; l < g.n; ++l)
+      for (int64_t d = 0; d < D_; ++d) {
+        const int64_t ld = l * D_ + d, sl = g.first + l;
+        float* k = param(sl, d, 0).grad.ptr();
+        for (int64_t i = 0; i < g.in * GH; ++i) k[i] += wl[ld * g.in * GH + i];
+        float* r = param(sl, d, 1).grad.ptr();
+        for (int64_t i = 0; i < H_ * GH; ++i) r[i] += wi[ld * H_ * GH + i];
+        float* kb = param(sl, d, 2).grad.ptr();
+        const float* ob = b + ld * 4 * H_;
+        if (!gru_) {
+          for (int64_t j = 0; j < 4 * H_; ++j) kb[j] += ob[j];
+        } else {
+          for (int64_t j = 0; j < 2 * H_; ++j) kb[j] += ob[j], kb[GH + j] += ob[j];
+          for (int64_t j = 0; j < H_; ++j) kb[2 * H_ + j] += ob[2 * H_ + j], kb[GH + 2 * H_ + j] += ob[3 * H_ + j];
+        }
+      }
+  }
+
+  // The primitives for batches of B sequences of T steps (built once per shape: oneDNN compiles them).
+  std::vector<Prims>& primitives(int64_t B, int64_t T, bool training) {
+    const auto key = std::make_tuple(B, T, training);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    if (cache_.size() >= 16) cache_.clear();
+    std::vector<Prims> out;
+    const dnnl::prop_kind pk = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    const memory::desc none;
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const Segment& g = segs_[k];
+      const bool states = k + 1 == segs_.size() && !sequences_;
+      const memory::desc src = layer_md(B, T, g.in), dst = layer_md(B, T, g.out);
+      const memory::desc hy = states ? iter_md(g, B) : none;
+      const memory::desc any_wl({g.n, D_, g.in, G_, H_}, dt::f32, tag::any), any_wi({g.n, D_, H_, G_, H_}, dt::f32, tag::any);
+      Prims p;
+      if (!gru_) {
+        dnnl::lstm_forward::primitive_desc f(
+            dnnl::lstm_forward::desc(pk, g.dir, src, none, none, any_wl, any_wi, bias_md(g), dst, hy, hy), cpu_engine());
+        p.fwd = dnnl::lstm_forward(f);
+        p.fwd_wl = f.weights_layer_desc(), p.fwd_wi = f.weights_iter_desc();
+        if (training) {
+          p.ws = f.workspace_desc();
+          dnnl::lstm_backward::primitive_desc b(
+              dnnl::lstm_backward::desc(dnnl::prop_kind::backward, g.dir, src, none, none, any_wl, any_wi, bias_md(g), dst,
+                                        hy, hy, src, none, none, wl_md(g), wi_md(g), bias_md(g), dst, hy, hy),
+              cpu_engine(), f);
+          p.bwd = dnnl::lstm_backward(b);
+          p.bwd_wl = b.weights_layer_desc(), p.bwd_wi = b.weights_iter_desc();
+        }
+      } else {
+        dnnl::lbr_gru_forward::primitive_desc f(
+            dnnl::lbr_gru_forward::desc(pk, g.dir, src, none, any_wl, any_wi, bias_md(g), dst, hy), cpu_engine());
+        p.fwd = dnnl::lbr_gru_forward(f);
+        p.fwd_wl = f.weights_layer_desc(), p.fwd_wi = f.weights_iter_desc();
+        if (training) {
+          p.ws = f.workspace_desc();
+          dnnl::lbr_gru_backward::primitive_desc b(
+              dnnl::lbr_gru_backward::desc(dnnl::prop_kind::backward, g.dir, src, none, any_wl, any_wi, bias_md(g), dst, hy,
+                                           src, none, wl_md(g), wi_md(g), bias_md(g), dst, hy),
+              cpu_engine(), f);
+          p.bwd = dnnl::lbr_gru_backward(b);
+          p.bwd_wl = b.weights_layer_desc(), p.bwd_wi = b.weights_iter_desc();
+        }
+      }
+      out.push_back(std::move(p));
+    }
+    return cache_.emplace(key, std::move(out)).first->second;
+  }
+
+  // Masked batches: the reference ops, layer by layer.
+  Tensor reference_forward(const Tensor& x, Mask& mask, bool training, Rng& rng, StackSaved& s) {
+    s.saved.resize(ref_.size());
+    s.acts.resize(ref_.size() - 1);
+    Tensor cur = x;
+    for (size_t k = 0; k < ref_.size(); ++k) {
+      Tensor y = ref_[k]->forward(params_.layers[first_ + k], cur, mask, training, rng, s.saved[k]);
+      if (k + 1 < ref_.size()) s.acts[k] = y;
+      cur = std::move(y);
+    }
+    return cur;
+  }
+
+  Tensor reference_backward(const StackSaved& s, const Tensor& x, const Tensor& y, const Tensor& dy) {
+    Tensor g = dy;
+    for (size_t k = ref_.size(); k-- > 0;) {
+      const Tensor& in = k == 0 ? x : s.acts[k - 1];
+      const Tensor& out = k + 1 == ref_.size() ? y : s.acts[k];
+      g = ref_[k]->backward(params_.layers[first_ + k], s.saved[k].get(), in, out, g);
+    }
+    return g;
+  }
+
+  Params& params_;
+  size_t first_;
+  std::vector<const LayerSpec*> layers_;
+  std::vector<std::unique_ptr<Op>> ref_;
+  std::vector<Segment> segs_;
+  bool gru_ = false, sequences_ = true;
+  int64_t G_ = 4, H_ = 0, D_ = 1;
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<Prims>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, Params& params) {
+  return std::make_unique<OnednnStack>(model, first, count, params);
+}
+
+#endif
+
+}  // namespace rnntrain::cpu

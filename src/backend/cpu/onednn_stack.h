@@ -1,0 +1,30 @@
+// The CPU backend's fast path for recurrent stacks (plan.cpu: onednn): consecutive LSTM or GRU
+// (reset_after) layers run on oneDNN's RNN primitives, forward and backward, the CPU counterpart of a
+// cuDNN stack. Keras' layouts are oneDNN's own (kernel [in, G*H] = ldigo; the GRU's two biases fold
+// into oneDNN's four), so weights are copied, not transposed. What oneDNN cannot express runs on the
+// reference ops (rnn_layers.cpp): batches with a mask, and layers onednn_ineligible() names.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/cpu/ops.h"
+#include "spec/config.h"
+
+namespace rnntrain::cpu {
+
+// Whether this build has oneDNN (CMake found it).
+bool onednn_built();
+// oneDNN's threads (OpenMP); nothing without oneDNN.
+void set_onednn_threads(int n);
+
+// Why oneDNN cannot run this recurrent layer (LSTM, GRU, SimpleRNN or Bidirectional) in a stack; ""
+// when it can.
+std::string onednn_ineligible(const LayerSpec& l);
+
+// Layers first .. first + count - 1 of the model, consecutive recurrent layers that may share one
+// primitive chain (same cell, units and directions; concat between layers), as one Op placed at
+// `first`: its forward returns the last layer's output and its backward the first layer's input
+// gradient. It reads and accumulates into params.layers[first .. first + count - 1].
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, Params& params);
+
+}  // namespace rnntrain::cpu

@@ -1,0 +1,164 @@
+// The CPU backend's oneDNN stacks (plan.cpu: onednn) against its reference path: outputs, input
+// gradients and every weight gradient, for LSTM and GRU, one direction and both (concat and sum),
+// 1 to 3 layers, return_sequences both ways, inputs as wide as the stack's outputs (one multi-layer
+// primitive) and not; a masked batch (which oneDNN cannot express) runs the reference ops and gives
+// their results exactly; a layer oneDNN cannot run splits the stack; and 20 Adam steps end where the
+// reference run ends. Skips with the reason in a build without oneDNN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "backend/cpu/cpu_model.h"
+#include "backend/cpu/onednn_stack.h"
+#include "backend_helpers.h"
+#include "spec/parse.h"
+#include "train/engine.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+#define SKIP_WITHOUT_ONEDNN()                                                                            \
+  do {                                                                                                   \
+    if (!cpu::onednn_built()) GTEST_SKIP() << "this build has no oneDNN (libdnnl-dev not found by CMake)"; \
+  } while (0)
+
+struct StackCase {
+  std::string name, layers;  // YAML list items after the Input
+  int64_t features = 6;
+};
+
+void PrintTo(const StackCase& c, std::ostream* os) { *os << c.name; }
+
+Config config_of(const StackCase& c) {
+  return parse_config("model:\n  layers: [{type: Input, shape: [null, " + std::to_string(c.features) + "]}, " +
+                          c.layers.substr(1) + "\n",
+                      c.name + ".yaml");
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (float v : t.data) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
+// |a - b| <= 1e-5 * max|b| + 1e-6 everywhere (float sums in another order).
+void expect_close(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape, b.shape) << what;
+  const double tol = 1e-5 * max_abs(b) + 1e-6;
+  for (int64_t i = 0; i < b.numel(); ++i) ASSERT_NEAR(a[i], b[i], tol) << what << " [" << i << "]";
+}
+
+// Forward and backward of one batch on both paths; dy is a fixed random tensor.
+void compare(const StackCase& c, const std::vector<int32_t>& lengths, bool exact) {
+  Config cfg = config_of(c);
+  Params p1 = random_params(cfg.model, 3, 0.5), p2 = p1;
+  CpuModel ref(cfg.model, p1);
+  CpuModel fast(cfg.model, p2, &cfg.plan);
+  Rng rng(5);
+  const int64_t B = 5, T = 7;
+  const Tensor x = random_tensor({B, T, c.features}, rng);
+  const std::vector<int32_t>* lens = lengths.empty() ? nullptr : &lengths;
+  ForwardContext c1, c2;
+  Rng r1(1), r2(1);
+  const Tensor y1 = ref.forward(x, lens, true, r1, &c1);
+  const Tensor y2 = fast.forward(x, lens, true, r2, &c2);
+  const Tensor dy = random_tensor(y1.shape, rng);
+  const Tensor dx1 = ref.backward(c1, dy), dx2 = fast.backward(c2, dy);
+  if (exact) {
+    EXPECT_EQ(y2.data, y1.data) << c.name << ": outputs";
+    EXPECT_EQ(dx2.data, dx1.data) << c.name << ": input gradient";
+  } else {
+    expect_close(y2, y1, c.name + ": outputs");
+    expect_close(dx2, dx1, c.name + ": input gradient");
+  }
+  const std::vector<Param*> g1 = p1.all(), g2 = p2.all();
+  for (size_t i = 0; i < g1.size(); ++i) {
+    if (exact) EXPECT_EQ(g2[i]->grad.data, g1[i]->grad.data) << c.name << ": gradient of " << g1[i]->name;
+    else expect_close(g2[i]->grad, g1[i]->grad, c.name + ": gradient of " + g1[i]->name);
+  }
+}
+
+class OnednnStacks : public ::testing::TestWithParam<StackCase> {};
+
+TEST_P(OnednnStacks, MatchTheReferencePath) {
+  SKIP_WITHOUT_ONEDNN();
+  compare(GetParam(), {}, false);
+}
+
+TEST_P(OnednnStacks, AMaskedBatchRunsTheReferenceOpsExactly) {
+  SKIP_WITHOUT_ONEDNN();
+  compare(GetParam(), {7, 3, 7, 1, 5}, true);
+}
+
+const char* kLstm3 =
+    "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8, return_sequences: true}, {type: LSTM, "
+    "units: 8, return_sequences: true}]";
+const char* kGru2Last = "[{type: GRU, units: 6, return_sequences: true}, {type: GRU, units: 6}]";
+const char* kBilstm2 =
+    "[{type: Bidirectional, layer: {type: LSTM, units: 5, return_sequences: true}}, {type: Bidirectional, layer: "
+    "{type: LSTM, units: 5, return_sequences: true}}]";
+const char* kBigruSumLast =
+    "[{type: Bidirectional, layer: {type: GRU, units: 4, return_sequences: true}}, {type: Bidirectional, merge_mode: "
+    "sum, layer: {type: GRU, units: 4}}]";
+const char* kBilstmSum3 =
+    "[{type: Bidirectional, layer: {type: LSTM, units: 3, return_sequences: true}}, {type: Bidirectional, layer: "
+    "{type: LSTM, units: 3, return_sequences: true}}, {type: Bidirectional, merge_mode: sum, layer: {type: LSTM, "
+    "units: 3, return_sequences: true}}]";
+const char* kGru1 = "[{type: GRU, units: 9}]";
+const char* kLstmDense = "[{type: LSTM, units: 6, return_sequences: true}, {type: Dense, units: 2}]";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cells, OnednnStacks,
+    ::testing::Values(StackCase{"lstm3", kLstm3},  // input 6, then 8: two primitives
+                      StackCase{"lstm3_wide_input", kLstm3, 8},  // input = units: one 3-layer primitive
+                      StackCase{"gru2_last_state", kGru2Last}, StackCase{"gru1_last_state", kGru1},
+                      StackCase{"bilstm2_concat", kBilstm2}, StackCase{"bilstm2_concat_input10", kBilstm2, 10},
+                      StackCase{"bigru2_sum_last_state", kBigruSumLast}, StackCase{"bilstm3_sum", kBilstmSum3},
+                      StackCase{"lstm_then_dense", kLstmDense}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Onednn, ALayerItCannotRunSplitsTheStackAndStillMatches) {
+  SKIP_WITHOUT_ONEDNN();
+  // hard_sigmoid is not a oneDNN activation: the middle layer runs on the reference ops.
+  compare(StackCase{"split", "[{type: LSTM, units: 5, return_sequences: true}, {type: LSTM, units: 5, "
+                             "recurrent_activation: hard_sigmoid, return_sequences: true}, {type: GRU, units: 5}]"},
+          {}, false);
+  EXPECT_NE(cpu::onednn_ineligible(parse_config("model:\n  layers: [{type: Input, shape: [3, 2]}, {type: LSTM, units: "
+                                                "2, recurrent_activation: hard_sigmoid}]\n",
+                                                "h.yaml")
+                                       .model.layers[1]),
+            "");
+}
+
+TEST(Onednn, TrainingEndsWhereTheReferenceRunEnds) {
+  SKIP_WITHOUT_ONEDNN();
+  Config cfg = parse_config(
+      "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: Bidirectional, layer: {type: GRU, units: 8, "
+      "return_sequences: true}}, {type: Bidirectional, layer: {type: GRU, units: 8, return_sequences: true}}, {type: "
+      "LSTM, units: 8}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\n",
+      "train.yaml");
+  cfg.device = Device::Cpu;
+  Config ref = cfg;
+  ref.plan.cpu = CpuRnn::Reference;
+  const Params init = random_params(cfg.model, 2, 0.3);
+  Rng r1(1), r2(1);
+  auto a = make_engine(cfg, init, r1);
+  auto b = make_engine(ref, init, r2);
+  double la = 0, lb = 0;
+  for (int s = 0; s < 20; ++s) {
+    Rng rng(100 + s % 3);
+    Batch batch;
+    batch.x = random_tensor({8, 9, 4}, rng);
+    batch.y = random_tensor({8, 3}, rng);
+    la = a->train_step(batch, 0.01, {}).mean();
+    lb = b->train_step(batch, 0.01, {}).mean();
+  }
+  EXPECT_NEAR(la, lb, 1e-4 * lb) << "after 20 Adam steps";
+  std::printf("20 Adam steps: oneDNN loss %.7g, reference %.7g\n", la, lb);
+}
+
+}  // namespace
+}  // namespace rnntrain
