@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "spec/parse.h"
+#include "backend/cpu/onednn_stack.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
 #include "train/autotune.h"
@@ -171,7 +172,9 @@ int cmd_plan(const CommandArgs& a) {
   std::printf("%s\n Total params: %s (%s)\n Trainable params: %s\n Non-trainable params: 0\n%s\n", dbl.c_str(),
               with_commas(total).c_str(), fmt::format("{:.2f} KB", total * 4 / 1024.0).c_str(), with_commas(total).c_str(),
               rule.c_str());
-  std::printf("%s", describe_plan(cfg.model, make_plan(cfg.model, cfg.plan.fuse)).c_str());
+  const Plan plan = make_plan(cfg.model, cfg.plan.fuse);
+  std::printf("%s", describe_plan(cfg.model, plan).c_str());
+  std::printf("%s", cpu::describe_cpu_plan(cfg.model, plan, cfg.plan.cpu).c_str());
   return 0;
 }
 

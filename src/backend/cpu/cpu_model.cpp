@@ -61,26 +61,13 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan) 
   if (plan && plan->cpu == CpuRnn::Onednn) use_onednn(make_plan(spec, plan->fuse));
 }
 
-// Each planner stack's runs of consecutive recurrent layers (a Dropout between them ends a run) that
-// oneDNN can run become one oneDNN op at the run's first layer.
+// Each run of recurrent layers that plan_cpu() gives to oneDNN becomes one op at its first layer.
 void CpuModel::use_onednn(const Plan& plan) {
-  for (const Stage& st : plan.stages) {
-    if (st.kind != StageKind::CudnnStack) continue;
-    size_t i = 0;
-    while (i < st.layers.size()) {
-      size_t j = i;
-      while (j < st.layers.size() && spec_.layers[st.layers[j]].kind != LayerKind::Dropout &&
-             cpu::onednn_ineligible(spec_.layers[st.layers[j]]).empty())
-        ++j;
-      if (j > i) {
-        const size_t first = st.layers[i], count = j - i;
-        layers_[first]->op = cpu::make_onednn_stack(spec_, first, count, params_);
-        log_debug("cpu: layers {}..{} run on oneDNN", spec_.layers[first].name, spec_.layers[first + count - 1].name);
-        layers_[first]->cover = count - 1;
-        for (size_t k = first + 1; k < first + count; ++k) layers_[k]->op.reset(), layers_[k]->covered = true;
-      }
-      i = j + 1;
-    }
+  for (const cpu::CpuPlan::Run& r : cpu::plan_cpu(spec_, plan).runs) {
+    layers_[r.first]->op = cpu::make_onednn_stack(spec_, r.first, r.count, params_);
+    layers_[r.first]->cover = r.count - 1;
+    for (size_t k = r.first + 1; k < r.first + r.count; ++k) layers_[k]->op.reset(), layers_[k]->covered = true;
+    log_debug("cpu: layers {}..{} run on oneDNN", spec_.layers[r.first].name, spec_.layers[r.first + r.count - 1].name);
   }
 }
 

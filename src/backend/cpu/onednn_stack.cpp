@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -49,6 +50,43 @@ std::string onednn_ineligible(const LayerSpec& l) {
   if (l.kind == LayerKind::Bidirectional && l.merge_mode != MergeMode::Concat && l.merge_mode != MergeMode::Sum)
     return "merge_mode mul or ave (oneDNN concatenates or sums the directions)";
   return "";
+}
+
+CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan) {
+  CpuPlan out;
+  for (const Stage& st : plan.stages) {
+    if (!is_recurrent(model.layers[st.layers[0]].kind) && model.layers[st.layers[0]].kind != LayerKind::Bidirectional)
+      continue;
+    size_t i = 0;
+    while (i < st.layers.size()) {
+      size_t j = i;
+      while (j < st.layers.size() && model.layers[st.layers[j]].kind != LayerKind::Dropout &&
+             onednn_ineligible(model.layers[st.layers[j]]).empty())
+        ++j;
+      if (j > i) out.runs.push_back({st.layers[i], j - i});
+      if (j < st.layers.size() && model.layers[st.layers[j]].kind != LayerKind::Dropout)
+        out.reference.emplace_back(st.layers[j], onednn_ineligible(model.layers[st.layers[j]]));
+      i = j + 1;
+    }
+  }
+  return out;
+}
+
+std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode) {
+  std::string out = fmt::format("CPU (plan.cpu: {}):\n", mode == CpuRnn::Onednn ? "onednn" : "reference");
+  if (mode == CpuRnn::Reference) return out + "  every layer on the reference ops\n";
+  const CpuPlan cp = plan_cpu(model, plan);
+  std::vector<std::pair<size_t, std::string>> lines;  // in layer order
+  for (const CpuPlan::Run& r : cp.runs)
+    lines.emplace_back(r.first, r.count == 1 ? model.layers[r.first].name + " on oneDNN"
+                                             : fmt::format("{}..{} on oneDNN ({} layers, one stack)", model.layers[r.first].name,
+                                                           model.layers[r.first + r.count - 1].name, r.count));
+  for (const auto& [i, why] : cp.reference) lines.emplace_back(i, model.layers[i].name + " on the reference ops: " + why);
+  std::sort(lines.begin(), lines.end());
+  for (const auto& l : lines) out += "  " + l.second + "\n";
+  if (lines.empty()) out += "  no recurrent layers\n";
+  out += "  (a batch with sequence lengths or a mask runs every layer on the reference ops)\n";
+  return out;
 }
 
 #ifndef RNNTRAIN_WITH_ONEDNN

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/cpu/ops.h"
+#include "plan/plan.h"
 #include "spec/config.h"
 
 namespace rnntrain::cpu {
@@ -20,6 +21,20 @@ void set_onednn_threads(int n);
 // Why oneDNN cannot run this recurrent layer (LSTM, GRU, SimpleRNN or Bidirectional) in a stack; ""
 // when it can.
 std::string onednn_ineligible(const LayerSpec& l);
+
+// How the CPU runs a model's recurrent layers under plan.cpu: onednn: within each planner stack, the
+// runs of consecutive layers oneDNN can run (a Dropout between layers ends a run) are one oneDNN op
+// each; every other recurrent layer runs on the reference ops, with the reason.
+struct CpuPlan {
+  struct Run {
+    size_t first = 0, count = 0;
+  };
+  std::vector<Run> runs;
+  std::vector<std::pair<size_t, std::string>> reference;  // layer index, why not oneDNN
+};
+CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan);
+// The CPU lines of `rnntrain plan`: "CPU (plan.cpu: onednn): ..." per run and per reference layer.
+std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode);
 
 // Layers first .. first + count - 1 of the model, consecutive recurrent layers that may share one
 // primitive chain (same cell, units and directions; concat between layers), as one Op placed at
