@@ -88,5 +88,39 @@ TEST(Bench, BadArgumentsAreUsageErrors) {
   CmdResult ml = run_rnntrain("bench configs/quickstart.yaml --min-length 31", tmp);
   EXPECT_EQ(ml.code, 2);
   EXPECT_NE(ml.err.find("--min-length 31: longer than the 30 timesteps"), std::string::npos) << ml.err;
+  CmdResult st = run_rnntrain("bench configs/quickstart.yaml --stream", tmp);
+  EXPECT_EQ(st.code, 2);
+  EXPECT_NE(st.err.find("--stream draws fresh sequence lengths for every batch: give --min-length or --lognormal"),
+            std::string::npos)
+      << st.err;
+  CmdResult ln = run_rnntrain("bench configs/quickstart.yaml --lognormal 12", tmp);
+  EXPECT_EQ(ln.code, 2);
+  EXPECT_NE(ln.err.find("--lognormal 12: give MEDIAN,SIGMA, two positive numbers"), std::string::npos) << ln.err;
+  std::filesystem::remove_all(tmp);
+}
+
+// --stream: a new batch per step from a pool with log-normal lengths, batched as an epoch would be;
+// with train.bucketing the batches hold similar lengths and are trimmed, so far less is padding.
+TEST(Bench, AStreamOfBucketedBatchesIsMostlyFreeOfPadding) {
+  auto tmp = scratch("bench_stream");
+  double share[2] = {0, 0};
+  for (int bucketing = 0; bucketing < 2; ++bucketing) {
+    const std::string json = (tmp / ("s" + std::to_string(bucketing) + ".json")).string();
+    CmdResult r = run_rnntrain("bench configs/tokens.yaml device=cpu --timesteps 60 --lognormal 12,0.7 --min-length 3 "
+                               "--stream --steps 2 --repeats 3 --warmup 1 train.bucketing=" +
+                                   std::string(bucketing ? "true" : "false") + " --json " + json,
+                               tmp);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("stream: 32 batches in turn"), std::string::npos) << r.out;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["stream"], true);
+    EXPECT_EQ(j["bucketing"], bucketing == 1);
+    EXPECT_EQ(j["lognormal"]["median"], 12.0);
+    EXPECT_EQ(j["candidates"][0]["status"], "ok");
+    share[bucketing] = j["padding_share"].get<double>();
+  }
+  EXPECT_GT(share[0], 0.5) << "log-normal lengths around 12 padded to 60";
+  EXPECT_LT(share[1], share[0] / 3) << "bucketed and trimmed";
+  std::printf("stream padding share: %.3f without bucketing, %.3f with\n", share[0], share[1]);
   std::filesystem::remove_all(tmp);
 }

@@ -1,6 +1,7 @@
 // `rnntrain bench`: times complete training steps (forward, loss, backward, optimizer) of a config's
-// model on one synthetic batch, for each candidate plan, and prints a table and the winner (and JSON).
-// Not a data pipeline benchmark: the batch is made once and reused; metrics are not computed.
+// model on one synthetic batch (or, with --stream, a stream of batches with fresh lengths), for each
+// candidate plan, and prints a table and the winner (and JSON). Not a data pipeline benchmark: the
+// batches are made before timing; metrics are not computed.
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -26,6 +27,7 @@
 #include "plan/plan.h"
 #include "spec/shapes.h"
 #include "train/autotune.h"
+#include "train/batching.h"
 #include "train/engine.h"
 #include "train/trainer.h"
 
@@ -119,6 +121,31 @@ std::string utc_now() {
   return buf;
 }
 
+// Each of n sequences' length: uniform in [min_length, T], or log-normal around `median` (sigma of
+// its log) clamped to [max(min_length, 1), T].
+std::vector<int32_t> draw_lengths(int64_t n, int64_t T, int64_t min_length, double median, double sigma, Rng& rng) {
+  std::vector<int32_t> out;
+  const int64_t lo = std::clamp<int64_t>(min_length, 1, T);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t len = lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(T - lo + 1)));
+    if (median > 0) {  // Box-Muller
+      const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+      len = std::clamp<int64_t>(std::llround(median * std::exp(sigma * z)), lo, T);
+    }
+    out.push_back(static_cast<int32_t>(len));
+  }
+  return out;
+}
+
+// b with these lengths and zeros (token id 0, or features 0) at its padded steps.
+void set_lengths(Batch& b, std::vector<int32_t> lengths) {
+  const int64_t B = b.x.dim(0), T = b.x.dim(1), F = b.x.numel() / (B * T);
+  for (int64_t i = 0; i < B; ++i)
+    std::fill(b.x.data.begin() + (i * T + lengths[i]) * F, b.x.data.begin() + (i + 1) * T * F, 0.0f);
+  b.lengths = std::move(lengths);
+}
+
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
@@ -141,9 +168,36 @@ int cmd_bench(const BenchArgs& a) {
   if (T <= 0)
     throw UsageError(fmt::format("{}: the Input shape has no fixed timesteps (None); pass --timesteps N", input.loc.str()));
   if (a.min_length > T) throw UsageError(fmt::format("--min-length {}: longer than the {} timesteps", a.min_length, T));
+  double median = 0, sigma = 0;
+  if (!a.lognormal.empty()) {
+    char comma = 0;
+    std::istringstream in(a.lognormal);
+    if (!(in >> median >> comma >> sigma) || comma != ',' || !(median > 0) || !(sigma > 0) || !in.eof())
+      throw UsageError(fmt::format("--lognormal {}: give MEDIAN,SIGMA, two positive numbers (e.g. 60,0.8)", a.lognormal));
+  }
+  if (a.stream && a.min_length <= 0 && median <= 0)
+    throw UsageError("--stream draws fresh sequence lengths for every batch: give --min-length or --lognormal");
   const int64_t B = cfg.train.batch_size;
   Rng data_rng(cfg.train.seed + 1);
-  const Batch batch = synthetic_batch(cfg, T, a.min_length, data_rng);
+  // The batches the steps take in turn: one, or a stream batched from a pool as an epoch would be.
+  std::vector<Batch> batches;
+  double padding = 0.0;
+  if (!a.stream) {
+    batches.push_back(synthetic_batch(cfg, T, median > 0 ? 0 : a.min_length, data_rng));
+    if (median > 0) set_lengths(batches[0], draw_lengths(B, T, a.min_length, median, sigma, data_rng));
+  } else {
+    constexpr int64_t kPool = 32;  // batches' worth of sequences
+    Config pool_cfg = cfg;
+    pool_cfg.train.batch_size = kPool * B;
+    Batch pool = synthetic_batch(pool_cfg, T, 0, data_rng);
+    set_lengths(pool, draw_lengths(kPool * B, T, a.min_length, median, sigma, data_rng));
+    Dataset d;
+    d.x = std::move(pool.x), d.y = std::move(pool.y), d.lengths = std::move(pool.lengths), d.source = "bench stream";
+    const bool trim = cfg.train.bucketing && input.shape[0] < 0;
+    const std::vector<EpochBatch> plan = plan_epoch(cfg.train, d.size(), d.lengths, trim, data_rng);
+    for (const EpochBatch& e : plan) batches.push_back(gather_batch(d, e, shapes.back().out.size() >= 2));
+    padding = padding_share(plan, d.lengths, T);
+  }
   const double flops = step_flops(cfg.model, shapes, B, T);
   const Params init = initial_params(cfg, "");
 
@@ -153,8 +207,8 @@ int cmd_bench(const BenchArgs& a) {
   std::vector<Candidate> cands;
   for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{}) {
     // Padded batches run cuDNN's persistent stacks with the standard algorithm: nothing new to time.
-    if ((c.algo == RnnAlgo::PersistStatic || c.algo == RnnAlgo::PersistDynamic) && a.min_length > 0 &&
-        a.min_length < T) {
+    const bool padded = (a.min_length > 0 && a.min_length < T) || median > 0;
+    if ((c.algo == RnnAlgo::PersistStatic || c.algo == RnnAlgo::PersistDynamic) && padded) {
       if (!a.algos.empty())
         log_warn("{}: skipped; with --min-length the batch is padded, and padded batches run on standard", c.name());
       continue;
@@ -168,7 +222,7 @@ int cmd_bench(const BenchArgs& a) {
   }
   for (auto& c : cands) {
     log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, a.warmup);
-    c.t = time_plan(cfg, c.choice, init, batch, a.warmup, a.repeats, a.steps);
+    c.t = time_plan(cfg, c.choice, init, batches, a.warmup, a.repeats, a.steps);
     if (!c.t.error.empty()) continue;
     c.seq_per_s = static_cast<double>(B) * 1000.0 / c.t.median_ms;
     c.tflops = flops / (c.t.median_ms / 1000.0) / 1e12;
@@ -182,10 +236,16 @@ int cmd_bench(const BenchArgs& a) {
     if (!c.t.device.empty()) device = c.t.device;
 
   const int threads = openblas_get_num_threads();
+  const std::string lengths = median > 0 ? fmt::format(" (lengths log-normal, median {}, sigma {}, in {}..{})", median,
+                                                       sigma, std::max<int64_t>(a.min_length, 1), T)
+                               : a.min_length > 0 ? fmt::format(" (lengths {}..{})", a.min_length, T)
+                                                  : std::string();
   std::printf("bench %s: device %s, batch %lld, timesteps %lld%s, %lld steps x %lld repeats after %lld warm-up steps\n",
-              cfg.path.c_str(), device.c_str(), (long long)B, (long long)T,
-              a.min_length > 0 ? fmt::format(" (lengths {}..{})", a.min_length, T).c_str() : "", (long long)a.steps,
+              cfg.path.c_str(), device.c_str(), (long long)B, (long long)T, lengths.c_str(), (long long)a.steps,
               (long long)a.repeats, (long long)a.warmup);
+  if (a.stream)
+    std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", batches.size(),
+                cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", padding);
   std::printf("model FLOPs per step %.4g (3 x forward of the recurrent layers); BLAS threads %d\n", flops, threads);
   std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s\n", "candidate", "plan", "ms/step", "min", "max", "seq/s",
               "TFLOP/s", "host MiB", "device MiB", "graphs");
@@ -216,6 +276,10 @@ int cmd_bench(const BenchArgs& a) {
     j["batch_size"] = B;
     j["timesteps"] = T;
     j["min_length"] = a.min_length;
+    j["lognormal"] = median > 0 ? nlohmann::ordered_json({{"median", median}, {"sigma", sigma}}) : nlohmann::ordered_json();
+    j["stream"] = a.stream;
+    j["bucketing"] = a.stream && cfg.train.bucketing;
+    j["padding_share"] = a.stream ? nlohmann::ordered_json(padding) : nlohmann::ordered_json();
     j["steps"] = a.steps;
     j["repeats"] = a.repeats;
     j["warmup"] = a.warmup;

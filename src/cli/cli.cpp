@@ -87,6 +87,11 @@ int run_cli(int argc, char** argv) {
   bench->add_option("--timesteps", ba.timesteps, "Timesteps of the synthetic batch when the Input shape has None");
   bench->add_option("--min-length", ba.min_length,
                     "Give the batch sequence lengths uniform in [N, timesteps] (padded, masked steps)");
+  bench->add_option("--lognormal", ba.lognormal,
+                    "MEDIAN,SIGMA: log-normal sequence lengths instead, clamped to [--min-length or 1, timesteps]");
+  bench->add_flag("--stream", ba.stream,
+                  "A new batch every step, from a pool of 32 batches' worth of sequences with fresh lengths, batched "
+                  "as training would (train.bucketing applies); needs --min-length or --lognormal");
   bench->add_option("--precision", ba.precisions, "GPU candidates' precisions, comma-separated (fp32,tf32,fp16,bf16)");
   bench->add_option("--algo", ba.algos,
                     "GPU candidates' RNN algorithms, comma-separated (standard, persist_static, persist_dynamic, "

@@ -28,6 +28,8 @@ struct BenchArgs {
   int64_t steps = 10, repeats = 5, warmup = 3;  // timed steps per repeat, repeats (>= 3), untimed steps first
   int64_t timesteps = 0;          // for an Input shape with None timesteps
   int64_t min_length = 0;         // > 0: sequence lengths uniform in [min_length, T] (masked steps)
+  std::string lognormal;          // "MEDIAN,SIGMA": log-normal lengths instead, clamped to [min_length or 1, T]
+  bool stream = false;            // a new batch each step, drawn from a pool (train.bucketing applies)
   std::string precisions, algos;  // comma lists of candidate precisions / algorithms ("" = defaults)
   std::string json_file;          // --json FILE
 };

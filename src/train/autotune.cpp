@@ -138,8 +138,8 @@ Batch synthetic_batch(const Config& cfg, int64_t T, int64_t min_length, Rng& rng
   return b;
 }
 
-Timing time_plan(const Config& base, const PlanChoice& choice, const Params& init, const Batch& batch, int64_t warmup,
-                 int64_t repeats, int64_t steps) {
+Timing time_plan(const Config& base, const PlanChoice& choice, const Params& init, const std::vector<Batch>& batches,
+                 int64_t warmup, int64_t repeats, int64_t steps) {
   Config cfg = base;
   cfg.plan.fuse = choice.fuse, cfg.plan.precision = choice.precision, cfg.plan.algo = choice.algo;
   cfg.plan.autotune = false;
@@ -151,10 +151,12 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     t.device = engine->device_name();
     const double lr = cfg.train.optimizer.learning_rate;
     LossValue l;
+    size_t next = 0;
     // As training without metrics runs: steps enqueued back to back, losses collected as they finish.
     auto run = [&](int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
-        engine->enqueue_train_step(batch, lr, {});
+        engine->enqueue_train_step(batches[next], lr, {});
+        next = (next + 1) % batches.size();
         for (const LossValue& v : engine->collect_losses(false)) l = v;
       }
       for (const LossValue& v : engine->collect_losses(true)) l = v;
@@ -272,7 +274,7 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   double best_ms = 0;
   nlohmann::json measured = nlohmann::json::object();
   for (const PlanChoice& c : cands) {
-    const Timing t = time_plan(cfg, c, init, batch, 2, 3, 5);
+    const Timing t = time_plan(cfg, c, init, {batch}, 2, 3, 5);
     measured[c.name()] = t.error.empty() ? nlohmann::json(t.median_ms) : nlohmann::json(t.error);
     if (!t.error.empty()) continue;
     log_info("autotune: {} {:.3f} ms/step", c.name(), t.median_ms);

@@ -47,11 +47,11 @@ struct Timing {
   std::string error;  // not empty: the candidate failed (e.g. cuDNN does not support it); nothing else is set
 };
 
-// Builds an engine for cfg with `choice` applied and times training steps on `batch` (enqueued back to
-// back, their losses collected, as `train` runs without metrics): `warmup` untimed
+// Builds an engine for cfg with `choice` applied and times training steps on `batches`, taken in turn
+// (enqueued back to back, their losses collected, as `train` runs without metrics): `warmup` untimed
 // steps, then `repeats` loops of `steps` steps. Failures are returned in Timing::error.
-Timing time_plan(const Config& cfg, const PlanChoice& choice, const Params& init, const Batch& batch, int64_t warmup,
-                 int64_t repeats, int64_t steps);
+Timing time_plan(const Config& cfg, const PlanChoice& choice, const Params& init, const std::vector<Batch>& batches,
+                 int64_t warmup, int64_t repeats, int64_t steps);
 
 // cfg with plan.precision and plan.algo resolved (never auto) for a batch of T steps: on the CPU
 // fp32/standard; with plan.autotune on a GPU the fastest candidate (plan.fuse included), from the cache
