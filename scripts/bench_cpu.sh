@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CPU comparison of issue 5 (item 5): rnntrain versus PyTorch from PyPI, 2 threads each, on
-# bench/configs/charlm_small.yaml and blog_small.yaml. Builds rnntrain (Release, in build/ unless
+# The CPU comparison of issues 5 and 13: rnntrain versus PyTorch from PyPI and Keras 3 on JAX, 2 threads
+# each, on bench/configs/charlm_small.yaml and blog_small.yaml. Builds rnntrain (Release, in build/ unless
 # BUILD_DIR says otherwise), makes a venv with PyTorch on first use (bench/README.md says why it is the
 # full PyPI wheel), runs `rnntrain bench` and bench/torch_bench.py, keeps the JSON in
 # bench/results/cpu/ and rewrites bench/RESULTS.md (its GPU section comes from bench/results/gpu/).
@@ -62,6 +62,14 @@ done
 step "PyTorch (CPU), $THREADS threads"
 "$VENV/bin/python" bench/torch_bench.py --device cpu --threads "$THREADS" --workloads charlm_small,blog_small \
   --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" || fail=1
+
+step "Keras 3 on JAX (CPU), $THREADS threads"
+if python3 -c "import keras, jax" 2>/dev/null; then
+  KERAS_BACKEND=jax python3 bench/keras_bench.py --threads "$THREADS" --workloads charlm_small,blog_small \
+    --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/keras.json" 2>&1 | tee -a "$LOG" || fail=1
+else
+  say "no Keras/JAX for python3 (scripts/setup.sh installs them): the Keras column stays n/a"
+fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 {
