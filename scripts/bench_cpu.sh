@@ -64,7 +64,7 @@ step "PyTorch (CPU), $THREADS threads"
   --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" || fail=1
 
 step "Keras 3 on JAX (CPU), $THREADS threads"
-if python3 -c "import keras, jax" 2>/dev/null; then
+if KERAS_BACKEND=jax python3 -c "import keras, jax" 2>/dev/null; then
   KERAS_BACKEND=jax python3 bench/keras_bench.py --threads "$THREADS" --workloads charlm_small,blog_small \
     --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/keras.json" 2>&1 | tee -a "$LOG" || fail=1
 else
