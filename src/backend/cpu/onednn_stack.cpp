@@ -125,6 +125,7 @@ struct StackSaved : Saved {
   std::vector<std::unique_ptr<Saved>> saved;  // reference path: per layer
   std::vector<Tensor> acts;                   // reference path: each layer's output but the last
   std::vector<memory> out, ws;                // oneDNN: each segment's dst_layer (the last: scratch) and workspace
+  std::vector<memory> wl, wi, bias;           // oneDNN: each segment's weights in Keras' layouts, for backward
   memory hy, cy;                              // the last segment's final states (return_sequences: false)
   int64_t B = 0, T = 0;
 };
@@ -132,6 +133,7 @@ struct StackSaved : Saved {
 class OnednnStack : public Op {
  public:
   OnednnStack(const ModelSpec& m, size_t first, size_t count, Params& params) : params_(params), first_(first) {
+    std::vector<const LayerSpec*> layers_;
     for (size_t i = first; i < first + count; ++i) {
       layers_.push_back(&m.layers[i]);
       ref_.push_back(m.layers[i].kind == LayerKind::Bidirectional ? make_bidirectional(m.layers[i])
@@ -176,12 +178,14 @@ class OnednnStack : public Op {
     std::vector<Prims>& prims = primitives(B, T, training);
     dnnl::stream st(cpu_engine());
     s.out.resize(segs_.size()), s.ws.resize(segs_.size());
+    s.wl.resize(segs_.size()), s.wi.resize(segs_.size()), s.bias.resize(segs_.size());
     Tensor y = sequences_ ? Tensor({B, T, segs_.back().out}) : Tensor({B, D_ == 2 && !sum_last() ? 2 * H_ : H_});
     const float* in = x.ptr();
     for (size_t k = 0; k < segs_.size(); ++k) {
       const Segment& g = segs_[k];
       const bool last = k + 1 == segs_.size();
       Weights w = weights(g);
+      s.wl[k] = w.layer, s.wi[k] = w.iter, s.bias[k] = w.bias;  // the step's weights, converted once
       if (!(prims[k].fwd_wl == w.layer.get_desc())) {  // the primitive's own (packed) formats
         memory wl(prims[k].fwd_wl, cpu_engine()), wi(prims[k].fwd_wi, cpu_engine());
         dnnl::reorder(w.layer, wl).execute(st, w.layer, wl);
@@ -261,13 +265,13 @@ class OnednnStack : public Op {
       }
       args[DNNL_ARG_DIFF_DST_LAYER] = ddst;
       // Weights in the backward primitive's format; gradients in Keras' (ldigo), zeroed, then added.
-      Weights w = weights(g);
       memory wl(prims[k].bwd_wl, cpu_engine()), wi(prims[k].bwd_wi, cpu_engine());
-      dnnl::reorder(w.layer, wl).execute(st, w.layer, wl);
-      dnnl::reorder(w.iter, wi).execute(st, w.iter, wi);
+      memory kl = s.wl[k], ki = s.wi[k];  // handles: the buffers are forward's
+      dnnl::reorder(kl, wl).execute(st, kl, wl);
+      dnnl::reorder(ki, wi).execute(st, ki, wi);
       memory dwl(wl_md(g), cpu_engine()), dwi(wi_md(g), cpu_engine()), db(bias_md(g), cpu_engine());
       for (const memory* m : {&dwl, &dwi, &db}) std::memset(m->get_data_handle(), 0, m->get_desc().get_size());
-      args[DNNL_ARG_WEIGHTS_LAYER] = wl, args[DNNL_ARG_WEIGHTS_ITER] = wi, args[DNNL_ARG_BIAS] = w.bias;
+      args[DNNL_ARG_WEIGHTS_LAYER] = wl, args[DNNL_ARG_WEIGHTS_ITER] = wi, args[DNNL_ARG_BIAS] = s.bias[k];
       args[DNNL_ARG_DIFF_WEIGHTS_LAYER] = dwl, args[DNNL_ARG_DIFF_WEIGHTS_ITER] = dwi, args[DNNL_ARG_DIFF_BIAS] = db;
       prims[k].bwd.execute(st, args);
       st.wait();
@@ -419,7 +423,6 @@ class OnednnStack : public Op {
 
   Params& params_;
   size_t first_;
-  std::vector<const LayerSpec*> layers_;
   std::vector<std::unique_ptr<Op>> ref_;
   std::vector<Segment> segs_;
   bool gru_ = false, sequences_ = true;
