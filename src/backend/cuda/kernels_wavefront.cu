@@ -42,19 +42,22 @@ __device__ inline unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-// Called by warp 0: spins until each of the n (<= 32) counters reaches target, one lane polling each,
-// all at once. A wait of 10 s means a broken schedule: trap (the host sees a launch failure) rather
-// than hang the process. The caller's __syncthreads() then hands the acquired data to the block.
+// Called by every warp: spins until each of the n (<= 32) counters reaches target, one lane polling
+// each, all at once; the closing __syncwarp() hands what the lanes acquired to the whole warp, so no
+// block barrier is needed before the warp reads the data. A wait of 10 s means a broken schedule:
+// trap (the host sees a launch failure) rather than hang the process.
 __device__ void wait_all(const unsigned* const* f, int n, unsigned target) {
   const int lane = threadIdx.x & 31;
   bool ready = lane >= n || load_acquire(f[lane]) >= target;
-  if (__all_sync(0xffffffffu, ready)) return;
-  const unsigned long long t0 = global_ns();
-  while (!__all_sync(0xffffffffu, ready)) {
-    __nanosleep(32);
-    if (!ready) ready = load_acquire(f[lane]) >= target;
-    if (global_ns() - t0 > 10000000000ull) __trap();
+  if (!__all_sync(0xffffffffu, ready)) {
+    const unsigned long long t0 = global_ns();
+    while (!__all_sync(0xffffffffu, ready)) {
+      __nanosleep(32);
+      if (!ready) ready = load_acquire(f[lane]) >= target;
+      if (global_ns() - t0 > 10000000000ull) __trap();
+    }
   }
+  __syncwarp();
 }
 
 // After a __syncthreads() that ends the block's writes of a step: one release increment makes them
@@ -102,6 +105,11 @@ __device__ inline void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned 
   }
 }
 
+// Where column c (0 or 8) of row r of a 16x16 operand tile lies in its slot: the two 16-byte halves
+// of rows 4-7 and 12-15 swap places, so the eight rows an ldmatrix phase reads (32 bytes apart) fall
+// in distinct banks without padding.
+__device__ inline int swz(int r, int c) { return c ^ (r & 4) * 2; }
+
 __host__ __device__ inline size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
 
 // One operand source of a step: rows b0.. of a [., ld] array at that step, K columns, multiplied
@@ -112,8 +120,8 @@ struct Src {
   int ld = 0, K = 0, wrow = 0, side = 0;
 };
 
-// Shared memory of a block: weights [K][ldw]; then a region that holds each warp's ring of kStages
-// operand tiles [16][lda] while the products run and the partial sums [ksplit][SIDES][Bp][N + kAccPad] after;
+// Shared memory of a block: weights [K][ldw] (with ldw = 16, rows swizzled as the operand tiles); then a region that holds each warp's ring of kStages
+// operand tiles [16][16] while the products run and the partial sums [ksplit][SIDES][Bp][N + kAccPad] after;
 // then the per-unit state [Bs][U]; then the biases [2][4][U] (forward).
 template <typename E, int SIDES>
 struct Smem {
@@ -129,92 +137,109 @@ struct Smem {
     const size_t off = align128(static_cast<size_t>(K) * sp.ldw * sizeof(E));
     ring = reinterpret_cast<E*>(base + off);
     acc = reinterpret_cast<float*>(base + off);
-    const size_t rings = static_cast<size_t>(kWarps) * kStages * 16 * sp.lda * sizeof(E);
+    const size_t rings = static_cast<size_t>(kWarps) * kStages * 256 * sizeof(E);
     const size_t sums = static_cast<size_t>(sp.ksplit) * SIDES * Bp * (sp.N + kAccPad) * sizeof(float);
     state = reinterpret_cast<float*>(base + off + align128(rings > sums ? rings : sums));
     bias = state + static_cast<size_t>(Bs) * sp.U;
   }
 };
 
-// The step's products [Bs, N] = sum over sources of operand [Bs, K] @ weights[wrow.., N]. Warp w
-// computes row tile m = w % TM against all N / 16 column tiles, over every ksplit-th 16-wide k step
-// of the sources (ksplit = kWarps / TM), so each operand element is read once per block. It streams
-// its operand tiles from L2 through its own ring of kStages slots (one 16-byte cp.async per lane per
-// tile, kStages - 1 tiles in flight): no block barrier until the partial sums are stored in sm.acc.
+// The step's products [Bs, N] = sum over sources of operand [Bs, K] @ weights[wrow.., N], in two
+// calls: accumulate() adds one set of sources to this warp's registers (a step calls it once for
+// what the layer below wrote, while the row's own previous step may still be running, and once for
+// that), store_partials() hands the registers to the block. Warp w computes row tile m = w % TM
+// against all N / 16 column tiles, over every ksplit-th 16-wide k step of the sources (ksplit =
+// kWarps / TM), so each operand element is read once per block. It streams its operand tiles from
+// L2 through its own ring of kStages slots (one 16-byte cp.async per lane per tile, kStages - 1
+// tiles in flight): no block barrier until the partial sums are stored in sm.acc.
+// acc[n][side][h]: the m16n8 accumulator of column tile n's half h (rows lane / 4 and + 8, columns
+// 2 * (lane % 4) and + 1).
+template <int SIDES>
+using Acc = float[kMaxTiles][SIDES][2][4];
+
 template <typename E, int SIDES>
-__device__ void products(const Src<E>* src, int nsrc, Smem<E, SIDES>& sm, const Split& sp, int Bs) {
+__device__ __forceinline__ void accumulate(Acc<SIDES>& acc, const Src<E>* src, int nsrc, Smem<E, SIDES>& sm,
+                                           const Split& sp, int Bs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int TM = sm.Bp / 16, TN = sp.N / 16, m = warp % TM, kp = warp / TM;
-  // acc[n][side][h]: the m16n8 accumulator of column tile n's half h (rows lane / 4 and + 8,
-  // columns 2 * (lane % 4) and + 1).
-  float acc[kMaxTiles][SIDES][2][4] = {};
   const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lcol = (lane >> 4) * 8;  // ldmatrix addresses
-
-  if (kp < sp.ksplit) {
-    int total = 0;
-    for (int i = 0; i < nsrc; ++i) total += src[i].K >> 4;
-    const int mine = total > kp ? (total - kp + sp.ksplit - 1) / sp.ksplit : 0;
-    const int r = lane >> 1, c8 = (lane & 1) * 8;  // this lane's 16 bytes of a tile
-    const bool row_ok = m * 16 + r < Bs;           // rows past the batch: never read back
-    E* const ring = sm.ring + static_cast<size_t>(warp) * kStages * 16 * sp.lda;
-    // Two cursors over my k steps (every ksplit-th over the sources, from kp): one issues the copies
-    // kStages - 1 steps ahead, one multiplies. Crossing into the next source is the rare path.
-    struct Cursor {
-      int si = -1, ks = 0, end = 0;
-      const E* row = nullptr;  // this lane's operand row in the source
-      const E* w = nullptr;    // the source's first weight row
-      bool side0 = true;
-    };
-    auto advance = [&](Cursor& c, int by) {
-      c.ks += by;
-      while (c.ks >= c.end && c.si + 1 < nsrc) {
-        c.ks -= c.end, ++c.si;
-        const Src<E>& q = src[c.si];
-        c.end = q.K >> 4;
-        c.row = q.p + static_cast<size_t>(m * 16 + r) * q.ld + c8;
-        c.w = sm.w + static_cast<size_t>(q.wrow) * sp.ldw;
-        c.side0 = SIDES == 1 || q.side == 0;
-      }
-    };
-    Cursor in, mul;
-    advance(in, kp), advance(mul, kp);
-    int slot_in = 0, slot_mul = 0;
-    auto issue = [&](int i) {
-      if (i < mine) {
-        if (row_ok) cp16(ring + slot_in * 16 * sp.lda + r * sp.lda + c8, in.row + in.ks * 16);
-        advance(in, sp.ksplit);
-      }
-      cp_commit();  // one group per step, empty or not: wait_group counts them
-      slot_in = slot_in + 1 == kStages ? 0 : slot_in + 1;
-    };
-    for (int i = 0; i < kStages - 1; ++i) issue(i);
-    for (int i = 0; i < mine; ++i) {
-      issue(i + kStages - 1);
-      cp_wait<kStages - 1>();
-      __syncwarp();
-      unsigned fa[4];
-      ldsm_x4(fa, ring + (slot_mul * 16 + lrow) * sp.lda + lcol);
-      const E* w = mul.w + static_cast<size_t>(mul.ks * 16 + lrow) * sp.ldw + lcol;
-#pragma unroll
-      for (int n = 0; n < kMaxTiles; ++n) {
-        if (n >= TN) break;
-        unsigned fb[4];
-        ldsm_x4_t(fb, w + n * 16);
-        if (mul.side0) {
-          mma16816<E>(acc[n][0][0], fa, fb[0], fb[1]);
-          mma16816<E>(acc[n][0][1], fa, fb[2], fb[3]);
-        } else {
-          mma16816<E>(acc[n][SIDES - 1][0], fa, fb[0], fb[1]);
-          mma16816<E>(acc[n][SIDES - 1][1], fa, fb[2], fb[3]);
-        }
-      }
-      advance(mul, sp.ksplit);
-      slot_mul = slot_mul + 1 == kStages ? 0 : slot_mul + 1;
-      __syncwarp();  // the slot is refilled kStages steps on
+  if (kp >= sp.ksplit) return;
+  int total = 0;
+  for (int i = 0; i < nsrc; ++i) total += src[i].K >> 4;
+  const int mine = total > kp ? (total - kp + sp.ksplit - 1) / sp.ksplit : 0;
+  const int r = lane >> 1, c8 = (lane & 1) * 8;  // this lane's 16 bytes of a tile
+  const bool row_ok = m * 16 + r < Bs;           // rows past the batch: never read back
+  E* const ring = sm.ring + static_cast<size_t>(warp) * kStages * 256;
+  // Two cursors over my k steps (every ksplit-th over the sources, from kp): one issues the copies
+  // kStages - 1 steps ahead, one multiplies. Crossing into the next source is the rare path.
+  struct Cursor {
+    int si = -1, ks = 0, end = 0;
+    const E* row = nullptr;  // this lane's operand row in the source
+    const E* w = nullptr;    // the source's first weight row
+    bool side0 = true;
+  };
+  auto advance = [&](Cursor& c, int by) {
+    c.ks += by;
+    while (c.ks >= c.end && c.si + 1 < nsrc) {
+      c.ks -= c.end, ++c.si;
+      const Src<E>& q = src[c.si];
+      c.end = q.K >> 4;
+      c.row = q.p + static_cast<size_t>(m * 16 + r) * q.ld + c8;
+      c.w = sm.w + static_cast<size_t>(q.wrow) * sp.ldw;
+      c.side0 = SIDES == 1 || q.side == 0;
     }
-    cp_wait<0>();
+  };
+  Cursor in, mul;
+  advance(in, kp), advance(mul, kp);
+  int slot_in = 0, slot_mul = 0;
+  auto issue = [&](int i) {
+    if (i < mine) {
+      if (row_ok) cp16(ring + slot_in * 256 + r * 16 + swz(r, c8), in.row + in.ks * 16);
+      advance(in, sp.ksplit);
+    }
+    cp_commit();  // one group per step, empty or not: wait_group counts them
+    slot_in = slot_in + 1 == kStages ? 0 : slot_in + 1;
+  };
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  for (int i = 0; i < mine; ++i) {
+    issue(i + kStages - 1);
+    cp_wait<kStages - 1>();
+    __syncwarp();
+    unsigned fa[4];
+    ldsm_x4(fa, ring + slot_mul * 256 + lrow * 16 + swz(lrow, lcol));
+    // All of the k step's weight fragments first, then the products: the loads overlap each other
+    // instead of each product waiting for its own.
+    const E* w = mul.w + static_cast<size_t>(mul.ks * 16 + lrow) * sp.ldw + (sp.ldw == 16 ? swz(lrow, lcol) : lcol);
+    unsigned fb[kMaxTiles][4];
+#pragma unroll
+    for (int n = 0; n < kMaxTiles; ++n)
+      if (n < TN) ldsm_x4_t(fb[n], w + n * 16);
+#pragma unroll
+    for (int n = 0; n < kMaxTiles; ++n) {
+      if (n >= TN) break;
+      if (mul.side0) {
+        mma16816<E>(acc[n][0][0], fa, fb[n][0], fb[n][1]);
+        mma16816<E>(acc[n][0][1], fa, fb[n][2], fb[n][3]);
+      } else {
+        mma16816<E>(acc[n][SIDES - 1][0], fa, fb[n][0], fb[n][1]);
+        mma16816<E>(acc[n][SIDES - 1][1], fa, fb[n][2], fb[n][3]);
+      }
+    }
+    advance(mul, sp.ksplit);
+    slot_mul = slot_mul + 1 == kStages ? 0 : slot_mul + 1;
+    __syncwarp();  // the slot is refilled kStages steps on
   }
-  __syncthreads();  // every ring is drained: the partial sums overwrite them
+  cp_wait<0>();
+  __syncwarp();  // the ring is free for the next call
+}
+
+// Stores every warp's registers as partial sums [ksplit][SIDES][Bp][N + kAccPad] over the rings
+// (after a barrier: all rings drained), then a barrier: the cell may read them.
+template <typename E, int SIDES>
+__device__ __forceinline__ void store_partials(const Acc<SIDES>& acc, Smem<E, SIDES>& sm, const Split& sp) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int TM = sm.Bp / 16, TN = sp.N / 16, m = warp % TM, kp = warp / TM;
+  __syncthreads();
   if (kp < sp.ksplit) {
 #pragma unroll
     for (int n = 0; n < kMaxTiles; ++n) {
@@ -273,7 +298,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
     }
     for (int q = 0; q < 2; ++q) {
       const int n = lane + 32 * q;
-      if (n < sp.N) sm.w[static_cast<size_t>(k) * sp.ldw + n] = src && col[q] >= 0 ? src[col[q]] : from_f<E>(0.0f);
+      if (n < sp.N)
+        sm.w[static_cast<size_t>(k) * sp.ldw + (sp.ldw == 16 ? (n & 7) + swz(k, n & 8) : n)] =
+            src && col[q] >= 0 ? src[col[q]] : from_f<E>(0.0f);
     }
   }
   for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
@@ -292,24 +319,24 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
     if (l == 0)  // the input projection does not depend on the wave: on its way while we wait
       for (int i = threadIdx.x; i < a.Bs * G; i += kThreads)
         prefetch_l2(a.xproj + ((static_cast<size_t>(d) * T + t) * B + a.b0 + i / G) * a.GH + (i % G) * H + u0);
-    if (threadIdx.x < 32) {
-      const unsigned* f[3];
-      int n = 0;
-      if (s > 0) f[n++] = a.flags + row * T + s - 1;
-      if (l > 0)
-        for (int dd = 0; dd < a.D; ++dd) f[n++] = a.flags + ((l - 1) * a.D + dd) * T + (dd == 0 ? t : T - 1 - t);
-      wait_all(f, n, sp.S);
-    }
-    __syncthreads();
-    Src<E> src[2];
-    int nsrc = 0;
+    // The layer below's step t first: it is usually done before this row's step t - 1 is.
+    Acc<SIDES> acc = {};
     const int ldh = a.D * a.Hp;
-    if (l > 0) src[nsrc++] = {below + (static_cast<size_t>(t) * B + a.b0) * ldh, ldh, Kx, 0, 0};
-    if (s > 0) {
-      const int tp = d == 0 ? t - 1 : t + 1;
-      src[nsrc++] = {hseq + (static_cast<size_t>(tp) * B + a.b0) * ldh + d * a.Hp, ldh, Kh, Kx, SIDES - 1};
+    if (l > 0) {
+      const unsigned* f[2];
+      for (int dd = 0; dd < a.D; ++dd) f[dd] = a.flags + ((l - 1) * a.D + dd) * T + (dd == 0 ? t : T - 1 - t);
+      wait_all(f, a.D, sp.S);
+      const Src<E> x{below + (static_cast<size_t>(t) * B + a.b0) * ldh, ldh, Kx, 0, 0};
+      accumulate(acc, &x, 1, sm, sp, a.Bs);
     }
-    products<E, SIDES>(src, nsrc, sm, sp, a.Bs);
+    if (s > 0) {
+      const unsigned* f[1] = {a.flags + row * T + s - 1};
+      wait_all(f, 1, sp.S);
+      const int tp = d == 0 ? t - 1 : t + 1;
+      const Src<E> h{hseq + (static_cast<size_t>(tp) * B + a.b0) * ldh + d * a.Hp, ldh, Kh, Kx, SIDES - 1};
+      accumulate(acc, &h, 1, sm, sp, a.Bs);
+    }
+    store_partials(acc, sm, sp);
 
     for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
       const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;
@@ -381,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
           v = static_cast<const E*>(a.wr[row])[static_cast<size_t>(u0 + u) * a.GH + (k - Kx)];
         }
       }
-      sm.w[static_cast<size_t>(k) * sp.ldw + u] = v;
+      sm.w[static_cast<size_t>(k) * sp.ldw + (sp.ldw == 16 ? (u & 7) + swz(k, u & 8) : u)] = v;
     }
   }
   for (int i = threadIdx.x; i < a.Bs * sp.U; i += kThreads) sm.state[i] = 0.0f;
@@ -403,26 +430,27 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
       else if (k == 5 && tp >= 0 && tp < T) prefetch_l2(state + (bt + (static_cast<size_t>(tp) - t) * B) * H + u0);
       else if (k == 6 && top && a.dy) prefetch_l2(static_cast<const E*>(a.dy) + bt * DH + d * H + u0);
     }
-    if (threadIdx.x < 32) {
-      const unsigned* f[3];
-      int n = 0;
-      if (s > 0) f[n++] = a.flags + row * T + s - 1;
-      if (!top)
-        for (int dd = 0; dd < a.D; ++dd) f[n++] = a.flags + ((l + 1) * a.D + dd) * T + (dd == 0 ? T - 1 - t : t);
-      wait_all(f, n, sp.S);
+    // The layer above's step t first: it is usually done before this row's step t + 1 is.
+    Acc<1> acc = {};
+    if (!top) {
+      const unsigned* f[2];
+      Src<E> src[2];
+      for (int dd = 0; dd < a.D; ++dd) {
+        f[dd] = a.flags + ((l + 1) * a.D + dd) * T + (dd == 0 ? T - 1 - t : t);
+        src[dd] = {static_cast<const E*>(a.dgx[(l + 1) * a.D + dd]) + (static_cast<size_t>(t) * B + a.b0) * a.GHp,
+                   a.GHp, a.GHp, dd * a.GHp, 0};
+      }
+      wait_all(f, a.D, sp.S);
+      accumulate(acc, src, a.D, sm, sp, a.Bs);
     }
-    __syncthreads();
-    Src<E> src[3];
-    int nsrc = 0;
-    if (!top)
-      for (int dd = 0; dd < a.D; ++dd)
-        src[nsrc++] = {static_cast<const E*>(a.dgx[(l + 1) * a.D + dd]) + (static_cast<size_t>(t) * B + a.b0) * a.GHp,
-                       a.GHp, a.GHp, dd * a.GHp, 0};
     if (s > 0) {
+      const unsigned* f[1] = {a.flags + row * T + s - 1};
+      wait_all(f, 1, sp.S);
       const int tn = d == 0 ? t + 1 : t - 1;
-      src[nsrc++] = {dgh + (static_cast<size_t>(tn) * B + a.b0) * a.GHp, a.GHp, Kh, Kx, 0};
+      const Src<E> g{dgh + (static_cast<size_t>(tn) * B + a.b0) * a.GHp, a.GHp, Kh, Kx, 0};
+      accumulate(acc, &g, 1, sm, sp, a.Bs);
     }
-    products<E, 1>(src, nsrc, sm, sp, a.Bs);
+    store_partials(acc, sm, sp);
 
     for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
       const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;

@@ -37,17 +37,17 @@ wf::Split split(const WavefrontShape& s, int64_t layers, int64_t Bs, bool fwd) {
   if (TM > wf::kWarps || N / 16 > wf::kMaxTiles) return {};
   const int64_t ksplit = wf::kWarps / TM;
   const int64_t sides = fwd && s.cell == LayerKind::GRU ? 2 : 1;
-  for (int64_t ldw : {N + 8, N}) {
-    for (int64_t lda : {24, 16}) {
-      const size_t rings = wf::kWarps * wf::kStages * 16 * lda * 2, sums = ksplit * sides * Bp * (N + wf::kAccPad) * 4;
-      const size_t smem = align128(K * ldw * 2) + align128(std::max(rings, sums)) + (Bs + 8) * U * 4;
-      if (smem <= wf::smem_optin()) {
-        wf::Split sp;
-        sp.S = static_cast<int>(S), sp.U = static_cast<int>(U), sp.N = static_cast<int>(N);
-        sp.ldw = static_cast<int>(ldw), sp.lda = static_cast<int>(lda), sp.ksplit = static_cast<int>(ksplit);
-        sp.smem = smem;
-        return sp;
-      }
+  // Rows of 16 are swizzled instead of padded (kernels_wavefront.cu: swz); wider ones padded by 8
+  // against bank conflicts where that fits.
+  for (int64_t ldw : {N == 16 ? N : N + 8, N}) {
+    const size_t rings = wf::kWarps * wf::kStages * 256 * 2, sums = ksplit * sides * Bp * (N + wf::kAccPad) * 4;
+    const size_t smem = align128(K * ldw * 2) + align128(std::max(rings, sums)) + (Bs + 8) * U * 4;
+    if (smem <= wf::smem_optin()) {
+      wf::Split sp;
+      sp.S = static_cast<int>(S), sp.U = static_cast<int>(U), sp.N = static_cast<int>(N);
+      sp.ldw = static_cast<int>(ldw), sp.ksplit = static_cast<int>(ksplit);
+      sp.smem = smem;
+      return sp;
     }
   }
   return {};

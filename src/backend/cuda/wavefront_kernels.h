@@ -24,8 +24,7 @@ struct Split {
   int S = 0;    // blocks per row
   int U = 0;    // units per block (the last block of a row may have fewer)
   int N = 0;    // weight columns per block: G*U (forward) or U (backward), padded to 16
-  int ldw = 0;  // row stride of the weights in shared memory (N, or N + 8 against bank conflicts)
-  int lda = 0;  // row stride of an operand tile in a warp's ring (16, or 24 against bank conflicts)
+  int ldw = 0;  // row stride of the weights in shared memory (N; N + 8 against bank conflicts when N > 16)
   int ksplit = 1;  // warps sharing one row tile, each a share of its k steps (kWarps / row tiles)
   size_t smem = 0;
 };
