@@ -14,6 +14,14 @@
 // loop timed with CUDA events; ms_per_step is the median over loops. --graph captures the step once as a
 // CUDA graph after the warm-up and times its replays (no host launch cost per cuDNN kernel). peak_mib is device memory in use
 // (cudaMemGetInfo) after everything is allocated minus before (CUDA context and cuDNN handle excluded).
+// --packed: SEQ_MAJOR_PACKED data (lengths sorted longest first, PADDED_IO off, activations sized by
+// the sum of the lengths), the layout PyTorch's packed sequences use.
+// --replay-lengths (with --graph and --min-length): whether a step captured with one set of lengths
+// can be replayed with others written only into the device lengths: after the timing, new lengths go
+// to the device copy alone and the graph is replayed; then the descriptors get the new lengths too
+// and the step runs uncaptured. Prints (and writes to the JSON) the largest difference between the
+// two in y, dx and dw, relative to each tensor's largest value, and how much the new lengths changed
+// y at all (so a zero difference is not just lengths that did not matter).
 //
 //   rnntrain_cudnn_bench --workload blog [--per-layer] [--precision fp16] [--algo persist_static] [--json F]
 //   (--algo persist_dynamic: cudnnBuildRNNDynamic compiles the persistent kernels for the batch size)
@@ -28,6 +36,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -91,7 +100,7 @@ DevMem dev_alloc(size_t bytes) {
 struct Options {
   std::string workload = "custom", cell, precision = "fp32", algo = "standard", json;
   int layers = 0, hidden = 0, input = 0, batch = 0, time = 0, min_length = 0;  // min_length 0: all lengths T
-  bool bidir = false, per_layer = false, batch_major = false, graph = false;
+  bool bidir = false, per_layer = false, batch_major = false, graph = false, packed = false, replay_lengths = false;
   int steps = 10, repeats = 5, warmup = 3;
 };
 
@@ -99,7 +108,7 @@ const char* kUsage =
     "usage: rnntrain_cudnn_bench (--workload blog|large|gru|charlm|bilstm | --cell lstm|gru --layers L --hidden H\n"
     "         --input I --batch B --time T [--bidir] [--min-length N]) [--per-layer]\n"
     "         [--precision fp32|tf32|fp16|bf16] [--algo standard|persist_static|persist_dynamic] [--batch-major]\n"
-    "         [--graph] [--steps 10] [--repeats 5] [--warmup 3] [--json FILE]\n"
+    "         [--packed] [--graph [--replay-lengths]] [--steps 10] [--repeats 5] [--warmup 3] [--json FILE]\n"
     "Times cuDNN's RNN training calls (memset dw, forward, backward data, backward weights) for one stack.\n"
     "Options after --workload override its shape (the workload is then reported as custom).\n"
     "--min-length N: lengths uniform in [N, T] (fixed seed). Exit: 0 ok, 2 usage/no GPU, 3 CUDA/cuDNN failure.\n";
@@ -146,6 +155,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--per-layer") o.per_layer = true;
     else if (a == "--batch-major") o.batch_major = true;
     else if (a == "--graph") o.graph = true;
+    else if (a == "--packed") o.packed = true;
+    else if (a == "--replay-lengths") o.replay_lengths = true;
     else if (a == "--precision") o.precision = choice({"fp32", "tf32", "fp16", "bf16"});
     else if (a == "--algo") o.algo = choice({"standard", "persist_static", "persist_dynamic"});
     else if (a == "--steps") o.steps = number(1);
@@ -174,6 +185,9 @@ Options parse(int argc, char** argv) {
   if (o.cell.empty() || !o.layers || !o.hidden || !o.input || !o.batch || !o.time)
     usage_error("give --workload, or all of --cell --layers --hidden --input --batch --time");
   if (o.min_length > o.time) usage_error("--min-length must be <= --time");
+  if (o.packed && o.batch_major) usage_error("--packed is a sequence-major layout: leave out --batch-major");
+  if (o.replay_lengths && (!o.graph || !o.min_length || o.packed))
+    usage_error("--replay-lengths needs --graph and --min-length, and padded data (not --packed)");
   return o;
 }
 
@@ -209,10 +223,35 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// count elements of dt at src, as floats on the host.
+std::vector<float> host_floats(const void* src, size_t count, cudnnDataType_t dt) {
+  std::vector<float> out(count);
+  auto get = [&](auto zero, auto convert) {
+    std::vector<decltype(zero)> h(count);
+    CHECK(cudaMemcpy(h.data(), src, count * sizeof h[0], cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) out[i] = convert(h[i]);
+  };
+  if (dt == CUDNN_DATA_FLOAT) get(0.f, [](float f) { return f; });
+  else if (dt == CUDNN_DATA_HALF) get(__half(), [](__half v) { return __half2float(v); });
+  else get(__nv_bfloat16(), [](__nv_bfloat16 v) { return __bfloat162float(v); });
+  return out;
+}
+
+// max |a - b| / max |b|.
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+    m = std::max(m, static_cast<double>(std::fabs(b[i])));
+  }
+  return m > 0 ? d / m : d;
+}
+
 struct Result {
   std::string status = "ok", device;
   std::vector<double> ms;  // ms/step of each repeat
   double peak_mib = -1;
+  double replay_y = -1, replay_dx = -1, replay_dw = -1, lengths_effect = -1;  // --replay-lengths
 };
 
 // Builds the descriptors and buffers, then times the steps.
@@ -244,9 +283,20 @@ void run(const Options& o, Result& res) {
   std::mt19937 len_rng(1234);
   if (o.min_length > 0)
     for (int& l : lens) l = o.min_length + static_cast<int>(len_rng() % (T - o.min_length + 1));
+  if (o.packed) std::sort(lens.begin(), lens.end(), std::greater<>());
+  size_t tokens = 0;  // the rows a packed tensor holds
+  for (int l : lens) tokens += static_cast<size_t>(l);
   DevMem dev_lens = dev_alloc(B * sizeof(int));
   CHECK(cudaMemcpy(dev_lens.get(), lens.data(), B * sizeof(int), cudaMemcpyHostToDevice));
   double pad_fill = 0;  // y's padded steps: zero bytes whatever type cuDNN reads it as
+
+  const cudnnRNNDataLayout_t layout = o.packed        ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED
+                                      : o.batch_major ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
+                                                      : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+  auto set_lengths = [&](Rnn& r, const std::vector<int>& l) {
+    CHECK(cudnnSetRNNDataDescriptor(r.x_desc.get(), dt, layout, T, B, r.in, l.data(), &pad_fill));
+    CHECK(cudnnSetRNNDataDescriptor(r.y_desc.get(), dt, layout, T, B, D * H, l.data(), &pad_fill));
+  };
 
   // Descriptors: one L-layer stack, or L one-layer stacks (input I, then D*H).
   std::vector<Rnn> rnns(o.per_layer ? o.layers : 1);
@@ -259,17 +309,14 @@ void run(const Options& o, Result& res) {
     CHECK(cudnnSetRNNDescriptor_v8(r.desc.get(), algo, o.cell == "lstm" ? CUDNN_LSTM : CUDNN_GRU, CUDNN_RNN_DOUBLE_BIAS,
                                    o.bidir ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dt,
                                    CUDNN_DATA_FLOAT, math, r.in, H, H, r.layers, drop.get(),
-                                   CUDNN_RNN_PADDED_IO_ENABLED));
+                                   o.packed ? CUDNN_RNN_PADDED_IO_DISABLED : CUDNN_RNN_PADDED_IO_ENABLED));
     if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) CHECK(cudnnBuildRNNDynamic(h, r.desc.get(), B));
     CHECK(cudnnGetRNNWeightSpaceSize(h, r.desc.get(), &r.w_bytes));
     r.w_off = w_total;
     w_total += (r.w_bytes + 255) / 256 * 256;  // each layer's block 256-byte aligned in the flat buffer
     r.x_desc = make<DataDesc>(cudnnCreateRNNDataDescriptor);
     r.y_desc = make<DataDesc>(cudnnCreateRNNDataDescriptor);
-    const cudnnRNNDataLayout_t layout =
-        o.batch_major ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
-    CHECK(cudnnSetRNNDataDescriptor(r.x_desc.get(), dt, layout, T, B, r.in, lens.data(), &pad_fill));
-    CHECK(cudnnSetRNNDataDescriptor(r.y_desc.get(), dt, layout, T, B, D * H, lens.data(), &pad_fill));
+    set_lengths(r, lens);
     r.h_desc = make<TensorDesc>(cudnnCreateTensorDescriptor);
     const int dims[3] = {r.layers * D, B, H}, strides[3] = {B * H, H, 1};
     CHECK(cudnnSetTensorNdDescriptor(r.h_desc.get(), dt, 3, dims, strides));
@@ -281,7 +328,7 @@ void run(const Options& o, Result& res) {
 
   // Activations. Fused: x, y, dy, dx. Per-layer: x, one y per layer, the top dy, and two dx buffers used
   // in turn (layer l's dx is layer l-1's dy and is dead once layer l-1's BackwardData has run).
-  const size_t bt = static_cast<size_t>(B) * T, out_bytes = bt * D * H * es;
+  const size_t bt = o.packed ? tokens : static_cast<size_t>(B) * T, out_bytes = bt * D * H * es;
   DevMem w = dev_alloc(w_total), dw = dev_alloc(w_total), x = dev_alloc(bt * o.input * es),
          dy = dev_alloc(out_bytes);
   std::vector<DevMem> ys, dxs;
@@ -356,6 +403,36 @@ void run(const Options& o, Result& res) {
     CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     res.ms.push_back(ms / o.steps);
   }
+  if (!o.replay_lengths) return;
+
+  // The graph was captured with lengths `lens`; replay it with others in the device copy only, then
+  // run the step uncaptured with the others everywhere.
+  auto snapshot = [&] {
+    CHECK(cudaStreamSynchronize(stream.get()));
+    return std::vector<std::vector<float>>{host_floats(ys.back().get(), bt * D * H, dt),
+                                           host_floats(rnns[0].dx, bt * o.input, dt),
+                                           host_floats(dw.get(), w_total / es, dt)};
+  };
+  const auto before = snapshot();
+  std::vector<int> lens2(B);
+  std::mt19937 rng2(4321);
+  for (int& l : lens2) l = o.min_length + static_cast<int>(rng2() % (T - o.min_length + 1));
+  CHECK(cudaMemcpy(dev_lens.get(), lens2.data(), B * sizeof(int), cudaMemcpyHostToDevice));
+  CHECK(cudaGraphLaunch(exec.get(), stream.get()));
+  const auto replayed = snapshot();
+  for (Rnn& r : rnns) {
+    set_lengths(r, lens2);
+    size_t work = 0, reserve = 0;
+    CHECK(cudnnGetRNNTempSpaceSizes(h, r.desc.get(), CUDNN_FWD_MODE_TRAINING, r.x_desc.get(), &work, &reserve));
+    if (work > r.work_bytes || reserve > r.reserve_bytes)
+      throw CallError("cuDNN wants more workspace or reserve for the new lengths", "temp space grew");
+  }
+  step();
+  const auto direct = snapshot();
+  res.replay_y = rel_diff(replayed[0], direct[0]);
+  res.replay_dx = rel_diff(replayed[1], direct[1]);
+  res.replay_dw = rel_diff(replayed[2], direct[2]);
+  res.lengths_effect = rel_diff(before[0], direct[0]);
 }
 
 // Prints one grep-able line to stdout and, with --json, writes the same figures.
@@ -365,11 +442,15 @@ void report(const Options& o, const Result& r) {
   std::printf("workload=%s cell=%s layers=%d hidden=%d input=%d batch=%d time=%d bidir=%d min_length=%d "
               "precision=%s algo=%s per_layer=%d layout=%s graph=%d",
               o.workload.c_str(), o.cell.c_str(), o.layers, o.hidden, o.input, o.batch, o.time, o.bidir,
-              o.min_length, o.precision.c_str(), o.algo.c_str(), o.per_layer, o.batch_major ? "batch" : "seq", o.graph);
+              o.min_length, o.precision.c_str(), o.algo.c_str(), o.per_layer,
+              o.packed ? "packed" : o.batch_major ? "batch" : "seq", o.graph);
   if (ok)
     std::printf(" ms_per_step=%.3f min=%.3f max=%.3f loops=%dx%d peak_mib=%.0f", med,
                 *std::min_element(r.ms.begin(), r.ms.end()), *std::max_element(r.ms.begin(), r.ms.end()),
                 o.repeats, o.steps, r.peak_mib);
+  if (r.replay_y >= 0)
+    std::printf(" replay_lengths_diff_y=%.3g dx=%.3g dw=%.3g lengths_effect_y=%.3g", r.replay_y, r.replay_dx,
+                r.replay_dw, r.lengths_effect);
   std::printf(" status=\"%s\"\n", r.status.c_str());
   if (o.json.empty()) return;
   FILE* f = std::fopen(o.json.c_str(), "w");
@@ -380,10 +461,13 @@ void report(const Options& o, const Result& r) {
   const int v = static_cast<int>(cudnnGetVersion());
   std::fprintf(f, "{\"workload\": \"%s\", \"cell\": \"%s\", \"layers\": %d, \"hidden\": %d, \"input\": %d, "
                "\"batch\": %d, \"time\": %d, \"bidir\": %s, \"min_length\": %d, \"precision\": \"%s\", "
-               "\"algo\": \"%s\", \"per_layer\": %s, \"graph\": %s, ",
+               "\"algo\": \"%s\", \"per_layer\": %s, \"packed\": %s, \"graph\": %s, ",
                o.workload.c_str(), o.cell.c_str(), o.layers, o.hidden, o.input, o.batch, o.time,
                o.bidir ? "true" : "false", o.min_length, o.precision.c_str(), o.algo.c_str(),
-               o.per_layer ? "true" : "false", o.graph ? "true" : "false");
+               o.per_layer ? "true" : "false", o.packed ? "true" : "false", o.graph ? "true" : "false");
+  if (r.replay_y >= 0)
+    std::fprintf(f, "\"replay_lengths\": {\"y\": %.4g, \"dx\": %.4g, \"dw\": %.4g, \"lengths_effect_y\": %.4g}, ",
+                 r.replay_y, r.replay_dx, r.replay_dw, r.lengths_effect);
   if (ok) std::fprintf(f, "\"ms_per_step\": %.4f, \"ms_per_step_repeats\": [", med);
   else std::fprintf(f, "\"ms_per_step\": null, \"ms_per_step_repeats\": [");
   for (size_t i = 0; i < r.ms.size(); ++i) std::fprintf(f, "%s%.4f", i ? ", " : "", r.ms[i]);
