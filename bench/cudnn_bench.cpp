@@ -20,8 +20,9 @@
 // can be replayed with others written only into the device lengths: after the timing, new lengths go
 // to the device copy alone and the graph is replayed; then the descriptors get the new lengths too
 // and the step runs uncaptured. Prints (and writes to the JSON) the largest difference between the
-// two in y, dx and dw, relative to each tensor's largest value, and how much the new lengths changed
-// y at all (so a zero difference is not just lengths that did not matter).
+// two in y, dx and dw, relative to each tensor's largest value, how much the new lengths changed y
+// at all (so a zero difference is not just lengths that did not matter), and how far the replay's y
+// is from the captured lengths' y (0: the device lengths were ignored).
 //
 //   rnntrain_cudnn_bench --workload blog [--per-layer] [--precision fp16] [--algo persist_static] [--json F]
 //   (--algo persist_dynamic: cudnnBuildRNNDynamic compiles the persistent kernels for the batch size)
@@ -252,6 +253,8 @@ struct Result {
   std::vector<double> ms;  // ms/step of each repeat
   double peak_mib = -1;
   double replay_y = -1, replay_dx = -1, replay_dw = -1, lengths_effect = -1;  // --replay-lengths
+  double replay_vs_captured = -1;  // y replayed with the new device lengths against y with the captured ones
+  bool temp_grew = false;  // the new lengths needed more workspace or reserve than the captured ones
 };
 
 // Builds the descriptors and buffers, then times the steps.
@@ -294,8 +297,9 @@ void run(const Options& o, Result& res) {
                                       : o.batch_major ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
                                                       : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
   auto set_lengths = [&](Rnn& r, const std::vector<int>& l) {
-    CHECK(cudnnSetRNNDataDescriptor(r.x_desc.get(), dt, layout, T, B, r.in, l.data(), &pad_fill));
-    CHECK(cudnnSetRNNDataDescriptor(r.y_desc.get(), dt, layout, T, B, D * H, l.data(), &pad_fill));
+    const int steps = o.packed ? *std::max_element(l.begin(), l.end()) : T;  // packed: the longest, exactly
+    CHECK(cudnnSetRNNDataDescriptor(r.x_desc.get(), dt, layout, steps, B, r.in, l.data(), &pad_fill));
+    CHECK(cudnnSetRNNDataDescriptor(r.y_desc.get(), dt, layout, steps, B, D * H, l.data(), &pad_fill));
   };
 
   // Descriptors: one L-layer stack, or L one-layer stacks (input I, then D*H).
@@ -422,10 +426,11 @@ void run(const Options& o, Result& res) {
   const auto replayed = snapshot();
   for (Rnn& r : rnns) {
     set_lengths(r, lens2);
-    size_t work = 0, reserve = 0;
+    size_t work = 0, reserve = 0;  // they depend on the lengths: grow them (the graph is not replayed again)
     CHECK(cudnnGetRNNTempSpaceSizes(h, r.desc.get(), CUDNN_FWD_MODE_TRAINING, r.x_desc.get(), &work, &reserve));
-    if (work > r.work_bytes || reserve > r.reserve_bytes)
-      throw CallError("cuDNN wants more workspace or reserve for the new lengths", "temp space grew");
+    res.temp_grew = res.temp_grew || work > r.work_bytes || reserve > r.reserve_bytes;
+    if (work > r.work_bytes) r.work = dev_alloc(r.work_bytes = work);
+    if (reserve > r.reserve_bytes) r.reserve = dev_alloc(r.reserve_bytes = reserve);
   }
   step();
   const auto direct = snapshot();
@@ -433,6 +438,7 @@ void run(const Options& o, Result& res) {
   res.replay_dx = rel_diff(replayed[1], direct[1]);
   res.replay_dw = rel_diff(replayed[2], direct[2]);
   res.lengths_effect = rel_diff(before[0], direct[0]);
+  res.replay_vs_captured = rel_diff(replayed[0], before[0]);
 }
 
 // Prints one grep-able line to stdout and, with --json, writes the same figures.
@@ -449,8 +455,8 @@ void report(const Options& o, const Result& r) {
                 *std::min_element(r.ms.begin(), r.ms.end()), *std::max_element(r.ms.begin(), r.ms.end()),
                 o.repeats, o.steps, r.peak_mib);
   if (r.replay_y >= 0)
-    std::printf(" replay_lengths_diff_y=%.3g dx=%.3g dw=%.3g lengths_effect_y=%.3g", r.replay_y, r.replay_dx,
-                r.replay_dw, r.lengths_effect);
+    std::printf(" replay_lengths_diff_y=%.3g dx=%.3g dw=%.3g lengths_effect_y=%.3g replay_vs_captured_y=%.3g temp_grew=%d",
+                r.replay_y, r.replay_dx, r.replay_dw, r.lengths_effect, r.replay_vs_captured, r.temp_grew);
   std::printf(" status=\"%s\"\n", r.status.c_str());
   if (o.json.empty()) return;
   FILE* f = std::fopen(o.json.c_str(), "w");
@@ -466,8 +472,11 @@ void report(const Options& o, const Result& r) {
                o.bidir ? "true" : "false", o.min_length, o.precision.c_str(), o.algo.c_str(),
                o.per_layer ? "true" : "false", o.packed ? "true" : "false", o.graph ? "true" : "false");
   if (r.replay_y >= 0)
-    std::fprintf(f, "\"replay_lengths\": {\"y\": %.4g, \"dx\": %.4g, \"dw\": %.4g, \"lengths_effect_y\": %.4g}, ",
-                 r.replay_y, r.replay_dx, r.replay_dw, r.lengths_effect);
+    std::fprintf(f,
+                 "\"replay_lengths\": {\"y\": %.4g, \"dx\": %.4g, \"dw\": %.4g, \"lengths_effect_y\": %.4g, "
+                 "\"replay_vs_captured_y\": %.4g, \"temp_grew\": %s}, ",
+                 r.replay_y, r.replay_dx, r.replay_dw, r.lengths_effect, r.replay_vs_captured,
+                 r.temp_grew ? "true" : "false");
   if (ok) std::fprintf(f, "\"ms_per_step\": %.4f, \"ms_per_step_repeats\": [", med);
   else std::fprintf(f, "\"ms_per_step\": null, \"ms_per_step_repeats\": [");
   for (size_t i = 0; i < r.ms.size(); ++i) std::fprintf(f, "%s%.4f", i ? ", " : "", r.ms[i]);
