@@ -27,6 +27,15 @@ bilstm is not graphed: its batches are packed variable-length sequences, and a g
 lengths; its JSON entry says so ("graphed_skipped"), as does every CPU workload's. A variant whose
 capture fails records the error in "status" and the run goes on.
 
+Variable lengths (bilstm, maskzero; "layout" in each variant): eager runs pack each batch
+(pack_padded_sequence, enforce_sorted=False, lengths on the host) and take the final states of the
+last layer. maskzero's graphed variants run the padded batch over all T steps and take each
+sequence's output at its last valid step: for a unidirectional LSTM that is the same function as the
+packed run (a step never sees later ones), in a shape a graph can hold. --stream gives every step a
+new batch with fresh lengths from the workload's distribution (a pool of 32 batches made on the
+device before timing, used in turn), as rnntrain bench --stream does; graphed variants copy each
+batch into the captured input tensors before the replay (inside the timed step).
+
 Timing: --warmup untimed steps (graphed: untimed replays after capture), then --repeats loops of
 --steps steps (CUDA events on the GPU, time.perf_counter on the CPU); ms_per_step is the median over
 repeats. peak_mib is torch.cuda.max_memory_allocated for the variant, from a reset before its model is
@@ -49,7 +58,7 @@ import time
 # Workload shapes (issue 5; bench/configs/*.yaml are the same models for rnntrain). kind: "dense" =
 # features in, Dense on every step, MSE; "charlm" = Embedding in, Dense on every step, cross-entropy;
 # "bilstm" = Embedding, Bidirectional layers over packed variable-length sequences, Dense on the final
-# hidden states, cross-entropy.
+# hidden states, cross-entropy; "maskzero" = the same with unidirectional layers.
 WORKLOADS = {
     "blog": dict(kind="dense", cell="lstm", layers=4, hidden=512, input=512, batch=64, time=100, out=512),
     "large": dict(kind="dense", cell="lstm", layers=4, hidden=1024, input=1024, batch=128, time=100, out=1024),
@@ -57,6 +66,10 @@ WORKLOADS = {
     "charlm": dict(kind="charlm", cell="lstm", layers=3, hidden=512, vocab=96, input=128, batch=256, time=50, out=96),
     "bilstm": dict(kind="bilstm", cell="lstm", layers=2, hidden=256, vocab=20000, input=128, batch=128, time=200,
                    out=5, min_length=50),
+    # Embedding(mask_zero) -> 2 x LSTM(512) -> Dense on the last valid step; lengths log-normal (median
+    # 60, sigma 0.8) clamped to [20, 400] (bench/configs/maskzero.yaml).
+    "maskzero": dict(kind="maskzero", cell="lstm", layers=2, hidden=512, vocab=20000, input=128, batch=64, time=400,
+                     out=5, min_length=20, lognormal=(60.0, 0.8)),
     "charlm_small": dict(kind="charlm", cell="lstm", layers=2, hidden=128, vocab=96, input=64, batch=32, time=50, out=96),
     "blog_small": dict(kind="dense", cell="lstm", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
 }
@@ -65,6 +78,7 @@ IMPLS = ("fused", "per-layer")
 MODES = ("eager", "graphed")
 PRECISIONS = {"cuda": ("fp32", "tf32", "bf16-amp", "fp16-amp"), "cpu": ("fp32",)}
 SEED = 1234
+STREAM_POOL = 32  # --stream: batches with fresh lengths, used in turn
 GRAPH_SIDE_WARMUP = 3  # eager steps on a side stream before capture, as in PyTorch's recipe
 FP16_GRAPH_LOSS_SCALE = 1024.0  # graphed fp16-amp: fixed loss scale (a power of two: dividing is exact)
 
@@ -102,39 +116,61 @@ def make_model(torch, w, impl):
                                                    bidirectional=bidir) for i in range(L)])
             self.head = nn.Linear(H * dirs, w["out"])
 
-        def forward(self, x, lengths=None):
-            # x: [B, T, I] features or [B, T] token ids; lengths: [B] (CPU int64) for bilstm.
+        def forward(self, x, lengths=None, last=None):
+            # x: [B, T, I] features or [B, T] token ids; lengths: [B] (CPU int64): packed; last: [B]
+            # (device int64, each sequence's last valid step): padded, the output taken there.
             h = self.embed(x) if self.embed is not None else x
             if lengths is None:
                 for rnn in self.rnns:
                     h, _ = rnn(h)
+                if last is not None:
+                    return self.head(h[torch.arange(h.shape[0], device=h.device), last])  # [B, out]
                 return self.head(h)  # [B, T, out]: Dense on every step
             h = nn.utils.rnn.pack_padded_sequence(h, lengths, batch_first=True, enforce_sorted=False)
             for rnn in self.rnns:
                 h, (hn, _) = rnn(h)  # a PackedSequence goes straight into the next layer
             # hn: [L*D, B, H] (fused) or [D, B, H] (per-layer), in the input's batch order; the last
-            # two rows are the last layer's forward and backward final states.
-            return self.head(torch.cat([hn[-2], hn[-1]], dim=1))  # [B, out]
+            # rows are the last layer's final states (forward, then backward when bidirectional).
+            return self.head(torch.cat([hn[-2], hn[-1]], dim=1) if bidir else hn[-1])  # [B, out]
 
     return Net()
 
 
-def make_batch(torch, w, device):
-    """One batch, made once with a fixed seed: (x, y, lengths)."""
+def variable(w):
+    return w["kind"] in ("bilstm", "maskzero")
+
+
+def draw_lengths(torch, w, g):
+    """[B] lengths: uniform in [min_length, T], or log-normal clamped to it."""
+    B, T, lo = w["batch"], w["time"], w["min_length"]
+    if "lognormal" not in w:
+        return torch.randint(lo, T + 1, (B,), generator=g)
+    median, sigma = w["lognormal"]
+    z = torch.randn(B, generator=g, dtype=torch.float64)
+    return (median * torch.exp(sigma * z)).round().clamp(lo, T).to(torch.int64)
+
+
+def make_batches(torch, w, device, count):
+    """count batches (x, y, lengths on the host, last valid steps on the device), from a fixed seed."""
     g = torch.Generator().manual_seed(SEED)
     B, T = w["batch"], w["time"]
-    lengths = None
-    if w["kind"] == "dense":
-        x = torch.rand(B, T, w["input"], generator=g) * 2 - 1
-        y = torch.rand(B, T, w["out"], generator=g) * 2 - 1
-    else:
-        x = torch.randint(1, w["vocab"], (B, T), generator=g)  # never the padding id 0
-        if w["kind"] == "charlm":
-            y = torch.randint(0, w["out"], (B, T), generator=g)
+    out = []
+    for _ in range(count):
+        lengths = last = None
+        if w["kind"] == "dense":
+            x = torch.rand(B, T, w["input"], generator=g) * 2 - 1
+            y = torch.rand(B, T, w["out"], generator=g) * 2 - 1
         else:
-            y = torch.randint(0, w["out"], (B,), generator=g)
-            lengths = torch.randint(w["min_length"], T + 1, (B,), generator=g)  # uniform in [min_length, T]
-    return x.to(device), y.to(device), lengths
+            x = torch.randint(1, w["vocab"], (B, T), generator=g)  # never the padding id 0
+            if w["kind"] == "charlm":
+                y = torch.randint(0, w["out"], (B, T), generator=g)
+            else:
+                y = torch.randint(0, w["out"], (B,), generator=g)
+                lengths = draw_lengths(torch, w, g)
+                x[torch.arange(T)[None, :] >= lengths[:, None]] = 0  # padded steps hold the padding id
+                last = (lengths - 1).to(device)
+        out.append((x.to(device), y.to(device), lengths, last))
+    return out
 
 
 def set_precision(torch, precision, device):
@@ -157,7 +193,8 @@ def graph_skip_reason(w, device):
     if device != "cuda":
         return "skipped: CUDA graphs need --device cuda"
     if w["kind"] == "bilstm":
-        return "skipped: packed variable-length batches; a CUDA graph fixes one set of lengths"
+        return ("skipped: packed variable-length batches; a CUDA graph fixes one set of lengths, and a padded "
+                "bidirectional run is another function")
     return None
 
 
@@ -198,15 +235,24 @@ def run_variant(torch, w, impl, precision, mode, device, args):
     else:
         opt = torch.optim.Adam(params, lr=1e-3)
     loss_fn = torch.nn.MSELoss() if w["kind"] == "dense" else torch.nn.CrossEntropyLoss()
-    x, y, lengths = make_batch(torch, w, device)
+    batches = make_batches(torch, w, device, STREAM_POOL if args.stream and variable(w) else 1)
+    x, y, lengths, last = batches[0]
+    if graphed:  # the captured inputs: each step copies its batch into them
+        x, y, last = x.clone(), y.clone(), None if last is None else last.clone()
     out_dim = w["out"]
+    at = [0]  # the next batch of the pool
 
     def forward_loss():
         # Autocast's cast cache must be off in a captured region (PyTorch's CUDA graphs notes).
         with torch.autocast(device_type=device, dtype=amp_dtype, enabled=amp_dtype is not None,
                             cache_enabled=False if graphed else None):
-            out = model(x, lengths)
-            return loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
+            if graphed:
+                out = model(x, None, last)
+                return loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
+            bx, by, blen, _ = batches[at[0]]
+            at[0] = (at[0] + 1) % len(batches)
+            out = model(bx, blen)
+            return loss_fn(out.reshape(-1, out_dim), by.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, by)
 
     if not graphed:
         scaler = torch.amp.GradScaler("cuda") if precision == "fp16-amp" else None
@@ -250,6 +296,10 @@ def run_variant(torch, w, impl, precision, mode, device, args):
             static_loss = graph_body()
 
         def step():
+            if len(batches) > 1:
+                bx, by, _, blast = batches[at[0]]
+                at[0] = (at[0] + 1) % len(batches)
+                x.copy_(bx), y.copy_(by), last.copy_(blast)
             graph.replay()
             return static_loss
 
@@ -275,6 +325,7 @@ def run_variant(torch, w, impl, precision, mode, device, args):
     last_loss = float(loss.detach().float().cpu())
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else peak_rss_mib()
     v = {"impl": impl, "precision": precision, "mode": mode, "ms_per_step": statistics.median(repeats),
+         "layout": None if not variable(w) else "padded" if graphed else "packed",
          "ms_per_step_repeats": repeats, "peak_mib": peak, "last_loss": last_loss, "status": "ok"}
     if graphed:
         v["graph_warmup_steps"] = GRAPH_SIDE_WARMUP
@@ -311,6 +362,8 @@ def parse_args():
     p.add_argument("--repeats", type=int, default=5, help="timed repeats, at least 3 (default 5)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads, torch.set_num_threads (default 2)")
+    p.add_argument("--stream", action="store_true", help="variable-length workloads: a new batch with fresh "
+                   "lengths every step (a pool of 32, used in turn)")
     p.add_argument("--json", help="write the results to this file")
     a = p.parse_args()
     if a.steps < 1 or a.repeats < 3 or a.warmup < 0 or a.threads < 1:
@@ -349,6 +402,7 @@ def main():
                      "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
                      "python": platform.python_version()},
         "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup, "modes": args.modes,
+        "stream": args.stream,
         "workloads": {},
     }
     print(f"torch {torch.__version__} on {result['hardware']['device']}, {args.steps} steps x {args.repeats} repeats "

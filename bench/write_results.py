@@ -34,6 +34,10 @@ CUDNN_LIMIT = 1.15
 GRAPHED_HALF = {"blog": 1.5, "gru": 1.5, "charlm": 1.5, "large": 1.2}
 GRAPHED_FP32 = {"blog": 1.2, "gru": 1.2, "charlm": 1.2}
 RECURRENT_VS_RAW = {"blog": 2.0, "gru": 2.0}
+# Issue 12: variable lengths, a new batch every step (bench_gpu.sh's stream runs): rnntrain this many
+# times faster than PyTorch's fastest run of the same function, per precision class.
+STREAM_WORKLOADS = ("bilstm", "maskzero")
+STREAM_VS_TORCH = 2.0
 # CPU targets (issue 13): rnntrain this many times faster than PyTorch's fastest and Keras/JAX.
 CPU_VS_TORCH, CPU_VS_KERAS = 1.3, 2.0
 
@@ -84,7 +88,8 @@ def torch_variants(tj, workload):
         ms = v.get("ms_per_step")
         status = v.get("status", "ok")
         out.append({"impl": v.get("impl"), "precision": v.get("precision"), "mode": v.get("mode") or "eager",
-                    "ms": ms, "peak": v.get("peak_mib"), "status": status, "ok": status == "ok" and ms is not None})
+                    "ms": ms, "peak": v.get("peak_mib"), "status": status, "ok": status == "ok" and ms is not None,
+                    "layout": v.get("layout")})
     return out
 
 
@@ -112,7 +117,9 @@ def rn_label(c):
 
 
 def torch_label(v):
-    return f"{v['mode']} {v['impl']} {v['precision']}" if v else "none ran"
+    if not v:
+        return "none ran"
+    return f"{v['mode']} {v['impl']} {v['precision']}" + (f" ({v['layout']})" if v.get("layout") else "")
 
 
 def at_least(ratio, target):
@@ -261,9 +268,57 @@ def gpu_section(d, out, targets):
             summary.append(res)
             targets.append((f"GPU {w}: {what}", res))
         out.append("")
+    stream_section(d, out, targets, summary)
     met = sum(1 for r in summary if r == "met")
     out.append(f"GPU targets met: {met} of {len(summary)} ({summary.count('n/a')} not measured).\n")
     graphs_section(d, out)
+
+
+def stream_section(d, out, targets, summary):
+    """Issue 12: every step a new batch with fresh lengths; rnntrain without and with bucketing, PyTorch."""
+    tj = load_json(os.path.join(d, "torch_stream.json")) or {}
+    for w in STREAM_WORKLOADS:
+        plain = rnntrain_candidates(load_json(os.path.join(d, f"stream_{w}.json")))
+        bucketed = rnntrain_candidates(load_json(os.path.join(d, f"stream_{w}_bucketed.json")))
+        variants = torch_variants(tj, w)
+        if not plain and not bucketed and not variants:
+            continue
+        out.append(f"### {w}, a new batch every step (issue 12)\n")
+        out.append("rnntrain bench --stream and torch_bench.py --stream: every timed step takes a new batch with "
+                   "fresh lengths from the workload's distribution. PyTorch packs each batch (eager); on maskzero "
+                   "it also runs the padded batch as a CUDA graph, taking each sequence's output at its last step "
+                   "(the same function for a unidirectional stack). rnntrain's batches hold the workload's full "
+                   "length, padded; with train.bucketing they hold sequences of similar lengths, trimmed to the "
+                   "longest.\n")
+        out.append("| | configuration | ms/step | peak MiB |")
+        out.append("|---|---|---|---|")
+        rows = []
+        for label, cands in (("rnntrain", plain), ("rnntrain, train.bucketing", bucketed)):
+            for k in (None,) + CLASSES:
+                c = fastest(cands, k)
+                out.append(f"| {label}, fastest{'' if k is None else ' ' + k} | {rn_label(c)} | "
+                           f"{fmt_ms(c and c['ms'])} | {fmt_mib(c and c['peak'])} |")
+        for k in (None,) + CLASSES:
+            v = fastest(variants, k)
+            out.append(f"| PyTorch, fastest{'' if k is None else ' ' + k} | {torch_label(v)} | {fmt_ms(v and v['ms'])} | "
+                       f"{fmt_mib(v and v['peak'])} |")
+        for k in CLASSES:
+            t, r = fastest(variants, k), fastest(plain, k)
+            q = ratio(t and t["ms"], r and r["ms"])
+            rows.append((f"{k}: {STREAM_VS_TORCH:g}x faster than PyTorch's fastest {k} (neither bucketed)",
+                         f"{fmt_ms(t and t['ms'])} / {fmt_ms(r and r['ms'])} ms = {q:.2f}x" if q else "n/a",
+                         at_least(q, STREAM_VS_TORCH)))
+            packed = fastest([v for v in variants if v.get("layout") == "packed"], k)
+            a, b = r and r["peak"], packed and packed["peak"]
+            rows.append((f"{k}: peak memory no higher than PyTorch's packed run",
+                         f"{fmt_mib(a)} vs {fmt_mib(b)} MiB", at_most(a, b, " MiB") if a is not None and b is not None else "n/a"))
+        out.append("\n| target | measured | result |")
+        out.append("|---|---|---|")
+        for what, meas, res in rows:
+            out.append(f"| {what} | {meas} | {res} |")
+            summary.append(res)
+            targets.append((f"GPU {w} stream: {what}", res))
+        out.append("")
 
 
 def torch_modes_table(variants, skipped, out):

@@ -9,7 +9,8 @@
 #
 # Usage: bash scripts/bench_gpu.sh
 # Environment: WORKLOADS ("blog large gru charlm bilstm"), STEPS (10), REPEATS (3), WARMUP (3),
-#   TORCH_MODES ("eager,graphed": torch_bench.py --modes),
+#   TORCH_MODES ("eager,graphed": torch_bench.py --modes), STREAM_WORKLOADS ("bilstm maskzero": timed again
+#   with a new batch every step, rnntrain without and with train.bucketing and PyTorch; empty: none),
 #   BUILD_DIR (build-gpu), CUDA_ARCH (90), JOBS (nproc), PYTHON (python3, with torch),
 #   SKIP_BUILD (1: use the binaries already in BUILD_DIR), RNNTRAIN_COMMIT (recorded as the commit).
 # With $OUT set, the log goes to $OUT/bench_gpu.log, RESULTS.md to $OUT/RESULTS.md, and the JSON
@@ -120,6 +121,30 @@ if [ "$have_cudnn_bench" = 1 ]; then
       [ -f "$RES/$name.json" ] || { say "FAIL: no $RES/$name.json"; fail=1; }
     done
   done
+fi
+
+# Variable lengths as training sees them (issue 12): every step a new batch with fresh lengths, for
+# rnntrain without and with train.bucketing, and for PyTorch (packed eager; maskzero also padded graphed).
+read -r -a stream_workloads <<<"$(echo "${STREAM_WORKLOADS-bilstm maskzero}" | tr ',' ' ')"
+for w in "${stream_workloads[@]}"; do
+  case $w in
+    bilstm) lens=(--min-length 50) ;;                       # uniform in [50, 200]
+    maskzero) lens=(--lognormal 60,0.8 --min-length 20) ;;  # log-normal, median 60, in [20, 400]
+    *) say "FAIL: no length distribution for stream workload $w"; fail=1; continue ;;
+  esac
+  for bk in false true; do
+    name=stream_$w$([ "$bk" = true ] && echo _bucketed)
+    step "rnntrain bench $w --stream, train.bucketing: $bk"
+    "$BUILD/rnntrain" bench "bench/configs/$w.yaml" train.bucketing=$bk "${lens[@]}" --stream --steps "$STEPS" \
+      --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/$name.json" 2>>"$WORK/rnntrain_$name.err" | tee -a "$LOG" ||
+      { say "FAIL: rnntrain bench $w --stream (train.bucketing: $bk)"; fail=1; }
+  done
+done
+if [ "${#stream_workloads[@]}" -gt 0 ]; then
+  step "PyTorch, a new batch every step ($PYTHON bench/torch_bench.py --stream)"
+  "$PYTHON" bench/torch_bench.py --device cuda --stream --workloads "$(IFS=,; echo "${stream_workloads[*]}")" \
+    --modes "$TORCH_MODES" --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch_stream.json" \
+    2>&1 | tee -a "$LOG" || { say "FAIL: torch_bench.py --stream"; fail=1; }
 fi
 
 {
