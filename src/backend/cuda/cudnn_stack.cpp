@@ -55,6 +55,12 @@ class CudnnStackStage final : public DeviceStage {
   LayerSpec cell_;                     // the first layer's cell (all share kind, units, activation)
   std::string name_;                   // "lstm_1..lstm_3", for messages
   bool bidir_ = false, last_seq_ = true;
+  // Masked batches run at full length (StageEnv::full_length): cuDNN sees every sequence as T steps,
+  // the true lengths come from the device mask, and the masks are applied around the calls. A
+  // unidirectional stack computes each valid step from earlier ones only, so the padded steps change
+  // no valid output, and with zero gradient there they add nothing to any gradient.
+  bool full_ = false;
+  bool gathered_ = false;  // this forward took the last valid steps from y (full_, masked, !last_seq_)
   MergeMode merge_ = MergeMode::Concat;
   int64_t L_ = 0, D_ = 1, I_ = 0, H_ = 0;
   double between_dropout_ = 0.0, input_dropout_ = 0.0;
@@ -121,6 +127,7 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   if (bidir_ && input_dropout_ > 0)
     throw RuntimeError("internal: a Bidirectional layer with input dropout cannot start a cuDNN stack");
   L_ = static_cast<int64_t>(rnn_.size()), D_ = bidir_ ? 2 : 1, I_ = input, H_ = cell_.units;
+  full_ = env.full_length && !bidir_;
 
   cudnnRNNMode_t mode = CUDNN_LSTM;
   if (cell_.kind == LayerKind::GRU) mode = CUDNN_GRU;
@@ -256,21 +263,21 @@ void CudnnStackStage::place(ParamStore& store) {
 // Returns whether the lengths (or B, T) differ from the previous call's: only then are the
 // descriptors set again and cuDNN asked for its temp space sizes (both cost host time per call).
 bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
-  std::vector<int32_t> lens(B, static_cast<int32_t>(T));  // lens_ changes only once these are valid
-  if (mask.present()) {
-    const std::vector<uint8_t>& m = mask.on_host(gpu_);
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t len = 0;
-      while (len < T && m[b * T + len]) ++len;
-      for (int64_t t = len; t < T; ++t)
-        if (m[b * T + t])
-          throw DataError(fmt::format("the mask reaching layer '{}' has a gap: sample {} is masked at step {} but "
-                                      "not at step {}; the cuDNN backend needs right-padded sequences (padding only "
-                                      "at the end); pad at the end or use device: cpu",
-                                      rnn_.front()->name, b, len, t));
-      lens[b] = static_cast<int32_t>(len);
-    }
+  if (full_) {  // lengths on the device, from the mask (the upload checked it has no gaps)
+    padded_ = empty_ = mask.present();
+    if (mask.present()) k::lengths_from_mask(mask.dev, B, T, lens_dev_.ensure(B), gpu_.stream());
+    if (T == desc_T_ && static_cast<int64_t>(cudnn_lens_.size()) == B) return false;
+    lens_.assign(B, static_cast<int32_t>(T));
+    cudnn_lens_ = lens_;
+    desc_T_ = T;
+    copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+    note_device_state_changed();  // captured graphs read these lengths
+    return true;
   }
+  // lens_ changes only once these are valid
+  std::vector<int32_t> lens = mask.present() ? mask_lengths(mask.on_host(gpu_), B, T,
+                                                            fmt::format("the mask reaching layer '{}'", rnn_.front()->name))
+                                             : std::vector<int32_t>(B, static_cast<int32_t>(T));
   if (lens == lens_ && T == desc_T_) return false;
   lens_ = std::move(lens);
   desc_T_ = T;
@@ -337,8 +344,10 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   const int64_t es = static_cast<int64_t>(esize_);
   void* yc = direct_ ? static_cast<void*>(y_.ensure(B * T * DH)) : static_cast<void*>(yc_.ensure(B * T * DH * es));
   yc_used_ = yc;
-  // The final states are read only for return_sequences: false; cuDNN is not asked for them otherwise.
-  float* hy = last_seq_ ? nullptr : hy_.ensure(L_ * D_ * B * H_);
+  // The final states are read only for return_sequences: false; cuDNN is not asked for them otherwise
+  // (nor at full length with a mask: the last valid steps are taken from y).
+  gathered_ = full_ && padded_ && !last_seq_;
+  float* hy = last_seq_ || gathered_ ? nullptr : hy_.ensure(L_ * D_ * B * H_);
   void* hyc = half_ && hy ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
   if (own_) {
     void* hy_last = hyc ? static_cast<char*>(hyc) + (L_ - 1) * D_ * B * H_ * es : nullptr;
@@ -381,6 +390,13 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     return DevTensor{out, {B, T, H_}};
   }
   mask.clear();  // return_sequences: false ends the mask
+  if (gathered_) {  // unidirectional (full_): the output at each sequence's last valid step
+    float* y = static_cast<float*>(yc);
+    if (!direct_) from_cudnn(yc, y = y_.ensure(B * T * DH), DH);
+    float* out = out_.ensure(B * H_);
+    k::last_step_gather(y, B, T, H_, lens_dev_.get(), out, st);
+    return DevTensor{out, {B, H_}};
+  }
   // The last layer's final states: forward direction at each sequence's last valid step, backward at step 0.
   const float* a = hy + (L_ - 1) * D_ * B * H_;
   const int64_t width = (bidir_ && merge_ == MergeMode::Concat) ? 2 * H_ : H_;
@@ -397,7 +413,11 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
   cudaStream_t st = gpu_.stream();
   void* dyc = nullptr;  // cuDNN's dy: [T, B, D*H]
   void* dhyc = nullptr;
-  if (last_seq_) {
+  if (gathered_) {  // dy reaches y at each sequence's last valid step only
+    float* d = dy_.ensure(B * T * DH);
+    k::last_step_scatter(dy.ptr, B, T, H_, lens_dev_.get(), d, st);
+    dyc = const_cast<void*>(to_cudnn(d, direct_ ? nullptr : gpu_.scratch(1, B * T * DH * esize_), DH));
+  } else if (last_seq_) {
     const float* src = dy.ptr;
     if (bidir_ && merge_ != MergeMode::Concat) {
       float* u = dy2_.ensure(B * T * DH);

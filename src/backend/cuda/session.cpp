@@ -39,8 +39,9 @@ struct Session::Impl {
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
     if (cfg.plan.graphs && !use_graphs)
-      log_info("cuda: training steps are launched one by one, not replayed as CUDA graphs: the model has Masking or "
-               "mask_zero, whose masks come from the data of each batch");
+      log_info("cuda: masked training steps are launched one by one, not replayed as CUDA graphs: a cuDNN stack is "
+               "bidirectional, or a layer other than the first makes a mask (Masking, mask_zero), so the masks shape "
+               "the GPU work of each batch");
   }
 
   // The loss checks on the host: targets fit predictions of shape `pred`, sparse labels are class
@@ -85,6 +86,7 @@ struct Session::Impl {
   Uploader target_up{gpu};
   DeviceBuffer<float> dpred{"loss gradient"};
   DeviceBuffer<double> sums{"loss and metric sums"};
+  DeviceBuffer<double> gscale{"loss gradient scale"};
 
   // Enqueued steps: pinned slots for their sums (`width` doubles each), an event each, and the queue.
   struct Pending {
@@ -116,6 +118,7 @@ struct Session::Impl {
     cudaGraphExec_t exec = nullptr;
     DevTensor out;
     double count = 0.0;
+    bool out_masked = false;  // a mask reaches the output: the host count of a replay needs it
   };
   bool use_graphs = false;
   std::vector<Graph> graphs;
@@ -211,6 +214,10 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   };
   k::LossArgs a = loss_args(cfg.train.loss, sd);
   a.gscale = count > 0 ? 1.0 / count : 0.0;
+  if (mask) {  // the count of a masked step, on the device: a captured step replays it for any mask
+    k::inverse_count(m.dev, N, gscale.ensure(1), st);
+    a.gscale_dev = gscale.get();
+  }
   a.gmul = scaled ? opt.loss_scale() : nullptr;
   if (grad) {
     a.grad = dpred.ensure(N * K);  // the kernels write every unmasked position; masked ones get no gradient
@@ -253,6 +260,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   try {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     std::tie(g.out, g.count) = train_work(in, yd, sig.metrics);
+    g.out_masked = model.out_mask().present();
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     if (device_version() != version) throw RuntimeError("device state changed during the capture");
     CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
@@ -304,7 +312,7 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   s.opt.set_step(lr, t);
   s.model.new_seed(rng);
   const Impl::Signature sig{b.x.shape, b.y.shape, in.x.ptr, yd, metrics};
-  const bool graphable = s.use_graphs && b.lengths.empty() && !s.gpu.profiler().on();
+  const bool graphable = s.use_graphs && (b.lengths.empty() || s.model.full_length()) && !s.gpu.profiler().on();
   if (graphable && s.graphs_version != device_version()) s.drop_graphs();
   const Impl::Graph* hit = nullptr;
   for (const Impl::Graph& g : s.graphs)
@@ -312,7 +320,7 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   double count = 0.0;
   bool warm = true;
   if (hit) {
-    count = s.check_targets(hit->out.shape, b, nullptr);
+    count = s.check_targets(hit->out.shape, b, hit->out_masked ? in.mask.host.get() : nullptr);
     CUDA_CHECK(cudaGraphLaunch(hit->exec, s.gpu.stream()));
     ++g_graph_steps;
   } else if (graphable && s.last_warm && sig.same_work(s.last) && device_version() == s.last_version) {
