@@ -27,25 +27,46 @@ import time
 WORKLOADS = {
     "charlm_small": dict(kind="charlm", layers=2, hidden=128, vocab=96, input=64, batch=32, time=50, out=96),
     "blog_small": dict(kind="dense", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
+    # mask_zero, the output at the last valid step; a new batch every step with log-normal lengths
+    # (median 30, in [5, 100]), zeros after each sequence's end (bench/configs/maskzero_small.yaml).
+    "maskzero_small": dict(kind="maskzero", layers=2, hidden=128, vocab=2000, input=64, batch=32, time=100, out=5,
+                           min_length=5, lognormal=(30.0, 0.6)),
 }
+STREAM_POOL = 32  # maskzero_small: batches used in turn, as torch_bench.py --stream
 SEED = 1234
 
 
 def build(keras, w):
     """The workload's model, compiled with Adam(1e-3) and its loss."""
-    if w["kind"] == "charlm":
+    if w["kind"] in ("charlm", "maskzero"):
         x = keras.Input(shape=(w["time"],), dtype="int32")
-        h = keras.layers.Embedding(w["vocab"], w["input"])(x)
+        h = keras.layers.Embedding(w["vocab"], w["input"], mask_zero=w["kind"] == "maskzero")(x)
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     else:
         x = keras.Input(shape=(w["time"], w["input"]))
         h = x
         loss = "mse"
-    for _ in range(w["layers"]):
-        h = keras.layers.LSTM(w["hidden"], return_sequences=True)(h)
+    for i in range(w["layers"]):  # maskzero: the last layer returns its last valid step
+        h = keras.layers.LSTM(w["hidden"], return_sequences=w["kind"] != "maskzero" or i + 1 < w["layers"])(h)
     model = keras.Model(x, keras.layers.Dense(w["out"])(h))
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     return model
+
+
+def batches(np, w):
+    """The batches a run uses in turn: one, or STREAM_POOL with fresh lengths (maskzero)."""
+    if w["kind"] != "maskzero":
+        return [batch(np, w)]
+    rng = np.random.default_rng(SEED)
+    B, T = w["batch"], w["time"]
+    median, sigma = w["lognormal"]
+    out = []
+    for _ in range(STREAM_POOL):
+        lens = np.clip(np.round(median * np.exp(sigma * rng.standard_normal(B))), w["min_length"], T).astype(int)
+        x = rng.integers(1, w["vocab"], size=(B, T)).astype("int32")
+        x[np.arange(T)[None, :] >= lens[:, None]] = 0  # padding: masked by mask_zero
+        out.append((x, rng.integers(0, w["out"], size=(B,))))
+    return out
 
 
 def batch(np, w):
@@ -93,14 +114,17 @@ def main():
         v = {"impl": "keras", "precision": "fp32", "mode": "eager"}
         try:
             model = build(keras, w)
-            x, y = batch(np, w)
+            pool = batches(np, w)
+            at = 0
             for _ in range(a.warmup):
-                loss = model.train_on_batch(x, y)
+                loss = model.train_on_batch(*pool[at % len(pool)])
+                at += 1
             reps = []
             for _ in range(a.repeats):
                 t0 = time.perf_counter()
                 for _ in range(a.steps):
-                    loss = model.train_on_batch(x, y)
+                    loss = model.train_on_batch(*pool[at % len(pool)])
+                    at += 1
                 reps.append((time.perf_counter() - t0) * 1000.0 / a.steps)
             v.update(ms_per_step=statistics.median(reps), ms_per_step_repeats=reps,
                      peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, last_loss=float(loss),

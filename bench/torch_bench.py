@@ -27,11 +27,12 @@ bilstm is not graphed: its batches are packed variable-length sequences, and a g
 lengths; its JSON entry says so ("graphed_skipped"), as does every CPU workload's. A variant whose
 capture fails records the error in "status" and the run goes on.
 
-Variable lengths (bilstm, maskzero; "layout" in each variant): eager runs pack each batch
+Variable lengths (bilstm, maskzero; "layout" in each variant): "packed" variants pack each batch
 (pack_padded_sequence, enforce_sorted=False, lengths on the host) and take the final states of the
-last layer. maskzero's graphed variants run the padded batch over all T steps and take each
-sequence's output at its last valid step: for a unidirectional LSTM that is the same function as the
-packed run (a step never sees later ones), in a shape a graph can hold. --stream gives every step a
+last layer. maskzero also runs "padded": the padded batch over all T steps, the output taken at each
+sequence's last valid step: for a unidirectional LSTM that is the same function as the packed run (a
+step never sees later ones), in a shape a graph can hold (graphed variants are padded; eager runs
+both, since on the CPU PyTorch's fast LSTM takes no packed sequences). --stream gives every step a
 new batch with fresh lengths from the workload's distribution (a pool of 32 batches made on the
 device before timing, used in turn), as rnntrain bench --stream does; graphed variants copy each
 batch into the captured input tensors before the replay (inside the timed step).
@@ -70,6 +71,8 @@ WORKLOADS = {
     # 60, sigma 0.8) clamped to [20, 400] (bench/configs/maskzero.yaml).
     "maskzero": dict(kind="maskzero", cell="lstm", layers=2, hidden=512, vocab=20000, input=128, batch=64, time=400,
                      out=5, min_length=20, lognormal=(60.0, 0.8)),
+    "maskzero_small": dict(kind="maskzero", cell="lstm", layers=2, hidden=128, vocab=2000, input=64, batch=32, time=100,
+                           out=5, min_length=5, lognormal=(30.0, 0.6)),
     "charlm_small": dict(kind="charlm", cell="lstm", layers=2, hidden=128, vocab=96, input=64, batch=32, time=50, out=96),
     "blog_small": dict(kind="dense", cell="lstm", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
 }
@@ -216,10 +219,21 @@ def clear_cublas_workspaces(torch):
         clear()
 
 
-def run_variant(torch, w, impl, precision, mode, device, args):
+def layouts(w, mode):
+    """How a variant feeds its batches: None (fixed lengths), "packed" or "padded" (the output taken at
+    each sequence's last step: the same function for a unidirectional stack, so maskzero only)."""
+    if not variable(w):
+        return [None]
+    if mode == "graphed":
+        return ["padded"]
+    return ["packed", "padded"] if w["kind"] == "maskzero" else ["packed"]
+
+
+def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
     """Times one variant; returns its JSON entry (ms in milliseconds per step)."""
     cuda = device == "cuda"
     graphed = mode == "graphed"
+    padded = layout == "padded"
     if cuda:
         gc.collect()  # the previous variant's graph and model may still be referenced (e.g. by a traceback)
         clear_cublas_workspaces(torch)
@@ -249,9 +263,9 @@ def run_variant(torch, w, impl, precision, mode, device, args):
             if graphed:
                 out = model(x, None, last)
                 return loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
-            bx, by, blen, _ = batches[at[0]]
+            bx, by, blen, blast = batches[at[0]]
             at[0] = (at[0] + 1) % len(batches)
-            out = model(bx, blen)
+            out = model(bx, None, blast) if padded else model(bx, blen)
             return loss_fn(out.reshape(-1, out_dim), by.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, by)
 
     if not graphed:
@@ -325,7 +339,7 @@ def run_variant(torch, w, impl, precision, mode, device, args):
     last_loss = float(loss.detach().float().cpu())
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else peak_rss_mib()
     v = {"impl": impl, "precision": precision, "mode": mode, "ms_per_step": statistics.median(repeats),
-         "layout": None if not variable(w) else "padded" if graphed else "packed",
+         "layout": layout,
          "ms_per_step_repeats": repeats, "peak_mib": peak, "last_loss": last_loss, "status": "ok"}
     if graphed:
         v["graph_warmup_steps"] = GRAPH_SIDE_WARMUP
@@ -418,12 +432,13 @@ def main():
             print(f"torch workload={name} mode=graphed {skip}", flush=True)
         for impl in args.impls:
             for precision in args.precisions:
-                for mode in modes:
+                for mode, layout in [(m, lay) for m in modes for lay in layouts(w, m)]:
                     try:
-                        v = run_variant(torch, w, impl, precision, mode, device, args)
+                        v = run_variant(torch, w, impl, precision, mode, device, args, layout)
                     except Exception as e:  # e.g. out of memory, a precision this GPU lacks, a failed capture
                         v = {"impl": impl, "precision": precision, "mode": mode, "ms_per_step": None,
-                             "ms_per_step_repeats": [], "peak_mib": None, "status": f"failed: {error_text(e)}"}
+                             "ms_per_step_repeats": [], "peak_mib": None, "status": f"failed: {error_text(e)}",
+                             "layout": layout}
                     if device == "cuda":
                         try:  # a failed capture can leave its capture stream current; finish its work
                             torch.cuda.set_stream(torch.cuda.default_stream())
@@ -434,7 +449,7 @@ def main():
                     entry["variants"].append(v)
                     ms = f"{v['ms_per_step']:9.3f} ms/step" if v["ms_per_step"] is not None else "      n/a"
                     peak = f"{v['peak_mib']:8.1f} MiB" if v["peak_mib"] is not None else ""
-                    print(f"torch workload={name} impl={impl} precision={precision} mode={mode} {ms} {peak} "
+                    print(f"torch workload={name} impl={impl} precision={precision} mode={mode}{' layout=' + layout if layout else ''} {ms} {peak} "
                           f"{v['status']}", flush=True)
         result["workloads"][name] = entry
     if args.json:

@@ -85,7 +85,8 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
   std::sort(lines.begin(), lines.end());
   for (const auto& l : lines) out += "  " + l.second + "\n";
   if (lines.empty()) out += "  no recurrent layers\n";
-  out += "  (a batch with sequence lengths or a mask runs every layer on the reference ops)\n";
+  out += "  (masked batches: unidirectional stacks run every step on oneDNN with the mask applied around them; "
+         "bidirectional ones, and masks with gaps, on the reference ops)\n";
   return out;
 }
 
@@ -127,8 +128,24 @@ struct StackSaved : Saved {
   std::vector<memory> out, ws;                // oneDNN: each segment's dst_layer (the last: scratch) and workspace
   std::vector<memory> wl, wi, bias;           // oneDNN: each segment's weights in Keras' layouts, for backward
   memory hy, cy;                              // the last segment's final states (return_sequences: false)
-  int64_t B = 0, T = 0;
+  int64_t B = 0, T = 0;       // T: the steps the primitives ran (a masked batch: its longest sequence)
+  int64_t T_in = 0;           // the batch's steps
+  std::vector<int32_t> lens;  // a masked batch on oneDNN: each sequence's length (else empty)
+  Tensor x;                   // the input the primitives read, when trimmed to T steps
 };
+
+// The lengths of a right-padded [B, T] mask; empty when a sample has a used step after a masked one.
+std::vector<int32_t> right_padded_lengths(const Mask& m, int64_t B, int64_t T) {
+  std::vector<int32_t> lens(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t len = 0;
+    while (len < T && m[b * T + len]) ++len;
+    for (int64_t t = len; t < T; ++t)
+      if (m[b * T + t]) return {};
+    lens[b] = static_cast<int32_t>(len);
+  }
+  return lens;
+}
 
 class OnednnStack : public Op {
  public:
@@ -171,16 +188,29 @@ class OnednnStack : public Op {
   Tensor forward(LayerParams&, const Tensor& x, Mask& mask, bool training, Rng& rng,
                  std::unique_ptr<Saved>& saved) override {
     auto& s = saved_as<StackSaved>(saved);
-    s.reference = !mask.empty();
+    const int64_t B = x.dim(0), T_in = x.dim(1);
+    // A masked batch with right-padded sequences runs a unidirectional stack over the batch's longest
+    // sequence, the mask applied around the primitives: a step's output depends on earlier steps
+    // only, so the padded steps change no used output, and with no gradient there they add none.
+    // Bidirectional stacks (whose backward direction starts at each sequence's end) and masks with
+    // gaps run on the reference ops.
+    s.lens = mask.empty() ? std::vector<int32_t>() : right_padded_lengths(mask, B, T_in);
+    s.reference = !mask.empty() && (D_ == 2 || s.lens.empty());
     if (s.reference) return reference_forward(x, mask, training, rng, s);
-    const int64_t B = x.dim(0), T = x.dim(1);
-    s.B = B, s.T = T;
+    const int64_t T = s.lens.empty() ? T_in : std::max<int64_t>(1, *std::max_element(s.lens.begin(), s.lens.end()));
+    s.B = B, s.T = T, s.T_in = T_in, s.x = Tensor();
+    const int64_t I = segs_[0].in;
+    if (T < T_in) {  // the steps no sequence uses are left out
+      s.x = Tensor({B, T, I});
+      for (int64_t b = 0; b < B; ++b) std::copy_n(x.ptr() + b * T_in * I, T * I, s.x.ptr() + b * T * I);
+    }
     std::vector<Prims>& prims = primitives(B, T, training);
     dnnl::stream st(cpu_engine());
     s.out.resize(segs_.size()), s.ws.resize(segs_.size());
     s.wl.resize(segs_.size()), s.wi.resize(segs_.size()), s.bias.resize(segs_.size());
-    Tensor y = sequences_ ? Tensor({B, T, segs_.back().out}) : Tensor({B, D_ == 2 && !sum_last() ? 2 * H_ : H_});
-    const float* in = x.ptr();
+    Tensor y = sequences_ ? Tensor({B, s.lens.empty() ? T : 0, segs_.back().out})
+                          : Tensor({B, D_ == 2 && !sum_last() ? 2 * H_ : H_});
+    const float* in = T < T_in ? s.x.ptr() : x.ptr();
     for (size_t k = 0; k < segs_.size(); ++k) {
       const Segment& g = segs_[k];
       const bool last = k + 1 == segs_.size();
@@ -193,8 +223,9 @@ class OnednnStack : public Op {
         w.layer = wl, w.iter = wi;
       }
       memory src(layer_md(B, T, g.in), cpu_engine(), const_cast<float*>(in));
-      s.out[k] = last && sequences_ ? memory(layer_md(B, T, g.out), cpu_engine(), y.ptr())
-                                    : memory(layer_md(B, T, g.out), cpu_engine());
+      // The last segment writes y itself, unless y is remade from it (a masked batch): backward reads it.
+      s.out[k] = last && sequences_ && s.lens.empty() ? memory(layer_md(B, T, g.out), cpu_engine(), y.ptr())
+                                                      : memory(layer_md(B, T, g.out), cpu_engine());
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src},      {DNNL_ARG_WEIGHTS_LAYER, w.layer},
                                            {DNNL_ARG_WEIGHTS_ITER, w.iter}, {DNNL_ARG_BIAS, w.bias},
                                            {DNNL_ARG_DST_LAYER, s.out[k]}};
@@ -208,7 +239,23 @@ class OnednnStack : public Op {
       in = static_cast<const float*>(s.out[k].get_data_handle());
     }
     st.wait();
-    if (!sequences_) {  // the last layer's final states: forward direction after step T-1, backward after step 0
+    const int64_t C = segs_.back().out;
+    if (!s.lens.empty() && sequences_) {  // Keras: a masked step repeats the last used output (0 before any)
+      const float* o = static_cast<const float*>(s.out.back().get_data_handle());
+      Tensor full({B, T_in, C});
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t len = s.lens[b];
+        std::copy_n(o + b * T * C, len * C, full.ptr() + b * T_in * C);
+        for (int64_t t = len; t < T_in; ++t)
+          for (int64_t j = 0; j < C; ++j) full[(b * T_in + t) * C + j] = len > 0 ? o[(b * T + len - 1) * C + j] : 0.0f;
+      }
+      return full;
+    } else if (!s.lens.empty()) {  // the output at each sequence's last used step
+      const float* o = static_cast<const float*>(s.out.back().get_data_handle());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H_; ++j) y[b * H_ + j] = s.lens[b] > 0 ? o[(b * T + s.lens[b] - 1) * H_ + j] : 0.0f;
+      mask.clear();
+    } else if (!sequences_) {  // the last layer's final states: forward direction after step T-1, backward after step 0
       const Segment& g = segs_.back();
       const float* hy = static_cast<const float*>(s.hy.get_data_handle()) + (g.n - 1) * D_ * B * H_;
       for (int64_t b = 0; b < B; ++b)
@@ -225,7 +272,7 @@ class OnednnStack : public Op {
   Tensor backward(LayerParams&, const Saved* saved, const Tensor& x, const Tensor& y, const Tensor& dy) override {
     const auto& s = static_cast<const StackSaved&>(*saved);
     if (s.reference) return reference_backward(s, x, y, dy);
-    const int64_t B = s.B, T = s.T;
+    const int64_t B = s.B, T = s.T, T_in = s.T_in;
     std::vector<Prims>& prims = primitives(B, T, true);
     dnnl::stream st(cpu_engine());
     Tensor dx({B, T, segs_[0].in});
@@ -233,7 +280,7 @@ class OnednnStack : public Op {
     for (size_t k = segs_.size(); k-- > 0;) {
       const Segment& g = segs_[k];
       const bool last = k + 1 == segs_.size();
-      const float* in = k == 0 ? x.ptr() : static_cast<const float*>(s.out[k - 1].get_data_handle());
+      const float* in = k > 0 ? static_cast<const float*>(s.out[k - 1].get_data_handle()) : T < T_in ? s.x.ptr() : x.ptr();
       memory src(layer_md(B, T, g.in), cpu_engine(), const_cast<float*>(in));
       memory dsrc = k == 0 ? memory(layer_md(B, T, g.in), cpu_engine(), dx.ptr()) : memory(layer_md(B, T, g.in), cpu_engine());
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src}, {DNNL_ARG_DST_LAYER, s.out[k]},
@@ -241,15 +288,26 @@ class OnednnStack : public Op {
       if (last) {
         ddst = memory(layer_md(B, T, g.out), cpu_engine());
         float* d = static_cast<float*>(ddst.get_data_handle());
-        if (sequences_) {
+        if (sequences_ && s.lens.empty()) {
           std::memcpy(d, dy.ptr(), sizeof(float) * B * T * g.out);
+        } else if (sequences_) {  // masked: the used steps' gradient, and the padded ones' added to the last used step
+          const int64_t C = g.out;
+          std::memset(d, 0, sizeof(float) * B * T * C);
+          for (int64_t b = 0; b < B; ++b) {
+            const int64_t len = s.lens[b];
+            std::copy_n(dy.ptr() + b * T_in * C, len * C, d + b * T * C);
+            for (int64_t t = len; t < T_in && len > 0; ++t)
+              for (int64_t j = 0; j < C; ++j) d[(b * T + len - 1) * C + j] += dy[(b * T_in + t) * C + j];
+          }
         } else {
           std::memset(d, 0, sizeof(float) * B * T * g.out);
           memory dhy(iter_md(g, B), cpu_engine());
           float* h = static_cast<float*>(dhy.get_data_handle());
           std::memset(h, 0, sizeof(float) * g.n * D_ * B * H_);
           h += (g.n - 1) * D_ * B * H_;
-          for (int64_t b = 0; b < B; ++b)
+          for (int64_t b = 0; b < B && !s.lens.empty(); ++b)  // masked: dy enters y at the last used step
+            for (int64_t j = 0; j < H_ && s.lens[b] > 0; ++j) d[(b * T + s.lens[b] - 1) * H_ + j] = dy[b * H_ + j];
+          for (int64_t b = 0; b < B && s.lens.empty(); ++b)
             for (int64_t j = 0; j < H_; ++j) {
               if (D_ == 1) h[b * H_ + j] = dy[b * H_ + j];
               else if (sum_last()) h[b * H_ + j] = h[(B + b) * H_ + j] = dy[b * H_ + j];
@@ -278,7 +336,11 @@ class OnednnStack : public Op {
       add_grads(g, dwl, dwi, db);
       ddst = dsrc;
     }
-    return dx;
+    if (s.lens.empty()) return dx;
+    const int64_t I = segs_[0].in;
+    Tensor full({B, T_in, I});  // zeros: masked steps get no gradient (Keras)
+    for (int64_t b = 0; b < B; ++b) std::copy_n(dx.ptr() + b * T * I, s.lens[b] * I, full.ptr() + b * T_in * I);
+    return full;
   }
 
  private:
