@@ -1,7 +1,9 @@
 // Training on the GPU ends where the same training on the CPU ends: N optimizer steps on the same
 // batches from the same initial parameters, compared step by step (loss) and at the end (every
 // parameter and every optimizer slot). Covers a fused cuDNN stack, a generic layer, Adam with
-// global_clipnorm, SGD with Nesterov momentum and clipnorm, RMSprop (centered). Tolerances: each
+// global_clipnorm, SGD with Nesterov momentum and clipnorm, RMSprop (centered), and masked batches
+// shaped as length bucketing makes them (each batch trimmed to its longest sequence, so the padded
+// length changes from step to step; the CPU runs them on its oneDNN stack). Tolerances: each
 // step's loss within 1e-4 relative; final parameters within 2e-4 + 2e-3 |cpu| (after 25 steps the
 // FP32 rounding differences of the two backends compound). Skips without a GPU.
 #include <gtest/gtest.h>
@@ -20,6 +22,7 @@ struct TrainCase {
   std::string layers;
   OptimizerKind opt;
   bool masked;
+  bool bucketed = false;  // T changes from step to step and the longest sequence fills it
 };
 
 void PrintTo(const TrainCase& c, std::ostream* os) { *os << c.name; }
@@ -29,7 +32,7 @@ class TrainParity : public ::testing::TestWithParam<TrainCase> {};
 TEST_P(TrainParity, NStepsOnTheGpuEndNearTheCpu) {
   SKIP_WITHOUT_GPU();
   const TrainCase& c = GetParam();
-  Config cfg = config_of("[9, 4]", c.layers, c.name);
+  Config cfg = config_of(c.bucketed ? "[null, 4]" : "[9, 4]", c.layers, c.name);
   cfg.train.optimizer.kind = c.opt;
   switch (c.opt) {
     case OptimizerKind::Adam:
@@ -59,8 +62,11 @@ TEST_P(TrainParity, NStepsOnTheGpuEndNearTheCpu) {
   double worst_loss_rel = 0.0;
   std::string curve;
   for (int s = 0; s < steps; ++s) {
-    const std::vector<int32_t> lens = c.masked ? std::vector<int32_t>{9, 4, 7, 1, 9, 2} : std::vector<int32_t>{};
-    const Batch b = random_batch(cfg, 6, 9, 1000 + s % 5, lens);
+    const int32_t T = c.bucketed ? std::vector<int32_t>{9, 5, 7}[s % 3] : 9;
+    const std::vector<int32_t> lens = !c.masked   ? std::vector<int32_t>{}
+                                      : c.bucketed ? std::vector<int32_t>{T - 1, T, T - 2, 1, T, 0}
+                                                   : std::vector<int32_t>{9, 4, 7, 1, 9, 2};
+    const Batch b = random_batch(cfg, 6, T, 1000 + s % 5, lens);
     const double lc = cpu->train_step(b, cfg.train.optimizer.learning_rate, {}).mean();
     const double lg = gpu->train_step(b, cfg.train.optimizer.learning_rate, {}).mean();
     const double rel = std::fabs(lg - lc) / std::max(1e-12, std::fabs(lc));
@@ -95,6 +101,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "layer: {type: GRU, units: 8, return_sequences: true}}, {type: TimeDistributed, layer: {type: Dense, "
                   "units: 2}}]",
                   OptimizerKind::SGD, true},
+        TrainCase{"lstm2_bucketed_masked_adam",
+                  "[{type: LSTM, units: 16, return_sequences: true}, {type: LSTM, units: 16}, {type: Dense, units: 3}]",
+                  OptimizerKind::Adam, true, true},
         TrainCase{"generic_and_stack_rmsprop",
                   "[{type: GRU, units: 12, reset_after: false, return_sequences: true}, {type: LSTM, units: 12}, "
                   "{type: Dense, units: 1}]",
