@@ -94,6 +94,29 @@ TEST_F(KerasFormats, JsonRoundTripKeepsEveryLayerAndOption) {
   }
 }
 
+TEST_F(KerasFormats, BidirectionalIsWrittenWithItsBackwardLayerAsKerasWritesIt) {
+  // Without backward_layer, Keras derives the backward layer from the forward one's config, which
+  // has failed to load a model with several Bidirectional layers.
+  Config c = parse_config(kAllLayers, "t.yaml");
+  for (KerasJsonStyle style : {KerasJsonStyle::Legacy, KerasJsonStyle::Keras3}) {
+    const nlohmann::json j = nlohmann::json::parse(model_to_keras_json(c.model, style).dump());
+    int seen = 0;
+    for (const nlohmann::json& l : j["config"]["layers"]) {
+      if (l["class_name"] != "Bidirectional") continue;
+      ++seen;
+      const nlohmann::json& f = l.at("config").at("layer");
+      ASSERT_TRUE(l.at("config").contains("backward_layer")) << l.dump().substr(0, 300);
+      const nlohmann::json& b = l.at("config").at("backward_layer");
+      EXPECT_EQ(b["class_name"], f["class_name"]);
+      EXPECT_EQ(b["config"]["units"], f["config"]["units"]);
+      EXPECT_NE(b["config"]["go_backwards"], f["config"]["go_backwards"]);
+      EXPECT_EQ(f["config"]["name"].get<std::string>().rfind("forward_", 0), 0u) << f["config"]["name"];
+      EXPECT_EQ(b["config"]["name"].get<std::string>().rfind("backward_", 0), 0u) << b["config"]["name"];
+    }
+    EXPECT_GT(seen, 0) << "the model has Bidirectional layers";
+  }
+}
+
 TEST_F(KerasFormats, HardSigmoidMeansWhatTheWritingKerasMeant) {
   Config c = parse_config(kAllLayers, "t.yaml");
   const nlohmann::json j = nlohmann::json::parse(model_to_keras_json(c.model, KerasJsonStyle::Legacy).dump());

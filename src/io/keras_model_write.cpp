@@ -164,6 +164,15 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
       }
       // Keras 3 resolves a wrapped layer only through its "module" key, in either dialect.
       c["layer"] = layer_json(*l.inner, style, true);
+      if (l.kind == LayerKind::Bidirectional) {
+        // As Keras 3 writes it: both directions, the backward one with go_backwards flipped. Without
+        // it Keras derives the backward layer from the forward one's config, which has failed to
+        // load ("should have different go_backwards value").
+        c["layer"]["config"]["name"] = "forward_" + l.inner->name;
+        c["backward_layer"] = layer_json(*l.inner, style, true);
+        c["backward_layer"]["config"]["name"] = "backward_" + l.inner->name;
+        c["backward_layer"]["config"]["go_backwards"] = !l.inner->go_backwards;
+      }
       return c;
     }
   }
