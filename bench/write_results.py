@@ -261,13 +261,7 @@ def gpu_section(d, out, targets):
             a, b = rn_best and rn_best["peak"], t_best and t_best["peak"]
             rows.append(("issue 11: peak memory no higher than PyTorch's fastest configuration",
                          f"{fmt_mib(a)} vs {fmt_mib(b)} MiB", at_most(a, b, " MiB") if a is not None and b is not None else "n/a"))
-        out.append("\n| target | measured | result |")
-        out.append("|---|---|---|")
-        for what, meas, res in rows:
-            out.append(f"| {what} | {meas} | {res} |")
-            summary.append(res)
-            targets.append((f"GPU {w}: {what}", res))
-        out.append("")
+        target_table(rows, f"GPU {w}", out, targets, summary)
     stream_section(d, out, targets, summary)
     met = sum(1 for r in summary if r == "met")
     out.append(f"GPU targets met: {met} of {len(summary)} ({summary.count('n/a')} not measured).\n")
@@ -312,13 +306,18 @@ def stream_section(d, out, targets, summary):
             a, b = r and r["peak"], packed and packed["peak"]
             rows.append((f"{k}: peak memory no higher than PyTorch's packed run",
                          f"{fmt_mib(a)} vs {fmt_mib(b)} MiB", at_most(a, b, " MiB") if a is not None and b is not None else "n/a"))
-        out.append("\n| target | measured | result |")
-        out.append("|---|---|---|")
-        for what, meas, res in rows:
-            out.append(f"| {what} | {meas} | {res} |")
-            summary.append(res)
-            targets.append((f"GPU {w} stream: {what}", res))
-        out.append("")
+        target_table(rows, f"GPU {w} stream", out, targets, summary)
+
+
+def target_table(rows, where, out, targets, summary):
+    """The (what, measured, result) rows as a table; each result also into targets and summary."""
+    out.append("\n| target | measured | result |")
+    out.append("|---|---|---|")
+    for what, meas, res in rows:
+        out.append(f"| {what} | {meas} | {res} |")
+        summary.append(res)
+        targets.append((f"{where}: {what}", res))
+    out.append("")
 
 
 def torch_modes_table(variants, skipped, out):
