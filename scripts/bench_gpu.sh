@@ -76,7 +76,7 @@ fi
 for w in "${workloads[@]}"; do
   step "rnntrain bench $w"
   extra=()
-  [ "$w" = bilstm ] && extra=(--min-length 50)  # lengths uniform in [50, 200]
+  [ "$w" = bilstm ] && extra=(--timesteps 200 --min-length 50)  # lengths uniform in [50, 200]
   if ! "$BUILD/rnntrain" bench "bench/configs/$w.yaml" "${extra[@]}" --steps "$STEPS" --repeats "$REPEATS" \
       --warmup "$WARMUP" --json "$RES/rnntrain_$w.json" >"$WORK/rnntrain_$w.out" 2>"$WORK/rnntrain_$w.err"; then
     tail -5 "$WORK/rnntrain_$w.err" | tee -a "$LOG"
@@ -131,8 +131,8 @@ fi
 read -r -a stream_workloads <<<"$(echo "${STREAM_WORKLOADS-bilstm maskzero}" | tr ',' ' ')"
 for w in "${stream_workloads[@]}"; do
   case $w in
-    bilstm) lens=(--min-length 50) ;;                       # uniform in [50, 200]
-    maskzero) lens=(--lognormal 60,0.8 --min-length 20) ;;  # log-normal, median 60, in [20, 400]
+    bilstm) lens=(--timesteps 200 --min-length 50) ;;                       # uniform in [50, 200]
+    maskzero) lens=(--timesteps 400 --lognormal 60,0.8 --min-length 20) ;;  # log-normal, median 60, in [20, 400]
     *) say "FAIL: no length distribution for stream workload $w"; fail=1; continue ;;
   esac
   for bk in false true; do
@@ -145,10 +145,12 @@ for w in "${stream_workloads[@]}"; do
   done
 done
 if [ "${#stream_workloads[@]}" -gt 0 ]; then
-  step "PyTorch, a new batch every step ($PYTHON bench/torch_bench.py --stream)"
-  "$PYTHON" bench/torch_bench.py --device cuda --stream --workloads "$(IFS=,; echo "${stream_workloads[*]}")" \
-    --modes "$TORCH_MODES" --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch_stream.json" \
-    2>&1 | tee -a "$LOG" || { say "FAIL: torch_bench.py --stream"; fail=1; }
+  for bk in "" --bucketing; do
+    step "PyTorch, a new batch every step ($PYTHON bench/torch_bench.py --stream $bk)"
+    "$PYTHON" bench/torch_bench.py --device cuda --stream $bk --workloads "$(IFS=,; echo "${stream_workloads[*]}")" \
+      --modes "$TORCH_MODES" --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" \
+      --json "$RES/torch_stream${bk:+_bucketed}.json" 2>&1 | tee -a "$LOG" || { say "FAIL: torch_bench.py --stream $bk"; fail=1; }
+  done
 fi
 
 {

@@ -13,6 +13,9 @@
 // precision, persist_static; FP32 standard runs on batch-major arrays directly), the first layer's
 // input dropout, the last layer's merge mode or last-step output, padded-step fixes. The cuDNN
 // workspace and the backward conversion buffers are scratch shared by all stacks (Gpu::scratch).
+#include <map>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "backend/cuda/kernels.h"
@@ -87,6 +90,10 @@ class CudnnStackStage final : public DeviceStage {
   bool training_ = false, padded_ = false, empty_ = false, in_drop_ = false;
   std::vector<int32_t> lens_, cudnn_lens_;  // true lengths; cuDNN's (0 -> 1: it refuses empty sequences)
   DeviceBuffer<int32_t> lens_dev_{"sequence lengths"}, cudnn_lens_dev_{"cuDNN sequence lengths"};
+  // full_: cuDNN's lengths (all T) for each batch shape (B, T), written once, so that the captured
+  // graph of every shape stays valid when the shapes change from step to step (train.bucketing).
+  std::map<std::pair<int64_t, int64_t>, DeviceBuffer<int32_t>> full_lens_;
+  const int32_t* cudnn_lens_at_ = nullptr;  // what the cuDNN calls read: cudnn_lens_dev_ or full_lens_'s
   const float* x_in_ = nullptr;
   const void* xc_in_ = nullptr;  // what cuDNN read as x (time-major, the stack's type)
   const float* cat_ = nullptr;  // the last layer's [B, T, D*H] output before the merge (y, or a fixed copy)
@@ -270,8 +277,9 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
     lens_.assign(B, static_cast<int32_t>(T));
     cudnn_lens_ = lens_;
     desc_T_ = T;
-    copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
-    note_device_state_changed();  // captured graphs read these lengths
+    auto [at, fresh] = full_lens_.try_emplace({B, T}, "cuDNN sequence lengths");
+    if (fresh) copy_to_device(at->second.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+    cudnn_lens_at_ = at->second.get();
     return true;
   }
   // lens_ changes only once these are valid
@@ -290,6 +298,7 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
   }
   copy_to_device(lens_dev_.ensure(B), lens_.data(), sizeof(int32_t) * B, gpu_.stream());
   copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+  cudnn_lens_at_ = cudnn_lens_dev_.get();
   note_device_state_changed();  // captured graphs read these lengths
   return true;
 }
@@ -351,11 +360,12 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   void* hyc = half_ && hy ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
   if (own_) {
     void* hy_last = hyc ? static_cast<char*>(hyc) + (L_ - 1) * D_ * B * H_ * es : nullptr;
-    own_->forward(B, T, cudnn_lens_dev_.get(), xc_in_, yc, hy_last, weights(), store_.w() + w_off_, run.training);
+    own_->forward(B, T, cudnn_lens_at_, xc_in_, yc, hy_last, weights(), store_.w() + w_off_, run.training);
   } else {
     if (dynamic_ && desc_ == persist_desc_.get() && built_for_ != B) {
       CUDNN_CHECK(cudnnBuildRNNDynamic(gpu_.cudnn(), desc_, static_cast<int>(B)));
       built_for_ = B, sizes_for_ = {};
+      note_device_state_changed();  // never inside a capture: each batch size runs warm again first
     }
     const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
     if (sizes_for_ != std::pair{desc_, fmode}) {
@@ -365,7 +375,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     }
     void* work = gpu_.scratch(0, work_bytes_);
     reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
-    CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
+    CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_at_, x_desc_.get(), xc_in_, y_desc_.get(),
                                 yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
                                 work_bytes_, work, reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
   }
@@ -459,7 +469,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     return need_dx ? finish_dx(dxc) : DevTensor{};
   }
   void* work = gpu_.scratch(0, work_bytes_);
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_dev_.get(), y_desc_.get(), yc_used_, dyc,
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_at_, y_desc_.get(), yc_used_, dyc,
                                       x_desc_.get(), dxc, h_desc_.get(), nullptr, dhyc, nullptr, h_desc_.get(), nullptr,
                                       nullptr, nullptr, w_bytes_, w, work_bytes_, work, reserve_bytes_,
                                       reserve_.get()));
@@ -470,7 +480,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     dw = dwh_.get();
     CUDA_CHECK(cudaMemsetAsync(dw, 0, w_bytes_, st));
   }
-  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), desc_, CUDNN_WGRAD_MODE_ADD, cudnn_lens_dev_.get(),
+  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), desc_, CUDNN_WGRAD_MODE_ADD, cudnn_lens_at_,
                                          x_desc_.get(), xc_in_, h_desc_.get(), nullptr, y_desc_.get(), yc_used_,
                                          w_bytes_, dw, work_bytes_, work, reserve_bytes_, reserve_.get()));
   if (half_) k::from_half(dw, store_.g() + w_off_, w_elems_, etype_ == k::kBF16, true, st);
