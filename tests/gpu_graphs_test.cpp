@@ -276,8 +276,9 @@ TEST_P(MaskedGraphs, BucketedShapesReplayTheirOwnGraphsWithTheLossesOfUncaptured
     const double e = eager->train_step(b, 1e-2, {}).mean();
     EXPECT_NEAR(g, e, 1e-6 * std::fabs(e)) << "step " << s + 1 << ", " << T << " steps";
   }
-  // Of 40 steps over 4 shapes, each with either upload buffer: at most 4 run warm before capture.
-  EXPECT_GE(gpu_graph_steps() - before, steps - 8) << "steps replayed (or captured) as CUDA graphs";
+  // A shape runs uncaptured until it has run once allocating nothing (its first run allocates, e.g.
+  // the stacks' lengths for it; the first of each upload buffer too): 29 of 40 on the H200.
+  EXPECT_GE(gpu_graph_steps() - before, steps - 12) << "steps replayed (or captured) as CUDA graphs";
   const std::vector<Param*> pg = graphed->host_params().all(), pe = eager->host_params().all();
   for (size_t i = 0; i < pe.size(); ++i) expect_near_all(pg[i]->value, pe[i]->value, 1e-6, 1e-5, pe[i]->name);
 }

@@ -250,18 +250,18 @@ int cmd_bench(const BenchArgs& a) {
     std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", batches.size(),
                 cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", padding);
   std::printf("model FLOPs per step %.4g (3 x forward of the recurrent layers); BLAS threads %d\n", flops, threads);
-  std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s\n", "candidate", "plan", "ms/step", "min", "max", "seq/s",
-              "TFLOP/s", "host MiB", "device MiB", "graphs");
+  std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s %9s\n", "candidate", "plan", "ms/step", "min", "max",
+              "seq/s", "TFLOP/s", "host MiB", "device MiB", "graphs", "captures");
   for (const auto& c : cands) {
     if (!c.t.error.empty()) {
       std::printf("%-30s %-30s failed: %s\n", c.name.c_str(), c.plan.c_str(), c.t.error.c_str());
       continue;
     }
     const std::string dev = c.t.peak_device_mib < 0 ? "n/a" : fmt::format("{:.1f}", c.t.peak_device_mib);
-    std::printf("%-30s %-30s %10.3f %9.3f %9.3f %10.1f %8.3f %9.1f %11s %6.0f%%\n", c.name.c_str(), c.plan.c_str(),
-                c.t.median_ms, *std::min_element(c.t.ms.begin(), c.t.ms.end()),
+    std::printf("%-30s %-30s %10.3f %9.3f %9.3f %10.1f %8.3f %9.1f %11s %6.0f%% %9lld\n", c.name.c_str(),
+                c.plan.c_str(), c.t.median_ms, *std::min_element(c.t.ms.begin(), c.t.ms.end()),
                 *std::max_element(c.t.ms.begin(), c.t.ms.end()), c.seq_per_s, c.tflops, c.peak_host_mib, dev.c_str(),
-                100.0 * c.t.graph_share);
+                100.0 * c.t.graph_share, static_cast<long long>(c.t.graph_captures));
   }
   if (win) std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->t.median_ms);
   else std::printf("winner: none (every candidate failed)\n");
@@ -305,6 +305,7 @@ int cmd_bench(const BenchArgs& a) {
         cj["peak_device_mib"] = c.t.peak_device_mib < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.t.peak_device_mib);
         cj["last_loss"] = c.t.last_loss;
         cj["graph_share"] = c.t.graph_share;
+        cj["graph_captures"] = c.t.graph_captures;
       } else {
         cj["ms_per_step"] = nullptr;
         cj["peak_device_mib"] = nullptr;

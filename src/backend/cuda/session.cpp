@@ -25,10 +25,11 @@ static_assert(static_cast<int>(LossKind::MSE) == 0 && static_cast<int>(LossKind:
               "kernels_train.cu loss codes mirror LossKind");
 
 namespace {
-std::atomic<int64_t> g_graph_steps{0};
+std::atomic<int64_t> g_graph_steps{0}, g_graph_captures{0};
 }  // namespace
 
 int64_t graph_steps() { return g_graph_steps.load(); }
+int64_t graph_captures() { return g_graph_captures.load(); }
 
 struct Session::Impl {
   Impl(const Config& c, Params& p)
@@ -303,7 +304,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   g.used = ++launches;
   graphs.push_back(g);
   CUDA_CHECK(cudaGraphLaunch(g.exec, st));
-  ++g_graph_steps;
+  ++g_graph_steps, ++g_graph_captures;
   log_debug("cuda: captured the training step on inputs {} as a CUDA graph", shape_str(sig.x));
   return g.count;
 }
@@ -325,7 +326,10 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   s.model.new_seed(rng);
   const Impl::Signature sig{b.x.shape, b.y.shape, in.x.ptr, yd, metrics};
   const bool graphable = s.use_graphs && (b.lengths.empty() || s.model.full_length()) && !s.gpu.profiler().on();
-  if (graphable && s.graphs_version != device_version()) s.drop_graphs();
+  if (graphable && s.graphs_version != device_version() && !s.graphs.empty()) {
+    log_debug("cuda: {} CUDA graphs dropped: device buffers moved since their capture", s.graphs.size());
+    s.drop_graphs();
+  }
   Impl::Graph* hit = nullptr;
   for (Impl::Graph& g : s.graphs)
     if (graphable && g.sig == sig) hit = &g;

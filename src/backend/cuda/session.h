@@ -32,6 +32,8 @@ struct StepLoss {
 // Training steps run as CUDA graphs (captured or replayed) in this process so far (for tests and
 // bench reports).
 int64_t graph_steps();
+// Of those, the steps that captured a graph (the rest replayed one).
+int64_t graph_captures();
 
 class Session {
  public:
