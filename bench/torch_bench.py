@@ -35,7 +35,10 @@ step never sees later ones), in a shape a graph can hold (graphed variants are p
 both, since on the CPU PyTorch's fast LSTM takes no packed sequences). --stream gives every step a
 new batch with fresh lengths from the workload's distribution (a pool of 32 batches made on the
 device before timing, used in turn), as rnntrain bench --stream does; graphed variants copy each
-batch into the captured input tensors before the replay (inside the timed step).
+batch into the captured input tensors before the replay (inside the timed step). --bucketing cuts the
+stream as rnntrain's train.bucketing does (the pool sorted by length, cut into batches, shuffled, the
+longest first, each padded only to its longest sequence rounded up as rnntrain rounds it); graphed
+variants then capture one graph per batch shape, all in one memory pool, before timing.
 
 Timing: --warmup untimed steps (graphed: untimed replays after capture), then --repeats loops of
 --steps steps (CUDA events on the GPU, time.perf_counter on the CPU); ms_per_step is the median over
@@ -153,13 +156,39 @@ def draw_lengths(torch, w, g):
     return (median * torch.exp(sigma * z)).round().clamp(lo, T).to(torch.int64)
 
 
-def make_batches(torch, w, device, count):
-    """count batches (x, y, lengths on the host, last valid steps on the device), from a fixed seed."""
+def bucket_steps(longest):
+    """rnntrain's train/batching.h bucket_steps: the longest length rounded up to a multiple of 8, from
+    128 on to one of 8 lengths per doubling (few batch shapes, so few CUDA graphs)."""
+    q = 8
+    while q * 16 <= longest:
+        q *= 2
+    return (max(longest, 1) + q - 1) // q * q
+
+
+def bucketed_lengths(torch, w, g, count):
+    """count batches' lengths as rnntrain's train.bucketing cuts a pool of count batches' worth of
+    sequences (one window): sorted by length, cut into batches, the batches shuffled, the one with the
+    most steps first; each with its padded length bucket_steps(longest), at most T."""
+    B, T = w["batch"], w["time"]
+    pool = torch.sort(draw_lengths(torch, dict(w, batch=count * B), g), stable=True).values
+    groups = [pool[i * B:(i + 1) * B] for i in range(count)]
+    groups = [groups[i] for i in torch.randperm(count, generator=g).tolist()]
+    first = max(range(count), key=lambda i: int(groups[i].max()))
+    groups[0], groups[first] = groups[first], groups[0]
+    return [(lens, min(T, bucket_steps(int(lens.max())))) for lens in groups]
+
+
+def make_batches(torch, w, device, count, bucketing=False):
+    """count batches (x, y, lengths on the host, last valid steps on the device), from a fixed seed;
+    bucketing (variable-length workloads): as rnntrain's train.bucketing makes them (bucketed_lengths)."""
     g = torch.Generator().manual_seed(SEED)
     B, T = w["batch"], w["time"]
+    buckets = bucketed_lengths(torch, w, g, count) if bucketing else None
     out = []
-    for _ in range(count):
+    for i in range(count):
         lengths = last = None
+        if buckets:
+            T = buckets[i][1]
         if w["kind"] == "dense":
             x = torch.rand(B, T, w["input"], generator=g) * 2 - 1
             y = torch.rand(B, T, w["out"], generator=g) * 2 - 1
@@ -169,7 +198,7 @@ def make_batches(torch, w, device, count):
                 y = torch.randint(0, w["out"], (B, T), generator=g)
             else:
                 y = torch.randint(0, w["out"], (B,), generator=g)
-                lengths = draw_lengths(torch, w, g)
+                lengths = buckets[i][0] if buckets else draw_lengths(torch, w, g)
                 x[torch.arange(T)[None, :] >= lengths[:, None]] = 0  # padded steps hold the padding id
                 last = (lengths - 1).to(device)
         out.append((x.to(device), y.to(device), lengths, last))
@@ -249,18 +278,17 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
     else:
         opt = torch.optim.Adam(params, lr=1e-3)
     loss_fn = torch.nn.MSELoss() if w["kind"] == "dense" else torch.nn.CrossEntropyLoss()
-    batches = make_batches(torch, w, device, STREAM_POOL if args.stream and variable(w) else 1)
-    x, y, lengths, last = batches[0]
-    if graphed:  # the captured inputs: each step copies its batch into them
-        x, y, last = x.clone(), y.clone(), None if last is None else last.clone()
+    stream = args.stream and variable(w)
+    batches = make_batches(torch, w, device, STREAM_POOL if stream else 1, stream and args.bucketing)
     out_dim = w["out"]
     at = [0]  # the next batch of the pool
 
-    def forward_loss():
+    def forward_loss(static=None):
         # Autocast's cast cache must be off in a captured region (PyTorch's CUDA graphs notes).
         with torch.autocast(device_type=device, dtype=amp_dtype, enabled=amp_dtype is not None,
                             cache_enabled=False if graphed else None):
             if graphed:
+                x, y, last = static
                 out = model(x, None, last)
                 return loss_fn(out.reshape(-1, out_dim), y.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, y)
             bx, by, blen, blast = batches[at[0]]
@@ -285,8 +313,8 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
     else:
         scale = FP16_GRAPH_LOSS_SCALE if precision == "fp16-amp" else None
 
-        def graph_body():
-            loss = forward_loss()
+        def graph_body(static):
+            loss = forward_loss(static)
             if scale is not None:  # fixed loss scale: scale, backward, unscale, then Adam
                 (loss * scale).backward()
                 torch._foreach_div_([p.grad for p in params if p.grad is not None], scale)
@@ -295,24 +323,33 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
             opt.step()
             return loss
 
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(GRAPH_SIDE_WARMUP):
-                opt.zero_grad(set_to_none=True)
-                graph_body()
-        torch.cuda.current_stream().wait_stream(side)
-        side.synchronize()
-        clear_cublas_workspaces(torch)  # the warm-up stream's workspace is not needed any more
-        opt.zero_grad(set_to_none=True)  # backward inside the capture allocates the grads in the graph's pool
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_loss = graph_body()
+        # One graph per batch shape (bucketed streams have several), captured in turn into one memory
+        # pool: replays run one at a time, and each step reads only its own graph's loss.
+        graphs = {}  # timesteps -> (graph, its input tensors, its loss)
+        for bx, by, _, blast in batches:
+            if bx.shape[1] in graphs:
+                continue
+            static = (bx.clone(), by.clone(), None if blast is None else blast.clone())  # each step copies into them
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(GRAPH_SIDE_WARMUP):
+                    opt.zero_grad(set_to_none=True)
+                    graph_body(static)
+            torch.cuda.current_stream().wait_stream(side)
+            side.synchronize()
+            clear_cublas_workspaces(torch)  # the warm-up stream's workspace is not needed any more
+            opt.zero_grad(set_to_none=True)  # backward inside the capture allocates the grads in the graph's pool
+            graph = torch.cuda.CUDAGraph()
+            first = next(iter(graphs.values()), None)
+            with torch.cuda.graph(graph, pool=first[0].pool() if first else None):
+                graphs[bx.shape[1]] = (graph, static, graph_body(static))
 
         def step():
+            bx, by, _, blast = batches[at[0]]
+            at[0] = (at[0] + 1) % len(batches)
+            graph, (x, y, last), static_loss = graphs[bx.shape[1]]
             if len(batches) > 1:
-                bx, by, _, blast = batches[at[0]]
-                at[0] = (at[0] + 1) % len(batches)
                 x.copy_(bx), y.copy_(by), last.copy_(blast)
             graph.replay()
             return static_loss
@@ -341,8 +378,11 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
     v = {"impl": impl, "precision": precision, "mode": mode, "ms_per_step": statistics.median(repeats),
          "layout": layout,
          "ms_per_step_repeats": repeats, "peak_mib": peak, "last_loss": last_loss, "status": "ok"}
+    if stream:
+        v["bucketing"] = args.bucketing
     if graphed:
         v["graph_warmup_steps"] = GRAPH_SIDE_WARMUP
+        v["graphs"] = len(graphs)
         if scale is not None:
             v["loss_scale"] = scale  # fixed; eager fp16-amp uses GradScaler's dynamic scale
     if cuda:  # the TF32 switches as the variant ran, for the record
@@ -378,10 +418,14 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2, help="CPU threads, torch.set_num_threads (default 2)")
     p.add_argument("--stream", action="store_true", help="variable-length workloads: a new batch with fresh "
                    "lengths every step (a pool of 32, used in turn)")
+    p.add_argument("--bucketing", action="store_true", help="with --stream: batches as rnntrain's train.bucketing "
+                   "makes them (similar lengths, trimmed; graphed: one CUDA graph per batch shape)")
     p.add_argument("--json", help="write the results to this file")
     a = p.parse_args()
     if a.steps < 1 or a.repeats < 3 or a.warmup < 0 or a.threads < 1:
         p.error("need --steps >= 1, --repeats >= 3, --warmup >= 0, --threads >= 1")
+    if a.bucketing and not a.stream:
+        p.error("--bucketing cuts a stream of batches: add --stream")
     a.workloads = [s.strip().replace("-", "_") for s in (a.workloads or DEFAULT_WORKLOADS[a.device]).split(",") if s.strip()]
     for name in a.workloads:
         if name not in WORKLOADS:
@@ -416,7 +460,7 @@ def main():
                      "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
                      "python": platform.python_version()},
         "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup, "modes": args.modes,
-        "stream": args.stream,
+        "stream": args.stream, "bucketing": args.stream and args.bucketing,
         "workloads": {},
     }
     print(f"torch {torch.__version__} on {result['hardware']['device']}, {args.steps} steps x {args.repeats} repeats "

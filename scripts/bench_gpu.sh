@@ -8,9 +8,10 @@
 # bench/results/gpu/ and rewrites bench/RESULTS.md (its CPU section comes from bench/results/cpu/).
 #
 # Usage: bash scripts/bench_gpu.sh
-# Environment: WORKLOADS ("blog large gru charlm bilstm"), STEPS (10), REPEATS (3), WARMUP (3),
-#   TORCH_MODES ("eager,graphed": torch_bench.py --modes), STREAM_WORKLOADS ("bilstm maskzero": timed again
-#   with a new batch every step, rnntrain without and with train.bucketing and PyTorch; empty: none),
+# Environment: WORKLOADS ("blog large gru charlm bilstm"; " ": none, only the stream runs), STEPS (10),
+#   REPEATS (3), WARMUP (3), TORCH_MODES ("eager,graphed": torch_bench.py --modes),
+#   STREAM_WORKLOADS ("bilstm maskzero": timed again with a new batch every step, rnntrain without
+#   and with train.bucketing and PyTorch; empty: none),
 #   BUILD_DIR (build-gpu), CUDA_ARCH (90), JOBS (nproc), PYTHON (python3, with torch),
 #   SKIP_BUILD (1: use the binaries already in BUILD_DIR), RNNTRAIN_COMMIT (recorded as the commit).
 # With $OUT set, the log goes to $OUT/bench_gpu.log, RESULTS.md to $OUT/RESULTS.md, and the JSON
@@ -75,7 +76,7 @@ fi
 for w in "${workloads[@]}"; do
   step "rnntrain bench $w"
   extra=()
-  [ "$w" = bilstm ] && extra=(--min-length 50)  # lengths uniform in [50, 200]
+  [ "$w" = bilstm ] && extra=(--timesteps 200 --min-length 50)  # lengths uniform in [50, 200]
   if ! "$BUILD/rnntrain" bench "bench/configs/$w.yaml" "${extra[@]}" --steps "$STEPS" --repeats "$REPEATS" \
       --warmup "$WARMUP" --json "$RES/rnntrain_$w.json" >"$WORK/rnntrain_$w.out" 2>"$WORK/rnntrain_$w.err"; then
     tail -5 "$WORK/rnntrain_$w.err" | tee -a "$LOG"
@@ -98,10 +99,12 @@ for w in "${workloads[@]}"; do
     say "rnntrain bench $w plan.graphs=false: exit status ${PIPESTATUS[0]}"
 done
 
-step "PyTorch ($PYTHON bench/torch_bench.py --device cuda --modes $TORCH_MODES)"
-"$PYTHON" bench/torch_bench.py --device cuda --workloads "$(IFS=,; echo "${workloads[*]}")" --modes "$TORCH_MODES" \
-  --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" ||
-  { say "FAIL: torch_bench.py"; fail=1; }
+if [ "${#workloads[@]}" -gt 0 ]; then
+  step "PyTorch ($PYTHON bench/torch_bench.py --device cuda --modes $TORCH_MODES)"
+  "$PYTHON" bench/torch_bench.py --device cuda --workloads "$(IFS=,; echo "${workloads[*]}")" --modes "$TORCH_MODES" \
+    --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" ||
+    { say "FAIL: torch_bench.py"; fail=1; }
+fi
 
 if [ "$have_cudnn_bench" = 1 ]; then
   for w in "${workloads[@]}"; do
@@ -128,12 +131,13 @@ fi
 read -r -a stream_workloads <<<"$(echo "${STREAM_WORKLOADS-bilstm maskzero}" | tr ',' ' ')"
 for w in "${stream_workloads[@]}"; do
   case $w in
-    bilstm) lens=(--min-length 50) ;;                       # uniform in [50, 200]
-    maskzero) lens=(--lognormal 60,0.8 --min-length 20) ;;  # log-normal, median 60, in [20, 400]
+    bilstm) lens=(--timesteps 200 --min-length 50) ;;                       # uniform in [50, 200]
+    maskzero) lens=(--timesteps 400 --lognormal 60,0.8 --min-length 20) ;;  # log-normal, median 60, in [20, 400]
     *) say "FAIL: no length distribution for stream workload $w"; fail=1; continue ;;
   esac
   for bk in false true; do
-    name=stream_$w$([ "$bk" = true ] && echo _bucketed)
+    name=stream_$w
+    if [ "$bk" = true ]; then name+=_bucketed; fi
     step "rnntrain bench $w --stream, train.bucketing: $bk"
     "$BUILD/rnntrain" bench "bench/configs/$w.yaml" train.bucketing=$bk "${lens[@]}" --stream --steps "$STEPS" \
       --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/$name.json" 2>>"$WORK/rnntrain_$name.err" | tee -a "$LOG" ||
@@ -141,10 +145,12 @@ for w in "${stream_workloads[@]}"; do
   done
 done
 if [ "${#stream_workloads[@]}" -gt 0 ]; then
-  step "PyTorch, a new batch every step ($PYTHON bench/torch_bench.py --stream)"
-  "$PYTHON" bench/torch_bench.py --device cuda --stream --workloads "$(IFS=,; echo "${stream_workloads[*]}")" \
-    --modes "$TORCH_MODES" --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch_stream.json" \
-    2>&1 | tee -a "$LOG" || { say "FAIL: torch_bench.py --stream"; fail=1; }
+  for bk in "" --bucketing; do
+    step "PyTorch, a new batch every step ($PYTHON bench/torch_bench.py --stream $bk)"
+    "$PYTHON" bench/torch_bench.py --device cuda --stream $bk --workloads "$(IFS=,; echo "${stream_workloads[*]}")" \
+      --modes "$TORCH_MODES" --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" \
+      --json "$RES/torch_stream${bk:+_bucketed}.json" 2>&1 | tee -a "$LOG" || { say "FAIL: torch_bench.py --stream $bk"; fail=1; }
+  done
 fi
 
 {

@@ -1,9 +1,9 @@
 // Epoch batches with and without length bucketing (train.bucketing):
 // - every sample exactly once per epoch, batches of at most batch_size, the same plan from the same
 //   RNG state (what resume relies on) and another from another;
-// - bucketed batches hold sequences of similar length, are trimmed to their longest one, and cut the
-//   padding share of a long-tailed length distribution; without bucketing the plan is the shuffled
-//   order cut in turn;
+// - bucketed batches hold sequences of similar length, are trimmed to their longest one (rounded up
+//   onto few lengths, for CUDA graphs), the longest batch first, and cut the padding share of a
+//   long-tailed length distribution; without bucketing the plan is the shuffled order cut in turn;
 // - lengths come from a lengths dataset, Embedding mask_zero tokens or a Masking value; without any,
 //   bucketing is a config error naming what to add;
 // - trimming drops the padded tail of inputs and per-step targets only;
@@ -69,12 +69,27 @@ TEST(Batching, BucketedEpochsCoverEverySampleOnceAndAreReproducible) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i].rows, pb[i].rows) << "the same RNG state, the same batches";
   EXPECT_NE(pa[0].rows, pc[0].rows) << "another seed, other batches";
   EXPECT_EQ(a.state(), b.state()) << "the same draws from the stream that dropout uses next";
-  // Each batch is trimmed to its longest sequence.
+  // Each batch is trimmed to its longest sequence, rounded onto the few lengths bucket_steps gives;
+  // the batch with the most steps x rows goes first (buffers reach their size on step one).
   for (const EpochBatch& e : pa) {
     int32_t longest = 0;
     for (int64_t r : e.rows) longest = std::max(longest, lens[r]);
-    EXPECT_EQ(e.steps, longest);
+    EXPECT_EQ(e.steps, bucket_steps(longest));
+    EXPECT_GE(pa[0].steps * static_cast<int64_t>(pa[0].rows.size()), e.steps * static_cast<int64_t>(e.rows.size()));
   }
+}
+
+// Few batch shapes (a GPU captures a CUDA graph per shape), and little padding added for it.
+TEST(Batching, BucketStepsAreFewAndCloseAboveTheLongest) {
+  EXPECT_EQ(bucket_steps(0), 1) << "a batch of empty sequences keeps one step";
+  std::set<int64_t> shapes;
+  for (int64_t longest = 1; longest <= 2000; ++longest) {
+    const int64_t s = bucket_steps(longest);
+    EXPECT_GE(s, std::max<int64_t>(longest, 1));
+    EXPECT_LE(s - longest, longest / 8) << "at most 1/8 more steps, longest " << longest;
+    if (longest <= 400) shapes.insert(std::min<int64_t>(s, 400));
+  }
+  EXPECT_LE(shapes.size(), 53u) << "batch shapes of an Input with up to 400 steps";
 }
 
 TEST(Batching, BucketingGroupsSimilarLengthsAndCutsPadding) {

@@ -198,6 +198,9 @@ int cmd_bench(const BenchArgs& a) {
     for (const EpochBatch& e : plan) batches.push_back(gather_batch(d, e, shapes.back().out.size() >= 2));
     padding = padding_share(plan, d.lengths, T);
   }
+  // A stream warms up over two passes, as the start of a long run would: every batch shape has run
+  // uncaptured and been captured as a CUDA graph (plan.graphs) before the timed steps.
+  const int64_t warmup = a.stream ? std::max<int64_t>(a.warmup, 2 * static_cast<int64_t>(batches.size())) : a.warmup;
   const double flops = step_flops(cfg.model, shapes, B, T);
   const Params init = initial_params(cfg, "");
 
@@ -221,8 +224,8 @@ int cmd_bench(const BenchArgs& a) {
     cands.push_back({c, "configured", plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
   }
   for (auto& c : cands) {
-    log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, a.warmup);
-    c.t = time_plan(cfg, c.choice, init, batches, a.warmup, a.repeats, a.steps);
+    log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, warmup);
+    c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps);
     if (!c.t.error.empty()) continue;
     c.seq_per_s = static_cast<double>(B) * 1000.0 / c.t.median_ms;
     c.tflops = flops / (c.t.median_ms / 1000.0) / 1e12;
@@ -242,23 +245,23 @@ int cmd_bench(const BenchArgs& a) {
                                                   : std::string();
   std::printf("bench %s: device %s, batch %lld, timesteps %lld%s, %lld steps x %lld repeats after %lld warm-up steps\n",
               cfg.path.c_str(), device.c_str(), (long long)B, (long long)T, lengths.c_str(), (long long)a.steps,
-              (long long)a.repeats, (long long)a.warmup);
+              (long long)a.repeats, (long long)warmup);
   if (a.stream)
     std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", batches.size(),
                 cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", padding);
   std::printf("model FLOPs per step %.4g (3 x forward of the recurrent layers); BLAS threads %d\n", flops, threads);
-  std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s\n", "candidate", "plan", "ms/step", "min", "max", "seq/s",
-              "TFLOP/s", "host MiB", "device MiB", "graphs");
+  std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s %9s\n", "candidate", "plan", "ms/step", "min", "max",
+              "seq/s", "TFLOP/s", "host MiB", "device MiB", "graphs", "captures");
   for (const auto& c : cands) {
     if (!c.t.error.empty()) {
       std::printf("%-30s %-30s failed: %s\n", c.name.c_str(), c.plan.c_str(), c.t.error.c_str());
       continue;
     }
     const std::string dev = c.t.peak_device_mib < 0 ? "n/a" : fmt::format("{:.1f}", c.t.peak_device_mib);
-    std::printf("%-30s %-30s %10.3f %9.3f %9.3f %10.1f %8.3f %9.1f %11s %6.0f%%\n", c.name.c_str(), c.plan.c_str(),
-                c.t.median_ms, *std::min_element(c.t.ms.begin(), c.t.ms.end()),
+    std::printf("%-30s %-30s %10.3f %9.3f %9.3f %10.1f %8.3f %9.1f %11s %6.0f%% %9lld\n", c.name.c_str(),
+                c.plan.c_str(), c.t.median_ms, *std::min_element(c.t.ms.begin(), c.t.ms.end()),
                 *std::max_element(c.t.ms.begin(), c.t.ms.end()), c.seq_per_s, c.tflops, c.peak_host_mib, dev.c_str(),
-                100.0 * c.t.graph_share);
+                100.0 * c.t.graph_share, static_cast<long long>(c.t.graph_captures));
   }
   if (win) std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->t.median_ms);
   else std::printf("winner: none (every candidate failed)\n");
@@ -282,7 +285,7 @@ int cmd_bench(const BenchArgs& a) {
     j["padding_share"] = a.stream ? nlohmann::ordered_json(padding) : nlohmann::ordered_json();
     j["steps"] = a.steps;
     j["repeats"] = a.repeats;
-    j["warmup"] = a.warmup;
+    j["warmup"] = warmup;
     j["flops_per_step"] = flops;
     j["candidates"] = nlohmann::ordered_json::array();
     for (const auto& c : cands) {
@@ -302,6 +305,7 @@ int cmd_bench(const BenchArgs& a) {
         cj["peak_device_mib"] = c.t.peak_device_mib < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.t.peak_device_mib);
         cj["last_loss"] = c.t.last_loss;
         cj["graph_share"] = c.t.graph_share;
+        cj["graph_captures"] = c.t.graph_captures;
       } else {
         cj["ms_per_step"] = nullptr;
         cj["peak_device_mib"] = nullptr;

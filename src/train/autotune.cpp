@@ -162,7 +162,7 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
       for (const LossValue& v : engine->collect_losses(true)) l = v;
     };
     run(warmup);
-    const int64_t graphs0 = gpu_graph_steps();
+    const int64_t graphs0 = gpu_graph_steps(), captures0 = gpu_graph_captures();
     for (int64_t r = 0; r < repeats; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       run(steps);
@@ -173,6 +173,7 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     t.last_loss = l.mean();
     t.median_ms = median(t.ms);
     t.graph_share = static_cast<double>(gpu_graph_steps() - graphs0) / static_cast<double>(std::max<int64_t>(1, repeats * steps));
+    t.graph_captures = gpu_graph_captures() - captures0;
     if (t.device.rfind("cuda", 0) == 0) t.peak_device_mib = device_peak_mib();
   } catch (const std::exception& e) {  // e.g. cuDNN's NOT_SUPPORTED, out of memory: this candidate only
     t = Timing();

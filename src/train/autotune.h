@@ -42,7 +42,8 @@ struct Timing {
   std::vector<double> ms;  // ms/step of each repeat
   double median_ms = 0, last_loss = 0;
   double peak_device_mib = -1;  // -1: not known (CPU)
-  double graph_share = 0;       // of the timed steps, the share replayed as CUDA graphs (plan.graphs)
+  double graph_share = 0;       // of the timed steps, the share run as CUDA graphs (plan.graphs)
+  int64_t graph_captures = 0;   // of those, the steps that captured their graph
   std::string device;
   std::string error;  // not empty: the candidate failed (e.g. cuDNN does not support it); nothing else is set
 };

@@ -53,6 +53,12 @@ std::string bucketing_blocker(const Config& cfg, const std::vector<int32_t>& len
                      cfg.path);
 }
 
+int64_t bucket_steps(int64_t longest) {
+  int64_t q = 1;  // ends as the power of two in (longest / 16, longest / 8]
+  while (q * 16 <= longest) q *= 2;
+  return (std::max<int64_t>(longest, 1) + q - 1) / q * q;
+}
+
 std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vector<int32_t>& lengths, bool trim,
                                    Rng& rng) {
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -70,11 +76,20 @@ std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vec
   for (int64_t b = 0; b < n; b += bs) {
     EpochBatch e;
     e.rows.assign(order.begin() + b, order.begin() + std::min(n, b + bs));
-    if (bucket && trim)
-      for (int64_t r : e.rows) e.steps = std::max<int64_t>(e.steps, std::max(lengths[r], 1));
+    if (bucket && trim) {
+      int64_t longest = 0;
+      for (int64_t r : e.rows) longest = std::max<int64_t>(longest, lengths[r]);
+      e.steps = bucket_steps(longest);
+    }
     out.push_back(std::move(e));
   }
   if (bucket && t.shuffle) shuffle(out, rng);
+  if (bucket && trim && !out.empty()) {  // the batch with the most steps first: buffers reach their size in step one
+    auto cost = [](const EpochBatch& e) { return e.steps * static_cast<int64_t>(e.rows.size()); };
+    std::swap(out.front(), *std::max_element(out.begin(), out.end(), [&](const EpochBatch& a, const EpochBatch& b) {
+      return cost(a) < cost(b);
+    }));
+  }
   return out;
 }
 
@@ -82,7 +97,7 @@ double padding_share(const std::vector<EpochBatch>& batches, const std::vector<i
   if (lengths.empty()) return 0.0;
   double used = 0.0, computed = 0.0;
   for (const EpochBatch& b : batches) {
-    computed += static_cast<double>(b.rows.size()) * static_cast<double>(b.steps > 0 ? b.steps : T);
+    computed += static_cast<double>(b.rows.size()) * static_cast<double>(b.steps > 0 ? std::min(b.steps, T) : T);
     for (int64_t r : b.rows) used += lengths[r];
   }
   return computed > 0 ? 1.0 - used / computed : 0.0;

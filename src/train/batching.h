@@ -25,11 +25,17 @@ std::vector<int32_t> sample_lengths(const Dataset& d, const ModelSpec& model);
 // Why train.bucketing cannot run on this data and model ("" when it can): no lengths to group by.
 std::string bucketing_blocker(const Config& cfg, const std::vector<int32_t>& lengths);
 
+// The steps a bucketed batch keeps: its longest length, from 16 on rounded up to one of 8 lengths per
+// doubling (at most 1/8 more steps): a GPU replays one CUDA graph per batch shape, so few shapes are
+// wanted (T = 400: 53 at most, 36 for lengths from 20 on). The added steps are masked.
+int64_t bucket_steps(int64_t longest);
+
 // The epoch's batches of at most batch_size rows covering rows 0..n-1 once each. Without bucketing,
 // the (train.shuffle: shuffled) order cut in turn. With it: the order cut into windows of
 // bucket_window batches' worth of samples, each sorted by length (stably: equal lengths keep their
-// shuffled order) and cut into batches, then the batches shuffled (train.shuffle); each batch keeps
-// its longest length's steps when `trim`. lengths: sample_lengths (bucketing needs them).
+// shuffled order) and cut into batches, then the batches shuffled (train.shuffle); when `trim`, each
+// batch keeps bucket_steps(its longest length) steps (gather_batch: at most all), and the batch with
+// the most rows x steps goes first. lengths: sample_lengths (bucketing needs them).
 std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vector<int32_t>& lengths, bool trim,
                                    Rng& rng);
 

@@ -71,6 +71,7 @@ void reset_device_peak();
 int64_t gpu_free_bytes();
 // Training steps replayed as CUDA graphs in this process so far (plan.graphs); 0 without the CUDA backend.
 int64_t gpu_graph_steps();
+int64_t gpu_graph_captures();  // of those, the ones that captured the graph
 // Stack forward passes run by rnntrain's wavefront kernels in this process so far (plan.algo:
 // wavefront; stacks they cannot run count nothing); 0 without the CUDA backend.
 int64_t gpu_wavefront_passes();

@@ -185,6 +185,14 @@ int64_t gpu_graph_steps() {
 #endif
 }
 
+int64_t gpu_graph_captures() {
+#ifdef RNNTRAIN_WITH_CUDA
+  return cuda::graph_captures();
+#else
+  return 0;
+#endif
+}
+
 int64_t gpu_wavefront_passes() {
 #ifdef RNNTRAIN_WITH_CUDA
   return cuda::wavefront_passes();

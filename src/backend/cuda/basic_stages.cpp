@@ -21,6 +21,22 @@ const std::vector<uint8_t>& MaskState::on_host(Gpu& gpu) {
   return *host;
 }
 
+std::vector<int32_t> mask_lengths(const std::vector<uint8_t>& m, int64_t B, int64_t T, const std::string& what) {
+  std::vector<int32_t> lens(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t len = 0;
+    while (len < T && m[b * T + len]) ++len;
+    for (int64_t t = len; t < T; ++t)
+      if (m[b * T + t])
+        throw DataError(fmt::format("{} has a gap: sample {} is masked at step {} but not at step {}; the cuDNN backend "
+                                    "needs right-padded sequences (padding only at the end); pad at the end or use "
+                                    "device: cpu",
+                                    what, b, len, t));
+    lens[b] = static_cast<int32_t>(len);
+  }
+  return lens;
+}
+
 namespace {
 
 class EmbeddingStage final : public DeviceStage {
@@ -50,7 +66,9 @@ class EmbeddingStage final : public DeviceStage {
     x_ = x;
     DevTensor y{y_.ensure(B * T * E), {B, T, E}};
     k::embedding_forward(x.ptr, store_.w() + off_, y.ptr, B * T, E, gpu_.stream());
-    if (spec_.mask_zero) {
+    if (spec_.mask_zero && mask.includes_first) {
+      mask.includes_first = false;  // the upload applied mask_zero already
+    } else if (spec_.mask_zero) {
       auto host = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(B * T), 1);
       if (mask.present()) *host = mask.on_host(gpu_);
       for (int64_t k = 0; k < B * T; ++k) (*host)[k] = (*host)[k] && ids[k] != 0.0f;
@@ -87,9 +105,12 @@ class MaskingStage final : public DeviceStage {
   DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo&) override {
     const int64_t B = x.dim(0), T = x.dim(1), F = x.dim(2);
     DevTensor y{y_.ensure(B * T * F), x.shape};
+    // With includes_first the incoming mask already is this layer's (the upload computed it from the
+    // host batch): the kernel makes the same mask again, y and the steps' flags; the host copy holds.
     k::masking_forward(x.ptr, y.ptr, mask.dev, mask_.ensure(B * T), used_.ensure(B * T), B * T, F, value_,
                        gpu_.stream());
-    mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host.reset();
+    if (!mask.includes_first) mask.host.reset();
+    mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.includes_first = false;
     steps_ = B * T, F_ = F;
     return y;
   }

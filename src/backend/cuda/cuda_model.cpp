@@ -42,9 +42,39 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
   for (size_t i = 0; i < spec.layers.size(); ++i) first[i + 1] = first[i] + params.layers[i].params.size();
   token_input_ = spec.layers[0].shape.size() == 1;
 
-  const StageEnv env{gpu, store_, seed, plan.precision, plan.algo};
+  // Masks the upload can make from the host batch: lengths, and the first layer's own (Masking, or
+  // Embedding with mask_zero). When no other layer makes one and no cuDNN stack is bidirectional
+  // (its backward direction must start at each sequence's end), masked batches run the stacks at
+  // full length with the masks applied around them: the same GPU work for every batch of a shape, so
+  // masked training steps are captured as CUDA graphs too (with plan.graphs; the same computation
+  // without, so that both give the same numbers).
+  const rnntrain::Plan model_plan = make_plan(spec, plan.fuse);
+  bool other_masks = false, bidir_stack = false;
+  for (size_t i = 1; i < spec.layers.size(); ++i) {
+    const LayerSpec& c = spec.layers[i].kind == LayerKind::Bidirectional && spec.layers[i].inner ? *spec.layers[i].inner
+                                                                                                  : spec.layers[i];
+    const bool makes_mask = c.kind == LayerKind::Masking || c.mask_zero;
+    if (makes_mask && i == 1) mask_first_ = &spec.layers[1];
+    else if (makes_mask) other_masks = true;
+  }
+  // The upload checks the mask for gaps where the first recurrent stage is a cuDNN stack (the one the
+  // mask reaches unchanged); a generic RNN first may take gaps, and the mask it passes on is not the
+  // upload's, so then masks stay on the stacks' own path.
+  const rnntrain::Stage* first_rnn = nullptr;
+  for (const rnntrain::Stage& st : model_plan.stages) {
+    if (st.kind != StageKind::Layer && !first_rnn) first_rnn = &st;
+    if (st.kind == StageKind::CudnnStack) {
+      cudnn_ = true;
+      for (size_t j : st.layers) bidir_stack = bidir_stack || spec.layers[j].kind == LayerKind::Bidirectional;
+    }
+  }
+  full_length_ = !other_masks && !bidir_stack && (!cudnn_ || first_rnn->kind == StageKind::CudnnStack);
+  capturable_ = full_length_ || (!mask_first_ && !other_masks);
+
+  StageEnv env{gpu, store_, seed, plan.precision, plan.algo};
+  env.full_length = full_length_;
   gpu.set_tf32(plan.precision != Precision::Fp32);  // cuBLAS (Dense, Embedding) follows the stacks
-  for (const rnntrain::Stage& st : make_plan(spec, plan.fuse).stages) {
+  for (const rnntrain::Stage& st : model_plan.stages) {
     const size_t i = st.layers[0];
     const LayerSpec& l = spec.layers[i];
     const int64_t input = shapes[i].in.empty() ? 0 : shapes[i].in.back();
@@ -89,7 +119,6 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
   }
   for (const LayerSpec& l : spec.layers) {
     const LayerSpec& c = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
-    if (c.kind == LayerKind::Masking || c.mask_zero) capturable_ = false;
     if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
   }
   for (auto& s : stages_) s->reserve(store_);
@@ -110,20 +139,35 @@ CudaModel::Input CudaModel::upload(const Batch& b) {
   in.batch = &b;
   in.x = DevTensor{static_cast<float*>(x_up_.put(x.ptr(), sizeof(float) * x.numel())), x.shape};
   MaskState& mask = in.mask;
+  if (b.lengths.empty() && !mask_first_) return in;
+  auto host = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(B * T), 1);
+  std::vector<uint8_t>& m = *host;
   if (!b.lengths.empty()) {
     if (static_cast<int64_t>(b.lengths.size()) != B)
       throw DataError(fmt::format("the batch has {} samples but {} sequence lengths", B, b.lengths.size()));
-    auto host = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(B * T), 1);
     for (int64_t i = 0; i < B; ++i) {
       const int32_t len = b.lengths[i];
       if (len < 0 || len > T)
         throw DataError(fmt::format("sample {} of the batch has length {}, outside [0, {}] (the padded timesteps)", i,
                                     len, T));
-      for (int64_t t = len; t < T; ++t) (*host)[i * T + t] = 0;
+      for (int64_t t = len; t < T; ++t) m[i * T + t] = 0;
     }
-    copy_to_device(mask_.ensure(B * T), host->data(), host->size(), st);
-    mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;
   }
+  if (mask_first_) {  // what the first layer's forward would make on the device, from the host batch
+    const int64_t F = x.numel() / (B * T);
+    for (int64_t k = 0; k < B * T; ++k) {
+      bool keep = false;  // Masking: a step is kept when some feature differs from mask_value
+      if (mask_first_->mask_zero) keep = x[k] != 0.0f;
+      else
+        for (int64_t j = 0; j < F && !keep; ++j) keep = x[k * F + j] != static_cast<float>(mask_first_->mask_value);
+      m[k] = m[k] && keep;
+    }
+    mask.includes_first = true;
+  }
+  if (full_length_ && cudnn_)  // the stacks take lengths from the device mask: check it as they would
+    mask_lengths(m, B, T, "the mask of the batch");
+  copy_to_device(mask_.ensure(B * T), m.data(), m.size(), st);
+  mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;
   return in;
 }
 

@@ -36,10 +36,14 @@ class CudaModel {
   // uses the seed of the last new_seed().
   DevTensor forward(const Input& in, bool training);
   DevTensor forward(const Batch& b, bool training) { return forward(upload(b), training); }
-  // Whether the model makes no mask from the data (no Masking, no mask_zero): then, for batches
-  // without lengths, a training step on a given shape is the same GPU work every time (dropout masks
-  // come from the device seed) and can be captured as a CUDA graph.
+  // Whether a training step on a given shape is the same GPU work for every batch (dropout masks
+  // come from the device seed), so that it can be captured as a CUDA graph: a model that makes no
+  // mask from the data, or one whose masks run at full length (full_length()).
   bool capturable() const { return capturable_; }
+  // Masked batches (lengths, Masking or mask_zero as the first layer) run the cuDNN stacks over every
+  // step with the masks applied around them from device lengths, when no other layer makes a mask
+  // and no cuDNN stack is bidirectional. Then batches with lengths are captured too.
+  bool full_length() const { return full_length_; }
   // The mask reaching the output, when the output has a time axis and a mask reaches it.
   MaskState& out_mask() { return out_mask_; }
   // dy: gradient of the last output. Adds into store().g(); returns dx for feature inputs when asked.
@@ -56,6 +60,9 @@ class CudaModel {
   std::vector<std::string> names_;  // per stage, for the profiler
   bool token_input_ = false;
   bool capturable_ = true;
+  bool full_length_ = false;
+  bool cudnn_ = false;  // the model has a cuDNN stack
+  const LayerSpec* mask_first_ = nullptr;  // the first layer, when it makes a mask (Masking, mask_zero)
   bool dropout_ = false;  // the model draws dropout masks in training
   StepValues seed_{gpu_, sizeof(uint64_t), "dropout seed"};
   Uploader x_up_{gpu_};  // the batch's inputs

@@ -13,6 +13,9 @@
 // precision, persist_static; FP32 standard runs on batch-major arrays directly), the first layer's
 // input dropout, the last layer's merge mode or last-step output, padded-step fixes. The cuDNN
 // workspace and the backward conversion buffers are scratch shared by all stacks (Gpu::scratch).
+#include <map>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "backend/cuda/kernels.h"
@@ -55,6 +58,12 @@ class CudnnStackStage final : public DeviceStage {
   LayerSpec cell_;                     // the first layer's cell (all share kind, units, activation)
   std::string name_;                   // "lstm_1..lstm_3", for messages
   bool bidir_ = false, last_seq_ = true;
+  // Masked batches run at full length (StageEnv::full_length): cuDNN sees every sequence as T steps,
+  // the true lengths come from the device mask, and the masks are applied around the calls. A
+  // unidirectional stack computes each valid step from earlier ones only, so the padded steps change
+  // no valid output, and with zero gradient there they add nothing to any gradient.
+  bool full_ = false;
+  bool gathered_ = false;  // this forward took the last valid steps from y (full_, masked, !last_seq_)
   MergeMode merge_ = MergeMode::Concat;
   int64_t L_ = 0, D_ = 1, I_ = 0, H_ = 0;
   double between_dropout_ = 0.0, input_dropout_ = 0.0;
@@ -81,6 +90,10 @@ class CudnnStackStage final : public DeviceStage {
   bool training_ = false, padded_ = false, empty_ = false, in_drop_ = false;
   std::vector<int32_t> lens_, cudnn_lens_;  // true lengths; cuDNN's (0 -> 1: it refuses empty sequences)
   DeviceBuffer<int32_t> lens_dev_{"sequence lengths"}, cudnn_lens_dev_{"cuDNN sequence lengths"};
+  // full_: cuDNN's lengths (all T) for each batch shape (B, T), written once, so that the captured
+  // graph of every shape stays valid when the shapes change from step to step (train.bucketing).
+  std::map<std::pair<int64_t, int64_t>, DeviceBuffer<int32_t>> full_lens_;
+  const int32_t* cudnn_lens_at_ = nullptr;  // what the cuDNN calls read: cudnn_lens_dev_ or full_lens_'s
   const float* x_in_ = nullptr;
   const void* xc_in_ = nullptr;  // what cuDNN read as x (time-major, the stack's type)
   const float* cat_ = nullptr;  // the last layer's [B, T, D*H] output before the merge (y, or a fixed copy)
@@ -121,6 +134,7 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   if (bidir_ && input_dropout_ > 0)
     throw RuntimeError("internal: a Bidirectional layer with input dropout cannot start a cuDNN stack");
   L_ = static_cast<int64_t>(rnn_.size()), D_ = bidir_ ? 2 : 1, I_ = input, H_ = cell_.units;
+  full_ = env.full_length && !bidir_;
 
   cudnnRNNMode_t mode = CUDNN_LSTM;
   if (cell_.kind == LayerKind::GRU) mode = CUDNN_GRU;
@@ -256,21 +270,22 @@ void CudnnStackStage::place(ParamStore& store) {
 // Returns whether the lengths (or B, T) differ from the previous call's: only then are the
 // descriptors set again and cuDNN asked for its temp space sizes (both cost host time per call).
 bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
-  std::vector<int32_t> lens(B, static_cast<int32_t>(T));  // lens_ changes only once these are valid
-  if (mask.present()) {
-    const std::vector<uint8_t>& m = mask.on_host(gpu_);
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t len = 0;
-      while (len < T && m[b * T + len]) ++len;
-      for (int64_t t = len; t < T; ++t)
-        if (m[b * T + t])
-          throw DataError(fmt::format("the mask reaching layer '{}' has a gap: sample {} is masked at step {} but "
-                                      "not at step {}; the cuDNN backend needs right-padded sequences (padding only "
-                                      "at the end); pad at the end or use device: cpu",
-                                      rnn_.front()->name, b, len, t));
-      lens[b] = static_cast<int32_t>(len);
-    }
+  if (full_) {  // lengths on the device, from the mask (the upload checked it has no gaps)
+    padded_ = empty_ = mask.present();
+    if (mask.present()) k::lengths_from_mask(mask.dev, B, T, lens_dev_.ensure(B), gpu_.stream());
+    if (T == desc_T_ && static_cast<int64_t>(cudnn_lens_.size()) == B) return false;
+    lens_.assign(B, static_cast<int32_t>(T));
+    cudnn_lens_ = lens_;
+    desc_T_ = T;
+    auto [at, fresh] = full_lens_.try_emplace({B, T}, "cuDNN sequence lengths");
+    if (fresh) copy_to_device(at->second.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+    cudnn_lens_at_ = at->second.get();
+    return true;
   }
+  // lens_ changes only once these are valid
+  std::vector<int32_t> lens = mask.present() ? mask_lengths(mask.on_host(gpu_), B, T,
+                                                            fmt::format("the mask reaching layer '{}'", rnn_.front()->name))
+                                             : std::vector<int32_t>(B, static_cast<int32_t>(T));
   if (lens == lens_ && T == desc_T_) return false;
   lens_ = std::move(lens);
   desc_T_ = T;
@@ -283,6 +298,7 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
   }
   copy_to_device(lens_dev_.ensure(B), lens_.data(), sizeof(int32_t) * B, gpu_.stream());
   copy_to_device(cudnn_lens_dev_.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
+  cudnn_lens_at_ = cudnn_lens_dev_.get();
   note_device_state_changed();  // captured graphs read these lengths
   return true;
 }
@@ -337,16 +353,19 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   const int64_t es = static_cast<int64_t>(esize_);
   void* yc = direct_ ? static_cast<void*>(y_.ensure(B * T * DH)) : static_cast<void*>(yc_.ensure(B * T * DH * es));
   yc_used_ = yc;
-  // The final states are read only for return_sequences: false; cuDNN is not asked for them otherwise.
-  float* hy = last_seq_ ? nullptr : hy_.ensure(L_ * D_ * B * H_);
+  // The final states are read only for return_sequences: false; cuDNN is not asked for them otherwise
+  // (nor at full length with a mask: the last valid steps are taken from y).
+  gathered_ = full_ && padded_ && !last_seq_;
+  float* hy = last_seq_ || gathered_ ? nullptr : hy_.ensure(L_ * D_ * B * H_);
   void* hyc = half_ && hy ? static_cast<void*>(hyc_.ensure(L_ * D_ * B * H_ * es)) : hy;
   if (own_) {
     void* hy_last = hyc ? static_cast<char*>(hyc) + (L_ - 1) * D_ * B * H_ * es : nullptr;
-    own_->forward(B, T, cudnn_lens_dev_.get(), xc_in_, yc, hy_last, weights(), store_.w() + w_off_, run.training);
+    own_->forward(B, T, cudnn_lens_at_, xc_in_, yc, hy_last, weights(), store_.w() + w_off_, run.training);
   } else {
     if (dynamic_ && desc_ == persist_desc_.get() && built_for_ != B) {
       CUDNN_CHECK(cudnnBuildRNNDynamic(gpu_.cudnn(), desc_, static_cast<int>(B)));
       built_for_ = B, sizes_for_ = {};
+      note_device_state_changed();  // never inside a capture: each batch size runs warm again first
     }
     const cudnnForwardMode_t fmode = run.training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
     if (sizes_for_ != std::pair{desc_, fmode}) {
@@ -356,7 +375,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     }
     void* work = gpu_.scratch(0, work_bytes_);
     reserve_.ensure(static_cast<int64_t>(reserve_bytes_));
-    CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_dev_.get(), x_desc_.get(), xc_in_, y_desc_.get(),
+    CUDNN_CHECK(cudnnRNNForward(gpu_.cudnn(), desc_, fmode, cudnn_lens_at_, x_desc_.get(), xc_in_, y_desc_.get(),
                                 yc, h_desc_.get(), nullptr, hyc, h_desc_.get(), nullptr, nullptr, w_bytes_, weights(),
                                 work_bytes_, work, reserve_bytes_, reserve_bytes_ ? reserve_.get() : nullptr));
   }
@@ -381,6 +400,13 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     return DevTensor{out, {B, T, H_}};
   }
   mask.clear();  // return_sequences: false ends the mask
+  if (gathered_) {  // unidirectional (full_): the output at each sequence's last valid step
+    float* y = static_cast<float*>(yc);
+    if (!direct_) from_cudnn(yc, y = y_.ensure(B * T * DH), DH);
+    float* out = out_.ensure(B * H_);
+    k::last_step_gather(y, B, T, H_, lens_dev_.get(), out, st);
+    return DevTensor{out, {B, H_}};
+  }
   // The last layer's final states: forward direction at each sequence's last valid step, backward at step 0.
   const float* a = hy + (L_ - 1) * D_ * B * H_;
   const int64_t width = (bidir_ && merge_ == MergeMode::Concat) ? 2 * H_ : H_;
@@ -397,7 +423,11 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
   cudaStream_t st = gpu_.stream();
   void* dyc = nullptr;  // cuDNN's dy: [T, B, D*H]
   void* dhyc = nullptr;
-  if (last_seq_) {
+  if (gathered_) {  // dy reaches y at each sequence's last valid step only
+    float* d = dy_.ensure(B * T * DH);
+    k::last_step_scatter(dy.ptr, B, T, H_, lens_dev_.get(), d, st);
+    dyc = const_cast<void*>(to_cudnn(d, direct_ ? nullptr : gpu_.scratch(1, B * T * DH * esize_), DH));
+  } else if (last_seq_) {
     const float* src = dy.ptr;
     if (bidir_ && merge_ != MergeMode::Concat) {
       float* u = dy2_.ensure(B * T * DH);
@@ -439,7 +469,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     return need_dx ? finish_dx(dxc) : DevTensor{};
   }
   void* work = gpu_.scratch(0, work_bytes_);
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_dev_.get(), y_desc_.get(), yc_used_, dyc,
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(gpu_.cudnn(), desc_, cudnn_lens_at_, y_desc_.get(), yc_used_, dyc,
                                       x_desc_.get(), dxc, h_desc_.get(), nullptr, dhyc, nullptr, h_desc_.get(), nullptr,
                                       nullptr, nullptr, w_bytes_, w, work_bytes_, work, reserve_bytes_,
                                       reserve_.get()));
@@ -450,7 +480,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     dw = dwh_.get();
     CUDA_CHECK(cudaMemsetAsync(dw, 0, w_bytes_, st));
   }
-  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), desc_, CUDNN_WGRAD_MODE_ADD, cudnn_lens_dev_.get(),
+  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(gpu_.cudnn(), desc_, CUDNN_WGRAD_MODE_ADD, cudnn_lens_at_,
                                          x_desc_.get(), xc_in_, h_desc_.get(), nullptr, y_desc_.get(), yc_used_,
                                          w_bytes_, dw, work_bytes_, work, reserve_bytes_, reserve_.get()));
   if (half_) k::from_half(dw, store_.g() + w_off_, w_elems_, etype_ == k::kBF16, true, st);

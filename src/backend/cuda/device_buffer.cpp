@@ -7,6 +7,7 @@
 
 #include "backend/cuda/check.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace rnntrain::cuda {
 
@@ -31,6 +32,7 @@ void* device_alloc(size_t bytes, const char* what) {
   }
   if (e != cudaSuccess) fail_cuda(e, "cudaMalloc(&p, bytes)", __FILE__, __LINE__);
   ++g_allocs;
+  log_debug("cuda: allocated {} for the {}", mib(bytes), what);
   const size_t now = g_bytes += bytes;
   size_t peak = g_peak.load();
   while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {

@@ -46,6 +46,14 @@ void prepare_padded_grads(const float* dy, float* out, int64_t B, int64_t T, int
                           bool fold_into_last, cudaStream_t s);
 void zero_padded(float* x, int64_t B, int64_t T, int64_t F, const int32_t* lens, cudaStream_t s);
 void zero_empty_rows(float* x, int64_t B, int64_t F, const int32_t* lens, cudaStream_t s);  // x: [B, F], lens 0
+// lens[b] = the steps before sample b's first masked one (mask: [B, T], right-padded).
+void lengths_from_mask(const uint8_t* mask, int64_t B, int64_t T, int32_t* lens, cudaStream_t s);
+// out[b, :] = y[b, lens[b] - 1, :], or 0 when lens[b] is 0 (y: [B, T, F]); and its gradient: out
+// [B, T, F] holds dy[b, :] at step lens[b] - 1 and 0 everywhere else.
+void last_step_gather(const float* y, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out,
+                      cudaStream_t s);
+void last_step_scatter(const float* dy, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out,
+                       cudaStream_t s);
 
 // ---- generic recurrent cells (kernels_rnn.cu), time-major [T, B, .] in processing order ----
 // xp[s, b, :] = x[b, t(s), :] * in_drop[b, :]; step[s, b] = mask[b, t(s)] (1 without a mask).
@@ -99,11 +107,15 @@ struct LossArgs {
   const uint8_t* mask = nullptr;  // [n] or null
   int64_t n = 0, k = 0;
   double gscale = 0.0;     // 1 / unmasked positions
+  const double* gscale_dev = nullptr;  // the same on the device, used instead when set (inverse_count)
   float* grad = nullptr;   // [n, k] d(mean)/d(pred), or null
   const float* gmul = nullptr;  // one float on the device multiplying grad (the loss scale), or null
   double* sum = nullptr;   // one double: += the per-position losses
 };
 void loss(const LossArgs& a, cudaStream_t s);
+// out = 1 / (the number of nonzero mask[i], i < n), or 0 when there are none: a masked step's loss
+// scale, computed on the device so that a captured step does not depend on the host's count.
+void inverse_count(const uint8_t* mask, int64_t n, double* out, cudaStream_t s);
 // Keras' accuracies as the metric sums: sum += per-position hits (binary: the share of the k outputs
 // thresholded right; categorical: argmax of target == argmax of pred; sparse: label == argmax).
 struct AccuracyArgs {

@@ -185,6 +185,28 @@ __global__ void zero_empty_rows_k(float* x, int64_t B, int64_t F, const int32_t*
   }
 }
 
+__global__ void lengths_from_mask_k(const uint8_t* mask, int64_t B, int64_t T, int32_t* lens) {
+  GRID_LOOP(b, B) {
+    int64_t len = 0;
+    while (len < T && mask[b * T + len]) ++len;
+    lens[b] = static_cast<int32_t>(len);
+  }
+}
+
+__global__ void last_step_gather_k(const float* y, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out) {
+  GRID_LOOP(i, B * F) {
+    const int64_t b = i / F, len = lens[b];
+    out[i] = len > 0 ? y[(b * T + len - 1) * F + i % F] : 0.0f;
+  }
+}
+
+__global__ void last_step_scatter_k(const float* dy, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out) {
+  GRID_LOOP(i, B * T * F) {
+    const int64_t f = i % F, t = (i / F) % T, b = i / (T * F);
+    out[i] = t == lens[b] - 1 ? dy[b * F + f] : 0.0f;
+  }
+}
+
 }  // namespace
 
 // ---------------- launchers ----------------
@@ -313,6 +335,26 @@ void zero_empty_rows(float* x, int64_t B, int64_t F, const int32_t* lens, cudaSt
   if (B * F == 0) return;
   zero_empty_rows_k<<<blocks_for(B * F), kThreads, 0, s>>>(x, B, F, lens);
   LAUNCH_CHECK("zero_empty_rows");
+}
+
+void lengths_from_mask(const uint8_t* mask, int64_t B, int64_t T, int32_t* lens, cudaStream_t s) {
+  if (B == 0) return;
+  lengths_from_mask_k<<<blocks_for(B), kThreads, 0, s>>>(mask, B, T, lens);
+  LAUNCH_CHECK("lengths_from_mask");
+}
+
+void last_step_gather(const float* y, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out,
+                      cudaStream_t s) {
+  if (B * F == 0) return;
+  last_step_gather_k<<<blocks_for(B * F), kThreads, 0, s>>>(y, B, T, F, lens, out);
+  LAUNCH_CHECK("last_step_gather");
+}
+
+void last_step_scatter(const float* dy, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out,
+                       cudaStream_t s) {
+  if (B * T * F == 0) return;
+  last_step_scatter_k<<<blocks_for(B * T * F), kThreads, 0, s>>>(dy, B, T, F, lens, out);
+  LAUNCH_CHECK("last_step_scatter");
 }
 
 }  // namespace rnntrain::cuda::k

@@ -33,7 +33,7 @@ __device__ void block_add(double v, double* sum) {
 // The per-element losses (MSE, MAE, Huber, binary cross-entropy): one thread per element, so reads
 // are coalesced; each block adds its partial sum of (loss / K) into a.sum.
 __global__ void loss_elem_k(LossArgs a) {
-  const double gs = a.gscale * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
+  const double gs = (a.gscale_dev ? *a.gscale_dev : a.gscale) * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
   const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
   const int64_t K = a.k;
   const double inv_k = 1.0 / static_cast<double>(K);
@@ -69,7 +69,7 @@ __global__ void loss_elem_k(LossArgs a) {
 
 // The per-row losses (categorical and sparse categorical cross-entropy): one thread per row.
 __global__ void loss_k(LossArgs a) {
-  const double gs = a.gscale * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
+  const double gs = (a.gscale_dev ? *a.gscale_dev : a.gscale) * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
   const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
   GRID_LOOP(i, a.n) {
     if (a.mask && !a.mask[i]) continue;
@@ -241,6 +241,24 @@ void loss(const LossArgs& a, cudaStream_t s) {
   if (a.kind == kCategorical || a.kind == kSparse) loss_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
   else loss_elem_k<<<blocks_for(a.n * a.k), kThreads, 0, s>>>(a);
   LAUNCH_CHECK("loss");
+}
+
+__global__ void inverse_count_k(const uint8_t* mask, int64_t n, double* out) {
+  __shared__ int64_t part[kThreads];
+  int64_t c = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) c += mask[i] != 0;
+  part[threadIdx.x] = c;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = part[0] > 0 ? 1.0 / static_cast<double>(part[0]) : 0.0;
+}
+
+void inverse_count(const uint8_t* mask, int64_t n, double* out, cudaStream_t s) {
+  inverse_count_k<<<1, kThreads, 0, s>>>(mask, n, out);
+  LAUNCH_CHECK("inverse_count");
 }
 
 void accuracy(const AccuracyArgs& a, cudaStream_t s) {

@@ -25,10 +25,11 @@ static_assert(static_cast<int>(LossKind::MSE) == 0 && static_cast<int>(LossKind:
               "kernels_train.cu loss codes mirror LossKind");
 
 namespace {
-std::atomic<int64_t> g_graph_steps{0};
+std::atomic<int64_t> g_graph_steps{0}, g_graph_captures{0};
 }  // namespace
 
 int64_t graph_steps() { return g_graph_steps.load(); }
+int64_t graph_captures() { return g_graph_captures.load(); }
 
 struct Session::Impl {
   Impl(const Config& c, Params& p)
@@ -39,8 +40,9 @@ struct Session::Impl {
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
     if (cfg.plan.graphs && !use_graphs)
-      log_info("cuda: training steps are launched one by one, not replayed as CUDA graphs: the model has Masking or "
-               "mask_zero, whose masks come from the data of each batch");
+      log_info("cuda: masked training steps are launched one by one, not replayed as CUDA graphs: a cuDNN stack is "
+               "bidirectional, or a layer other than the first makes a mask (Masking, mask_zero), so the masks shape "
+               "the GPU work of each batch");
   }
 
   // The loss checks on the host: targets fit predictions of shape `pred`, sparse labels are class
@@ -85,6 +87,7 @@ struct Session::Impl {
   Uploader target_up{gpu};
   DeviceBuffer<float> dpred{"loss gradient"};
   DeviceBuffer<double> sums{"loss and metric sums"};
+  DeviceBuffer<double> gscale{"loss gradient scale"};
 
   // Enqueued steps: pinned slots for their sums (`width` doubles each), an event each, and the queue.
   struct Pending {
@@ -114,18 +117,28 @@ struct Session::Impl {
   struct Graph {
     Signature sig;
     cudaGraphExec_t exec = nullptr;
+    uint64_t used = 0;  // launches when it last ran
     DevTensor out;
     double count = 0.0;
+    bool out_masked = false;  // a mask reaches the output: the host count of a replay needs it
   };
+  // One graph per signature, the least recently used dropped beyond kMaxGraphs: bucketed batches
+  // (train.bucketing, bucket_steps) take up to 53 shapes for 400 steps, each with either upload buffer.
+  static constexpr size_t kMaxGraphs = 128;
   bool use_graphs = false;
   std::vector<Graph> graphs;
   uint64_t graphs_version = 0;  // device_version() when the graphs were captured
-  // The previous training step's signature, whether its GPU work allocated and changed nothing, and
-  // device_version() after it. A step is captured only when the one before did the same work warm and
-  // nothing has changed since, so the capture records exactly the work of the step before.
-  Signature last;
-  bool last_warm = false;
-  uint64_t last_version = 0;
+  uint64_t launches = 0;        // graph launches so far, for the least recently used
+  // The work (Signature::same_work) of the steps that ran uncaptured and warm (allocating and changing
+  // nothing on the device) at device_version() warm_version. A step is captured only when its work is
+  // among them and nothing has changed since: its capture then allocates nothing and records the
+  // work that step did, whatever other shapes ran in between.
+  std::vector<Signature> warm;
+  uint64_t warm_version = 0;
+  bool ran_warm(const Signature& sig) const {
+    return warm_version == device_version() &&
+           std::any_of(warm.begin(), warm.end(), [&](const Signature& w) { return w.same_work(sig); });
+  }
   void drop_graphs() {
     for (Graph& g : graphs) CUDA_LOG(cudaGraphExecDestroy(g.exec));
     graphs.clear();
@@ -211,6 +224,10 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   };
   k::LossArgs a = loss_args(cfg.train.loss, sd);
   a.gscale = count > 0 ? 1.0 / count : 0.0;
+  if (mask) {  // the count of a masked step, on the device: a captured step replays it for any mask
+    k::inverse_count(m.dev, N, gscale.ensure(1), st);
+    a.gscale_dev = gscale.get();
+  }
   a.gmul = scaled ? opt.loss_scale() : nullptr;
   if (grad) {
     a.grad = dpred.ensure(N * K);  // the kernels write every unmasked position; masked ones get no gradient
@@ -253,6 +270,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   try {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     std::tie(g.out, g.count) = train_work(in, yd, sig.metrics);
+    g.out_masked = model.out_mask().present();
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     if (device_version() != version) throw RuntimeError("device state changed during the capture");
     CUDA_CHECK(cudaGraphInstantiate(&g.exec, graph, 0));
@@ -277,13 +295,16 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   }
   if (graphs_version != version) drop_graphs();  // graphs_version is the capture time of every graph kept
   graphs_version = version;
-  if (graphs.size() == 4) {  // shapes changed for good; keep the newest
-    CUDA_LOG(cudaGraphExecDestroy(graphs.front().exec));
-    graphs.erase(graphs.begin());
+  if (graphs.size() == kMaxGraphs) {
+    const auto lru = std::min_element(graphs.begin(), graphs.end(),
+                                      [](const Graph& a, const Graph& b) { return a.used < b.used; });
+    CUDA_LOG(cudaGraphExecDestroy(lru->exec));
+    graphs.erase(lru);
   }
+  g.used = ++launches;
   graphs.push_back(g);
   CUDA_CHECK(cudaGraphLaunch(g.exec, st));
-  ++g_graph_steps;
+  ++g_graph_steps, ++g_graph_captures;
   log_debug("cuda: captured the training step on inputs {} as a CUDA graph", shape_str(sig.x));
   return g.count;
 }
@@ -304,23 +325,30 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   s.opt.set_step(lr, t);
   s.model.new_seed(rng);
   const Impl::Signature sig{b.x.shape, b.y.shape, in.x.ptr, yd, metrics};
-  const bool graphable = s.use_graphs && b.lengths.empty() && !s.gpu.profiler().on();
-  if (graphable && s.graphs_version != device_version()) s.drop_graphs();
-  const Impl::Graph* hit = nullptr;
-  for (const Impl::Graph& g : s.graphs)
+  const bool graphable = s.use_graphs && (b.lengths.empty() || s.model.full_length()) && !s.gpu.profiler().on();
+  if (graphable && s.graphs_version != device_version() && !s.graphs.empty()) {
+    log_debug("cuda: {} CUDA graphs dropped: device buffers moved since their capture", s.graphs.size());
+    s.drop_graphs();
+  }
+  Impl::Graph* hit = nullptr;
+  for (Impl::Graph& g : s.graphs)
     if (graphable && g.sig == sig) hit = &g;
   double count = 0.0;
-  bool warm = true;
   if (hit) {
-    count = s.check_targets(hit->out.shape, b, nullptr);
+    count = s.check_targets(hit->out.shape, b, hit->out_masked ? in.mask.host.get() : nullptr);
     CUDA_CHECK(cudaGraphLaunch(hit->exec, s.gpu.stream()));
+    hit->used = ++s.launches;
     ++g_graph_steps;
-  } else if (graphable && s.last_warm && sig.same_work(s.last) && device_version() == s.last_version) {
+  } else if (graphable && s.ran_warm(sig)) {
     count = s.capture(sig, in, yd);
   } else {
     const uint64_t allocs = device_allocs(), version = device_version();
     count = s.train_work(in, yd, metrics).second;
-    warm = device_allocs() == allocs && device_version() == version;
+    if (graphable && device_allocs() == allocs && device_version() == version) {
+      if (s.warm_version != version) s.warm.clear();
+      s.warm_version = version;
+      if (!s.ran_warm(sig)) s.warm.push_back(sig);
+    }
   }
   // A free slot (fewer than kInFlight are pending); one is taken only by a step that got this far.
   int slot = 0;
@@ -330,9 +358,6 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
                              cudaMemcpyDeviceToHost, st));
   CUDA_CHECK(cudaEventRecord(s.done[slot], st));
   s.pending.push_back({slot, count, 2 + metrics.size()});
-  s.last = sig;
-  s.last_warm = warm;
-  s.last_version = device_version();
   s.gpu.profiler().end_step();
 }
 

@@ -32,6 +32,8 @@ struct StepLoss {
 // Training steps run as CUDA graphs (captured or replayed) in this process so far (for tests and
 // bench reports).
 int64_t graph_steps();
+// Of those, the steps that captured a graph (the rest replayed one).
+int64_t graph_captures();
 
 class Session {
  public:
@@ -47,9 +49,10 @@ class Session {
   // GPU: its loss, and the sums of `metrics` (computed on the device), are copied to host memory when
   // the GPU gets there, and collect() returns them. At most kInFlight steps wait to be collected;
   // enqueueing another first waits for the oldest (its result is kept for collect()).
-  // With plan.graphs, a step on the same shapes as the step before, with no sequence lengths and no
-  // data-made mask, is captured as a CUDA graph and replayed from then on: the host then only checks
-  // the batch, uploads it, the learning rate and the dropout seed, and launches the graph.
+  // With plan.graphs, a step on shapes an earlier step ran on (uncaptured, allocating nothing) is
+  // captured as a CUDA graph and replayed from then on: the host then only checks the batch, uploads
+  // it, the learning rate and the dropout seed, and launches the graph. Masked steps too, where the
+  // model runs them at full length (CudaModel::full_length).
   static constexpr int kInFlight = 8;
   void enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng, const std::vector<MetricForm>& metrics);
   // The results of enqueued steps, oldest first: those the GPU has finished, or all of them when wait.

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
@@ -31,10 +32,18 @@ struct MaskState {
   const uint8_t* dev = nullptr;  // null: no mask
   int64_t B = 0, T = 0;
   std::shared_ptr<std::vector<uint8_t>> host;  // null until someone needs it
+  // The upload computed the mask of the model's first layer (Masking, or Embedding with mask_zero)
+  // from the host batch: that layer keeps it instead of making its own (CudaModel::upload).
+  bool includes_first = false;
   bool present() const { return dev != nullptr; }
   const std::vector<uint8_t>& on_host(Gpu& gpu);
   void clear() { *this = MaskState(); }
 };
+
+// The lengths of a right-padded [B, T] mask (each sample's steps before its first masked one).
+// Throws a DataError starting with `what` when a sample has an unmasked step after a masked one:
+// cuDNN takes lengths, not masks.
+std::vector<int32_t> mask_lengths(const std::vector<uint8_t>& m, int64_t B, int64_t T, const std::string& what);
 
 struct RunInfo {
   bool training = false;
@@ -67,6 +76,10 @@ struct StageEnv {
   uint64_t seed;  // the run's seed, for cuDNN's dropout states
   Precision precision = Precision::Fp32;  // of the cuDNN stacks (never Auto here)
   RnnAlgo algo = RnnAlgo::Standard;       // of the cuDNN stacks (never Auto here)
+  // Masked batches run the unidirectional cuDNN stacks over every step, with the masks applied
+  // around the calls from device lengths, so that a masked step can be captured as a CUDA graph
+  // (CudaModel::full_length decides).
+  bool full_length = false;
 };
 
 // Builders, one per stage kind (basic_stages.cpp, cudnn_stack.cpp, generic_rnn.cpp). `first_param`
