@@ -7,8 +7,8 @@ Usage:
   python3 bench/keras_bench.py --threads 2 --json keras.json
   python3 bench/keras_bench.py --workloads charlm_small --steps 5 --repeats 3
 
-The models are bench/configs/charlm_small.yaml and blog_small.yaml: the same layers, batch and
-sequence length as bench/torch_bench.py's workloads of those names. Threads: the process is pinned to
+The models are bench/configs/charlm_small.yaml, blog_small.yaml, gru_small.yaml and maskzero_small.yaml:
+the same layers, batch and sequence length as bench/torch_bench.py's workloads of those names. Threads: the process is pinned to
 --threads CPUs (os.sched_setaffinity) before JAX starts, so XLA's CPU client uses as many cores as
 rnntrain and PyTorch get. Timing: --warmup untimed steps (the first compiles), then --repeats loops of
 --steps steps timed with time.perf_counter; ms_per_step is the median over repeats. peak_mib is the
@@ -27,6 +27,7 @@ import time
 WORKLOADS = {
     "charlm_small": dict(kind="charlm", layers=2, hidden=128, vocab=96, input=64, batch=32, time=50, out=96),
     "blog_small": dict(kind="dense", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
+    "gru_small": dict(kind="dense", layers=2, hidden=128, input=128, batch=32, time=50, out=128, cell="gru"),
     # mask_zero, the output at the last valid step; a new batch every step with log-normal lengths
     # (median 30, in [5, 100]), zeros after each sequence's end (bench/configs/maskzero_small.yaml).
     "maskzero_small": dict(kind="maskzero", layers=2, hidden=128, vocab=2000, input=64, batch=32, time=100, out=5,
@@ -47,7 +48,8 @@ def build(keras, w):
         h = x
         loss = "mse"
     for i in range(w["layers"]):  # maskzero: the last layer returns its last valid step
-        h = keras.layers.LSTM(w["hidden"], return_sequences=w["kind"] != "maskzero" or i + 1 < w["layers"])(h)
+        cell = keras.layers.GRU if w.get("cell") == "gru" else keras.layers.LSTM  # GRU: reset_after=True, as PyTorch's
+        h = cell(w["hidden"], return_sequences=w["kind"] != "maskzero" or i + 1 < w["layers"])(h)
     model = keras.Model(x, keras.layers.Dense(w["out"])(h))
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss)
     return model

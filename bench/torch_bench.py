@@ -78,6 +78,7 @@ WORKLOADS = {
                            out=5, min_length=5, lognormal=(30.0, 0.6)),
     "charlm_small": dict(kind="charlm", cell="lstm", layers=2, hidden=128, vocab=96, input=64, batch=32, time=50, out=96),
     "blog_small": dict(kind="dense", cell="lstm", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
+    "gru_small": dict(kind="dense", cell="gru", layers=2, hidden=128, input=128, batch=32, time=50, out=128),
 }
 DEFAULT_WORKLOADS = {"cuda": "blog,large,gru,charlm,bilstm", "cpu": "charlm_small,blog_small"}
 IMPLS = ("fused", "per-layer")

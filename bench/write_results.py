@@ -22,7 +22,7 @@ import re
 import sys
 
 GPU_WORKLOADS = ("blog", "large", "gru", "charlm", "bilstm")
-CPU_WORKLOADS = ("charlm_small", "blog_small", "maskzero_small")
+CPU_WORKLOADS = ("charlm_small", "blog_small", "gru_small", "maskzero_small")
 CLASSES = ("fp32/tf32", "fp16/bf16")
 # Targets: blog and gru against PyTorch's num_layers module in fp32; rnntrain within 1.15x of raw cuDNN.
 VS_FUSED_FP32 = {"blog": 2.0, "gru": 2.5}

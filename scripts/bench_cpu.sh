@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU comparison of issues 5 and 13: rnntrain versus PyTorch from PyPI and Keras 3 on JAX, 2 threads
-# each, on bench/configs/charlm_small.yaml, blog_small.yaml and maskzero_small.yaml (a new batch with
-# fresh lengths every step). Builds rnntrain (Release, in build/ unless
+# each, on bench/configs/charlm_small.yaml, blog_small.yaml, gru_small.yaml and maskzero_small.yaml (a
+# new batch with fresh lengths every step). Builds rnntrain (Release, in build/ unless
 # BUILD_DIR says otherwise), makes a venv with PyTorch on first use (bench/README.md says why it is the
 # full PyPI wheel), runs `rnntrain bench` and bench/torch_bench.py, keeps the JSON in
 # bench/results/cpu/ and rewrites bench/RESULTS.md (its GPU section comes from bench/results/gpu/).
@@ -51,7 +51,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 step "rnntrain bench, $THREADS threads, $STEPS steps x $REPEATS repeats after $WARMUP (load average $load_before)"
 rm -f "$RES"/*.json "$RES"/machine.txt
 fail=0
-for w in charlm_small blog_small maskzero_small; do
+for w in charlm_small blog_small gru_small maskzero_small; do
   lens=()  # maskzero_small: a new batch every step, long-tailed lengths (as torch_bench.py and keras_bench.py)
   [ "$w" = maskzero_small ] && lens=(--lognormal 30,0.6 --min-length 5 --stream)
   if ! table=$("$BUILD/rnntrain" bench "bench/configs/$w.yaml" device=cpu train.threads="$THREADS" "${lens[@]}" \
@@ -63,12 +63,12 @@ for w in charlm_small blog_small maskzero_small; do
 done
 
 step "PyTorch (CPU), $THREADS threads"
-"$VENV/bin/python" bench/torch_bench.py --device cpu --threads "$THREADS" --workloads charlm_small,blog_small,maskzero_small --stream \
+"$VENV/bin/python" bench/torch_bench.py --device cpu --threads "$THREADS" --workloads charlm_small,blog_small,gru_small,maskzero_small --stream \
   --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/torch.json" 2>&1 | tee -a "$LOG" || fail=1
 
 step "Keras 3 on JAX (CPU), $THREADS threads"
 if KERAS_BACKEND=jax python3 -c "import keras, jax" 2>/dev/null; then
-  KERAS_BACKEND=jax python3 bench/keras_bench.py --threads "$THREADS" --workloads charlm_small,blog_small,maskzero_small \
+  KERAS_BACKEND=jax python3 bench/keras_bench.py --threads "$THREADS" --workloads charlm_small,blog_small,gru_small,maskzero_small \
     --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/keras.json" 2>&1 | tee -a "$LOG" || fail=1
 else
   say "no Keras/JAX for python3 (scripts/setup.sh installs them): the Keras column stays n/a"
