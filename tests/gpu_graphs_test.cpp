@@ -208,22 +208,36 @@ void PrintTo(const MaskedCase& c, std::ostream* os) { *os << c.name; }
 
 class MaskedGraphs : public ::testing::TestWithParam<MaskedCase> {};
 
+// A case's model twice on the GPU from the same weights and seed: with CUDA graphs (plan.graphs, the
+// default) and without. input: the Input shape.
+struct GraphedAndPlain {
+  GraphedAndPlain(const MaskedCase& c, const std::string& input) : cfg(config_of(input, c.layers, c.name)) {
+    cfg.device = Device::Cuda;
+    cfg.train.loss.kind = c.loss;
+    cfg.train.loss.from_logits = c.loss == LossKind::SparseCategoricalCrossentropy;
+    cfg.train.optimizer.kind = OptimizerKind::Adam;
+    cfg.plan.precision = c.precision, cfg.plan.algo = c.algo;
+    Config plain_cfg = cfg;
+    plain_cfg.plan.graphs = false;
+    const Params init = random_params(cfg.model, 3, 0.3);
+    graphed = make_engine(cfg, init, r1);
+    plain = make_engine(plain_cfg, init, r2);
+  }
+  void expect_same_weights() const {
+    const std::vector<Param*> pg = graphed->host_params().all(), pe = plain->host_params().all();
+    for (size_t i = 0; i < pe.size(); ++i) expect_near_all(pg[i]->value, pe[i]->value, 1e-6, 1e-5, pe[i]->name);
+  }
+  Config cfg;
+  Rng r1{9}, r2{9};  // the engines' dropout streams: declared before them, so they outlive them
+  std::unique_ptr<Engine> graphed, plain;
+};
+
 TEST_P(MaskedGraphs, ReplaysWithChangingMasksGiveTheLossesOfUncapturedSteps) {
   SKIP_WITHOUT_GPU();
   const MaskedCase& c = GetParam();
-  Config cfg = config_of(c.input, c.layers, c.name);
-  cfg.device = Device::Cuda;
-  cfg.train.loss.kind = c.loss;
-  cfg.train.loss.from_logits = c.loss == LossKind::SparseCategoricalCrossentropy;
-  cfg.train.optimizer.kind = OptimizerKind::Adam;
-  cfg.plan.precision = c.precision, cfg.plan.algo = c.algo;
-  Config plain = cfg;
-  plain.plan.graphs = false;
-  const Params init = random_params(cfg.model, 3, 0.3);
-  Params i1 = init, i2 = init;
-  Rng r1(9), r2(9), pick(5);
-  auto graphed = make_engine(cfg, i1, r1);
-  auto eager = make_engine(plain, i2, r2);
+  GraphedAndPlain run(c, c.input);
+  const Config& cfg = run.cfg;
+  Rng pick(5);
   const int64_t before = gpu_graph_steps();
   for (int s = 0; s < 17; ++s) {
     std::vector<int32_t> lens(16);
@@ -232,15 +246,14 @@ TEST_P(MaskedGraphs, ReplaysWithChangingMasksGiveTheLossesOfUncapturedSteps) {
     Batch b = random_batch(cfg, 16, 12, 300 + s, lens);  // padded steps hold zeros / token 0
     if (!c.lengths) b.lengths.clear();
     const double lr = 1e-2 / (1.0 + s);
-    const double g = graphed->train_step(b, lr, {}).mean();
+    const double g = run.graphed->train_step(b, lr, {}).mean();
     const int64_t replayed = gpu_graph_steps() - before;
-    const double e = eager->train_step(b, lr, {}).mean();
+    const double e = run.plain->train_step(b, lr, {}).mean();
     EXPECT_EQ(gpu_graph_steps() - before, replayed) << "plan.graphs: false replays nothing";
     EXPECT_NEAR(g, e, 1e-6 * std::fabs(e)) << "step " << s + 1;
   }
   EXPECT_GE(gpu_graph_steps() - before, 14) << "masked steps replayed as CUDA graphs";
-  const std::vector<Param*> pg = graphed->host_params().all(), pe = eager->host_params().all();
-  for (size_t i = 0; i < pe.size(); ++i) expect_near_all(pg[i]->value, pe[i]->value, 1e-6, 1e-5, pe[i]->name);
+  run.expect_same_weights();
 }
 
 // Bucketed batches (train.bucketing): the padded length changes from step to step among a few
@@ -251,18 +264,9 @@ TEST_P(MaskedGraphs, BucketedShapesReplayTheirOwnGraphsWithTheLossesOfUncaptured
   const MaskedCase& c = GetParam();
   std::string input = c.input;
   input.replace(input.find("12"), 2, "null");
-  Config cfg = config_of(input, c.layers, c.name);
-  cfg.device = Device::Cuda;
-  cfg.train.loss.kind = c.loss;
-  cfg.train.loss.from_logits = c.loss == LossKind::SparseCategoricalCrossentropy;
-  cfg.plan.precision = c.precision, cfg.plan.algo = c.algo;
-  Config plain = cfg;
-  plain.plan.graphs = false;
-  const Params init = random_params(cfg.model, 3, 0.3);
-  Params i1 = init, i2 = init;
-  Rng r1(9), r2(9), pick(6);
-  auto graphed = make_engine(cfg, i1, r1);
-  auto eager = make_engine(plain, i2, r2);
+  GraphedAndPlain run(c, input);
+  const Config& cfg = run.cfg;
+  Rng pick(6);
   const int64_t before = gpu_graph_steps();
   const int steps = 40;
   for (int s = 0; s < steps; ++s) {
@@ -272,15 +276,14 @@ TEST_P(MaskedGraphs, BucketedShapesReplayTheirOwnGraphsWithTheLossesOfUncaptured
     lens[0] = T;
     Batch b = random_batch(cfg, 16, T, 500 + s, lens);
     if (!c.lengths) b.lengths.clear();
-    const double g = graphed->train_step(b, 1e-2, {}).mean();
-    const double e = eager->train_step(b, 1e-2, {}).mean();
+    const double g = run.graphed->train_step(b, 1e-2, {}).mean();
+    const double e = run.plain->train_step(b, 1e-2, {}).mean();
     EXPECT_NEAR(g, e, 1e-6 * std::fabs(e)) << "step " << s + 1 << ", " << T << " steps";
   }
   // A shape runs uncaptured until it has run once allocating nothing (its first run allocates, e.g.
   // the stacks' lengths for it; the first of each upload buffer too): 29 of 40 on the H200.
   EXPECT_GE(gpu_graph_steps() - before, steps - 12) << "steps replayed (or captured) as CUDA graphs";
-  const std::vector<Param*> pg = graphed->host_params().all(), pe = eager->host_params().all();
-  for (size_t i = 0; i < pe.size(); ++i) expect_near_all(pg[i]->value, pe[i]->value, 1e-6, 1e-5, pe[i]->name);
+  run.expect_same_weights();
 }
 
 INSTANTIATE_TEST_SUITE_P(

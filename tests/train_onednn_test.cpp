@@ -159,6 +159,15 @@ TEST(Onednn, ALayerItCannotRunSplitsTheStackAndStillMatches) {
                       "sigmoid)\n  lstm_2 on oneDNN\n"),
             std::string::npos)
       << text;
+  // A model that masks every batch runs its bidirectional stacks on the reference ops, and says so.
+  const Config masked = parse_config("model:\n  layers: [{type: Input, shape: [null]}, {type: Embedding, input_dim: 9, "
+                                     "output_dim: 4, mask_zero: true}, {type: Bidirectional, layer: {type: GRU, units: "
+                                     "4}}, {type: Dense, units: 2}]\n",
+                                     "m.yaml");
+  const std::string mtext =
+      cpu::describe_cpu_plan(masked.model, make_plan(masked.model, FuseMode::Auto), CpuRnn::Onednn);
+  EXPECT_NE(mtext.find("  bidirectional on the reference ops: 'embedding' masks every batch"), std::string::npos)
+      << mtext;
   EXPECT_NE(cpu::onednn_ineligible(parse_config("model:\n  layers: [{type: Input, shape: [3, 2]}, {type: LSTM, units: "
                                                 "2, recurrent_activation: hard_sigmoid}]\n",
                                                 "h.yaml")

@@ -76,11 +76,26 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
   std::string out = fmt::format("CPU (plan.cpu: {}):\n", mode == CpuRnn::Onednn ? "onednn" : "reference");
   if (mode == CpuRnn::Reference) return out + "  every layer on the reference ops\n";
   const CpuPlan cp = plan_cpu(model, plan);
+  // A Masking layer or an Embedding with mask_zero masks every batch from there on.
+  auto mask_maker = [&](size_t before) -> const LayerSpec* {
+    for (size_t k = 0; k < before; ++k)
+      if (model.layers[k].kind == LayerKind::Masking || model.layers[k].mask_zero) return &model.layers[k];
+    return nullptr;
+  };
   std::vector<std::pair<size_t, std::string>> lines;  // in layer order
-  for (const CpuPlan::Run& r : cp.runs)
-    lines.emplace_back(r.first, r.count == 1 ? model.layers[r.first].name + " on oneDNN"
-                                             : fmt::format("{}..{} on oneDNN ({} layers, one stack)", model.layers[r.first].name,
-                                                           model.layers[r.first + r.count - 1].name, r.count));
+  for (const CpuPlan::Run& r : cp.runs) {
+    const std::string what = r.count == 1 ? model.layers[r.first].name
+                                          : fmt::format("{}..{}", model.layers[r.first].name,
+                                                        model.layers[r.first + r.count - 1].name);
+    const LayerSpec* masker = mask_maker(r.first);
+    if (masker && model.layers[r.first].kind == LayerKind::Bidirectional)
+      lines.emplace_back(r.first, fmt::format("{} on the reference ops: '{}' masks every batch, and masked "
+                                              "bidirectional stacks run there", what, masker->name));
+    else if (r.count == 1)
+      lines.emplace_back(r.first, what + " on oneDNN");
+    else
+      lines.emplace_back(r.first, fmt::format("{} on oneDNN ({} layers, one stack)", what, r.count));
+  }
   for (const auto& [i, why] : cp.reference) lines.emplace_back(i, model.layers[i].name + " on the reference ops: " + why);
   std::sort(lines.begin(), lines.end());
   for (const auto& l : lines) out += "  " + l.second + "\n";
