@@ -53,6 +53,8 @@ class SplitBidirectionalStage final : public DeviceStage {
       k::reverse_in_lengths(yr_, yb, B, T, H, lens, true, false, st);
       float* out = out_.ensure(B * T * W);
       k::merge_dirs(static_cast<int>(merge_), B * T, H, yf_, H, yb, H, out, st);
+      // Keras' Bidirectional outputs 0 at padded steps; the forward stage repeats its last state there.
+      k::zero_padded(out, B, T, W, lens, st);
       return DevTensor{out, {B, T, W}};  // the mask goes on
     }
     float* last = last_.ensure(2 * B * H);  // each direction at the sequence's last valid step
@@ -73,7 +75,8 @@ class SplitBidirectionalStage final : public DeviceStage {
     float* tmp = dtmp_.ensure(std::max(B * T, 2 * B) * H);
     if (sequences_) {
       k::unmerge_dirs(static_cast<int>(merge_), B * T, H, dy.ptr, yf_, H, yb_.get(), H, dyf, H, tmp, H, st);
-      // The backward output is a constant 0 at padded steps: no gradient reaches the direction there.
+      // The output is a constant 0 at padded steps: no gradient reaches either direction there.
+      k::zero_padded(dyf, B, T, H, lens, st);
       k::reverse_in_lengths(tmp, dyr, B, T, H, lens, true, false, st);
     } else {
       const float* last = last_.get();
