@@ -143,6 +143,16 @@ for w in "${stream_workloads[@]}"; do
       --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/$name.json" 2>>"$WORK/rnntrain_$name.err" | tee -a "$LOG" ||
       { say "FAIL: rnntrain bench $w --stream (train.bucketing: $bk)"; fail=1; }
   done
+  # The raw cuDNN calls of the unbucketed stream, replayed as a graph: maskzero's masked steps run
+  # its unidirectional stack over all 400 steps, whatever the lengths.
+  if [ "$w" = maskzero ] && [ "$have_cudnn_bench" = 1 ] &&
+      args=$(python3 bench/write_results.py --cudnn-args "$RES/stream_$w.json" 2>&1); then
+    step "raw cuDNN $w, all steps, graphed ($args)"
+    # shellcheck disable=SC2086  # $args is several options
+    "$BUILD/rnntrain_cudnn_bench" --workload "$w" $args --graph --steps "$STEPS" --repeats "$REPEATS" \
+      --warmup "$WARMUP" --json "$RES/cudnn_graph_stream_$w.json" 2>&1 | tee -a "$LOG" ||
+      say "rnntrain_cudnn_bench $w --graph: exit status ${PIPESTATUS[0]}"
+  fi
 done
 if [ "${#stream_workloads[@]}" -gt 0 ]; then
   for bk in "" --bucketing; do

@@ -303,17 +303,27 @@ INSTANTIATE_TEST_SUITE_P(
                    true, LossKind::MSE},
         MaskedCase{"lengths_bf16_wavefront", "[12, 4]",
                    "[{type: LSTM, units: 16, return_sequences: true}, {type: LSTM, units: 16}, {type: Dense, units: 2}]",
-                   true, LossKind::MSE, Precision::Bf16, RnnAlgo::Wavefront}),
+                   true, LossKind::MSE, Precision::Bf16, RnnAlgo::Wavefront},
+        MaskedCase{"masking_bidirectional", "[12, 4]",
+                   "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 8, "
+                   "return_sequences: true}}, {type: Bidirectional, merge_mode: sum, layer: {type: GRU, units: 8, "
+                   "return_sequences: true}}, {type: TimeDistributed, layer: {type: Dense, units: 2}}]",
+                   true, LossKind::MSE},
+        MaskedCase{"mask_zero_bidirectional_last_step", "[12]",
+                   "[{type: Embedding, input_dim: 50, output_dim: 8, mask_zero: true}, {type: Bidirectional, "
+                   "layer: {type: LSTM, units: 8}}, {type: Dense, units: 3}]",
+                   false, LossKind::SparseCategoricalCrossentropy}),
     [](const auto& info) { return info.param.name; });
 
-TEST(CudaGraphsScope, MaskedBidirectionalStacksRunUncaptured) {
+TEST(CudaGraphsScope, MaskedBidirectionalStacksWithoutAMaskLayerRunUncaptured) {
   SKIP_WITHOUT_GPU();
-  // A bidirectional stack's backward direction starts at each sequence's own end: its lengths are
-  // cuDNN's host lengths, which a captured call would keep.
+  // Lengths from the data, no mask layer: the bidirectional stack stays one cuDNN call, whose
+  // backward direction starts at each sequence's end from cuDNN's host lengths, which a captured call
+  // would keep. (With Masking or mask_zero it runs one direction at a time and is captured: MaskedGraphs.)
   Config cfg = config_of("[8, 4]",
-                         "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 8, "
-                         "return_sequences: true}}, {type: TimeDistributed, layer: {type: Dense, units: 2}}]",
-                         "bidir_masking");
+                         "[{type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, "
+                         "{type: TimeDistributed, layer: {type: Dense, units: 2}}]",
+                         "bidir_lengths");
   cfg.device = Device::Cuda;
   const int64_t before = gpu_graph_steps();
   Rng r(1);

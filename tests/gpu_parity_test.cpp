@@ -66,6 +66,13 @@ std::vector<Case> cases() {
        LossKind::MSE, FuseMode::Auto, true, {7, 0, 3, 1, 6}},
       {"bilstm_empty_sequence", kF, "[{type: Bidirectional, layer: {type: LSTM, units: 8}}]", LossKind::MSE, FuseMode::Auto,
        true, {0, 7, 2, 1, 5}},
+      // A model that makes its own mask runs bidirectional stacks one direction at a time, the backward
+      // one on each sequence reversed within its length (split_bidirectional.cpp).
+      {"masking_bilstm2_sequences_sum", kF, "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, {type: Bidirectional, merge_mode: sum, layer: {type: LSTM, units: 8, return_sequences: true}}]"},
+      {"masking_bilstm2_dropout0_between", kF, "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, {type: Dropout, rate: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 8}}, {type: Dense, units: 2}]"},
+      {"mask_zero_bigru_last_step_mul", kTok, "[{type: Embedding, input_dim: 11, output_dim: 5, mask_zero: true}, {type: Bidirectional, merge_mode: mul, layer: {type: GRU, units: 8}}, {type: Dense, units: 3}]"},
+      {"masking_bigru_empty_sequence", kF, "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, merge_mode: ave, layer: {type: GRU, units: 8, return_sequences: true}}]",
+       LossKind::MSE, FuseMode::Auto, true, {0, 7, 2, 1, 5}},
   };
   std::vector<Case> out;
   for (const Case& c : base) {

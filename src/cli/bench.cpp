@@ -198,9 +198,9 @@ int cmd_bench(const BenchArgs& a) {
     for (const EpochBatch& e : plan) batches.push_back(gather_batch(d, e, shapes.back().out.size() >= 2));
     padding = padding_share(plan, d.lengths, T);
   }
-  // A stream warms up over two passes, as the start of a long run would: every batch shape has run
+  // A stream warms up over three passes, as the start of a long run would: every batch shape has run
   // uncaptured and been captured as a CUDA graph (plan.graphs) before the timed steps.
-  const int64_t warmup = a.stream ? std::max<int64_t>(a.warmup, 2 * static_cast<int64_t>(batches.size())) : a.warmup;
+  const int64_t warmup = a.stream ? std::max<int64_t>(a.warmup, 3 * static_cast<int64_t>(batches.size())) : a.warmup;
   const double flops = step_flops(cfg.model, shapes, B, T);
   const Params init = initial_params(cfg, "");
 

@@ -43,13 +43,16 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
   token_input_ = spec.layers[0].shape.size() == 1;
 
   // Masks the upload can make from the host batch: lengths, and the first layer's own (Masking, or
-  // Embedding with mask_zero). When no other layer makes one and no cuDNN stack is bidirectional
-  // (its backward direction must start at each sequence's end), masked batches run the stacks at
-  // full length with the masks applied around them: the same GPU work for every batch of a shape, so
+  // Embedding with mask_zero). When no other layer makes one, masked batches run the stacks at full
+  // length with the masks applied around them: the same GPU work for every batch of a shape, so
   // masked training steps are captured as CUDA graphs too (with plan.graphs; the same computation
-  // without, so that both give the same numbers).
+  // without, so that both give the same numbers). A bidirectional stack then runs layer by layer,
+  // each direction on its own (split_bidirectional.cpp: the backward one must start at each
+  // sequence's end), where the model makes the mask (else most batches have none, and one cuDNN
+  // call per stack is faster); otherwise, and with dropout on a Bidirectional layer, bidirectional
+  // stacks keep cuDNN's host lengths and masked steps run uncaptured.
   const rnntrain::Plan model_plan = make_plan(spec, plan.fuse);
-  bool other_masks = false, bidir_stack = false;
+  bool other_masks = false, bidir_stack = false, bidir_dropout = false;
   for (size_t i = 1; i < spec.layers.size(); ++i) {
     const LayerSpec& c = spec.layers[i].kind == LayerKind::Bidirectional && spec.layers[i].inner ? *spec.layers[i].inner
                                                                                                   : spec.layers[i];
@@ -65,10 +68,16 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
     if (st.kind != StageKind::Layer && !first_rnn) first_rnn = &st;
     if (st.kind == StageKind::CudnnStack) {
       cudnn_ = true;
-      for (size_t j : st.layers) bidir_stack = bidir_stack || spec.layers[j].kind == LayerKind::Bidirectional;
+      for (size_t j : st.layers) {
+        const LayerSpec& l = spec.layers[j];
+        bidir_stack = bidir_stack || l.kind == LayerKind::Bidirectional;
+        if (l.kind == LayerKind::Bidirectional && l.inner && (l.inner->dropout > 0 || l.inner->recurrent_dropout > 0))
+          bidir_dropout = true;
+      }
     }
   }
-  full_length_ = !other_masks && !bidir_stack && (!cudnn_ || first_rnn->kind == StageKind::CudnnStack);
+  const bool split_bidir = mask_first_ && !bidir_dropout;
+  full_length_ = !other_masks && (!bidir_stack || split_bidir) && (!cudnn_ || first_rnn->kind == StageKind::CudnnStack);
   capturable_ = full_length_ || (!mask_first_ && !other_masks);
 
   StageEnv env{gpu, store_, seed, plan.precision, plan.algo};
@@ -82,6 +91,19 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
     for (size_t j : st.layers) names += (names.empty() ? "" : ", ") + spec.layers[j].name;
     switch (st.kind) {
       case StageKind::CudnnStack: {
+        if (full_length_ && l.kind == LayerKind::Bidirectional) {  // layer by layer, each direction on its own
+          for (size_t j : st.layers) {
+            const LayerSpec& lj = spec.layers[j];
+            const int64_t in_j = shapes[j].in.back();
+            if (lj.kind == LayerKind::Bidirectional) stages_.push_back(make_split_bidirectional_stage(env, lj, in_j, first[j]));
+            else if (lj.kind == LayerKind::Dropout) stages_.push_back(make_dropout_stage(env, lj));
+            else stages_.push_back(make_cudnn_stack_stage(env, {&lj}, in_j, {first[j]}));
+            names_.push_back("cudnn " + lj.name);
+          }
+          summary_ += fmt::format("  cudnn stack ({} layers, each direction on its own for masked steps): {}\n",
+                                  st.rnn_layers, names);
+          continue;
+        }
         std::vector<const LayerSpec*> layers;
         std::vector<size_t> firsts;
         for (size_t j : st.layers) {

@@ -13,8 +13,9 @@
 // precision, persist_static; FP32 standard runs on batch-major arrays directly), the first layer's
 // input dropout, the last layer's merge mode or last-step output, padded-step fixes. The cuDNN
 // workspace and the backward conversion buffers are scratch shared by all stacks (Gpu::scratch).
-#include <map>
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -90,9 +91,11 @@ class CudnnStackStage final : public DeviceStage {
   bool training_ = false, padded_ = false, empty_ = false, in_drop_ = false;
   std::vector<int32_t> lens_, cudnn_lens_;  // true lengths; cuDNN's (0 -> 1: it refuses empty sequences)
   DeviceBuffer<int32_t> lens_dev_{"sequence lengths"}, cudnn_lens_dev_{"cuDNN sequence lengths"};
-  // full_: cuDNN's lengths (all T) for each batch shape (B, T), written once, so that the captured
-  // graph of every shape stays valid when the shapes change from step to step (train.bucketing).
-  std::map<std::pair<int64_t, int64_t>, DeviceBuffer<int32_t>> full_lens_;
+  // full_: cuDNN's lengths (all T) for every T up to the longest yet, full_B_ apiece (segment T holds
+  // T), written when the batch grows only, so that the captured graph of every batch shape stays
+  // valid when the shapes change from step to step (train.bucketing) and no shape allocates its own.
+  DeviceBuffer<int32_t> full_lens_{"cuDNN sequence lengths"};
+  int64_t full_B_ = 0, full_T_ = 0;
   const int32_t* cudnn_lens_at_ = nullptr;  // what the cuDNN calls read: cudnn_lens_dev_ or full_lens_'s
   const float* x_in_ = nullptr;
   const void* xc_in_ = nullptr;  // what cuDNN read as x (time-major, the stack's type)
@@ -277,9 +280,15 @@ bool CudnnStackStage::set_lengths(MaskState& mask, int64_t B, int64_t T) {
     lens_.assign(B, static_cast<int32_t>(T));
     cudnn_lens_ = lens_;
     desc_T_ = T;
-    auto [at, fresh] = full_lens_.try_emplace({B, T}, "cuDNN sequence lengths");
-    if (fresh) copy_to_device(at->second.ensure(B), cudnn_lens_.data(), sizeof(int32_t) * B, gpu_.stream());
-    cudnn_lens_at_ = at->second.get();
+    if (B > full_B_ || T > full_T_) {
+      full_B_ = std::max(full_B_, B), full_T_ = std::max(full_T_, T);
+      std::vector<int32_t> all(static_cast<size_t>((full_T_ + 1) * full_B_));
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(static_cast<int64_t>(i) / full_B_);
+      copy_to_device(full_lens_.ensure(static_cast<int64_t>(all.size())), all.data(), sizeof(int32_t) * all.size(),
+                     gpu_.stream());
+      note_device_state_changed();  // captured graphs read these lengths
+    }
+    cudnn_lens_at_ = full_lens_.get() + T * full_B_;
     return true;
   }
   // lens_ changes only once these are valid

@@ -54,6 +54,11 @@ void last_step_gather(const float* y, int64_t B, int64_t T, int64_t F, const int
                       cudaStream_t s);
 void last_step_scatter(const float* dy, int64_t B, int64_t T, int64_t F, const int32_t* lens, float* out,
                        cudaStream_t s);
+// Each sequence reversed within its length: out[b, t, :] (+)= in[b, lens[b] - 1 - t, :] for t < lens[b];
+// at t >= lens[b], in[b, t, :] or (zero_padded) 0. in, out: [B, T, F], not the same array.
+void reverse_in_lengths(const float* in, float* out, int64_t B, int64_t T, int64_t F, const int32_t* lens,
+                        bool zero_padded, bool accumulate, cudaStream_t s);
+void fill_i32(int32_t* p, int64_t n, int32_t v, cudaStream_t s);
 
 // ---- generic recurrent cells (kernels_rnn.cu), time-major [T, B, .] in processing order ----
 // xp[s, b, :] = x[b, t(s), :] * in_drop[b, :]; step[s, b] = mask[b, t(s)] (1 without a mask).

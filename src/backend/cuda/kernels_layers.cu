@@ -207,6 +207,19 @@ __global__ void last_step_scatter_k(const float* dy, int64_t B, int64_t T, int64
   }
 }
 
+__global__ void reverse_in_lengths_k(const float* in, float* out, int64_t B, int64_t T, int64_t F, const int32_t* lens,
+                                     bool zero_padded, bool accumulate) {
+  GRID_LOOP(i, B * T * F) {
+    const int64_t f = i % F, t = (i / F) % T, b = i / (T * F), len = lens[b];
+    const float v = t < len ? in[(b * T + len - 1 - t) * F + f] : zero_padded ? 0.0f : in[i];
+    out[i] = accumulate ? out[i] + v : v;
+  }
+}
+
+__global__ void fill_i32_k(int32_t* p, int64_t n, int32_t v) {
+  GRID_LOOP(i, n) p[i] = v;
+}
+
 }  // namespace
 
 // ---------------- launchers ----------------
@@ -355,6 +368,19 @@ void last_step_scatter(const float* dy, int64_t B, int64_t T, int64_t F, const i
   if (B * T * F == 0) return;
   last_step_scatter_k<<<blocks_for(B * T * F), kThreads, 0, s>>>(dy, B, T, F, lens, out);
   LAUNCH_CHECK("last_step_scatter");
+}
+
+void reverse_in_lengths(const float* in, float* out, int64_t B, int64_t T, int64_t F, const int32_t* lens,
+                        bool zero_padded, bool accumulate, cudaStream_t s) {
+  if (B * T * F == 0) return;
+  reverse_in_lengths_k<<<blocks_for(B * T * F), kThreads, 0, s>>>(in, out, B, T, F, lens, zero_padded, accumulate);
+  LAUNCH_CHECK("reverse_in_lengths");
+}
+
+void fill_i32(int32_t* p, int64_t n, int32_t v, cudaStream_t s) {
+  if (n == 0) return;
+  fill_i32_k<<<blocks_for(n), kThreads, 0, s>>>(p, n, v);
+  LAUNCH_CHECK("fill_i32");
 }
 
 }  // namespace rnntrain::cuda::k

@@ -40,9 +40,9 @@ struct Session::Impl {
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
     if (cfg.plan.graphs && !use_graphs)
-      log_info("cuda: masked training steps are launched one by one, not replayed as CUDA graphs: a cuDNN stack is "
-               "bidirectional, or a layer other than the first makes a mask (Masking, mask_zero), so the masks shape "
-               "the GPU work of each batch");
+      log_info("cuda: masked training steps are launched one by one, not replayed as CUDA graphs: a layer other than "
+               "the first makes a mask (Masking, mask_zero), or a bidirectional cuDNN stack takes its lengths from "
+               "the data (no mask layer first) or has dropout, so the masks shape the GPU work of each batch");
   }
 
   // The loss checks on the host: targets fit predictions of shape `pred`, sparse labels are class

@@ -96,5 +96,10 @@ std::unique_ptr<DeviceStage> make_generic_rnn_stage(const StageEnv& env, const L
 // RNN (cudnn_stack.cpp). first_params: the first weight's index of each recurrent layer.
 std::unique_ptr<DeviceStage> make_cudnn_stack_stage(const StageEnv& env, const std::vector<const LayerSpec*>& layers,
                                               int64_t input, const std::vector<size_t>& first_params);
+// One Bidirectional LSTM/GRU layer (no dropout) as two unidirectional cuDNN stacks at full length,
+// the backward one on each sequence reversed within its length (split_bidirectional.cpp): how a
+// bidirectional stack runs when masked steps are captured (StageEnv::full_length).
+std::unique_ptr<DeviceStage> make_split_bidirectional_stage(const StageEnv& env, const LayerSpec& l, int64_t input,
+                                                            size_t first_param);
 
 }  // namespace rnntrain::cuda
