@@ -1,6 +1,7 @@
 // rnntrain's own recurrent kernels (plan.algo: wavefront) beyond one step's gradients (those are in
 // gpu_precision_test.cpp, and graph replay in gpu_graphs_test.cpp):
-// - training with them ends where the FP32 CPU run ends;
+// - training with them ends where the FP32 CPU run ends, also for a masked bidirectional stack, which
+//   they keep whole;
 // - inference (eval, predict) gives the CPU's outputs;
 // - a batch too large for one launch is cut into slices and gives cuDNN's results;
 // - a stack they cannot run (FP32, a Dropout between the layers) runs on cuDNN's standard algorithm,
@@ -67,6 +68,39 @@ TEST(Wavefront, TrainingEndsWhereTheFp32CpuRunEnds) {
     std::printf("wavefront training (%s): first loss %.5g, after 30 SGD steps cpu %.5g, gpu bf16 %.5g\n",
                 layers == kLstm2 ? "lstm2" : "gru3", first, lc, lg);
   }
+}
+
+TEST(Wavefront, AMaskedBidirectionalStackRunsWholeAndTrainsAsTheCpu) {
+  SKIP_WITHOUT_GPU();
+  // With a Masking layer, cuDNN's algorithms run each Bidirectional layer one direction at a time so
+  // that the step can be captured; the wavefront kernels take the lengths on the device and run both
+  // directions of the stack at once, faster uncaptured, so they keep the stack whole.
+  Config cfg = gpu_config("[12, 16]",
+                          "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 32, "
+                          "return_sequences: true}}, {type: Bidirectional, layer: {type: LSTM, units: 32}}, "
+                          "{type: Dense, units: 3}]",
+                          "masked_bilstm", Precision::Bf16, RnnAlgo::Wavefront);
+  cfg.train.optimizer.kind = OptimizerKind::SGD;
+  cfg.train.optimizer.momentum = 0.9;
+  Config cpu_cfg = cfg;
+  cpu_cfg.device = Device::Cpu;
+  const Params init = random_params(cfg.model, 5, 0.2);
+  Rng r1(2), r2(2);
+  auto gpu = make_engine(cfg, init, r1);
+  auto cpu = make_engine(cpu_cfg, init, r2);
+  const int64_t passes = gpu_wavefront_passes(), graphs = gpu_graph_steps();
+  double lg = 0, lc = 0, first = 0;
+  for (int s = 0; s < 20; ++s) {
+    const Batch b = random_batch(cfg, 8, 12, 200 + s % 4, {12, 5, 12, 1, 9, 2, 3, 12});
+    lg = gpu->train_step(b, 0.05, {}).mean();
+    lc = cpu->train_step(b, 0.05, {}).mean();
+    if (s == 0) first = lc;
+  }
+  EXPECT_GE(gpu_wavefront_passes(), passes + 20) << "every step ran on the wavefront kernels";
+  EXPECT_EQ(gpu_graph_steps(), graphs) << "the stack stays whole (uncaptured), not split into captured directions";
+  EXPECT_LT(lc, first) << "the CPU run learns";
+  EXPECT_NEAR(lg, lc, 0.05 * lc) << "bf16 wavefront training ends near the FP32 CPU run";
+  std::printf("wavefront masked bilstm: first loss %.5g, after 20 SGD steps cpu %.5g, gpu bf16 %.5g\n", first, lc, lg);
 }
 
 TEST(Wavefront, InferenceGivesTheCpuOutputs) {
