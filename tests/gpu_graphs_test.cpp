@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "gpu_helpers.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 
 namespace rnntrain {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/batch.h"
 #include "spec/parse.h"
 #include "spec/shapes.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 
 namespace rnntrain::testing {
 

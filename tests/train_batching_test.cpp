@@ -17,7 +17,7 @@
 
 #include "backend_helpers.h"
 #include "spec/parse.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 #include "test_util.h"
 #include "train/batching.h"
 #include "train/trainer.h"

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/dataset.h"
-#include "train/loss.h"
+#include "model/loss.h"
 
 using namespace rnntrain;
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 
 using namespace rnntrain;
 

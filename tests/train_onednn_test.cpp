@@ -16,7 +16,7 @@
 #include "backend/cpu/onednn_stack.h"
 #include "backend_helpers.h"
 #include "spec/parse.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 
 namespace rnntrain {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/optimizer.h"
+#include "model/optimizer.h"
 
 using namespace rnntrain;
 

@@ -28,7 +28,7 @@
 #include "spec/shapes.h"
 #include "train/autotune.h"
 #include "train/batching.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 #include "train/trainer.h"
 
 // OpenBLAS is the CPU backend's BLAS (CMakeLists.txt requires it); asked only to report its

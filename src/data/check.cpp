@@ -12,18 +12,6 @@
 
 namespace rnntrain {
 
-const char* loss_name(LossKind k) {
-  switch (k) {
-    case LossKind::MSE: return "mse";
-    case LossKind::MAE: return "mae";
-    case LossKind::Huber: return "huber";
-    case LossKind::BinaryCrossentropy: return "binary_crossentropy";
-    case LossKind::CategoricalCrossentropy: return "categorical_crossentropy";
-    case LossKind::SparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
-  }
-  return "?";
-}
-
 void check_counts(const Dataset& d) {
   if (d.x.rank() == 0) return;  // no inputs, or a 0-d array: check_dataset says what is wrong
   const int64_t N = d.x.dim(0);

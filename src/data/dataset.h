@@ -46,10 +46,6 @@ struct DataMeta {
 Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta& meta,
                     double holdout_fraction = 0.0);
 
-// The config spelling of a loss ("mse", "binary_crossentropy", ...), for messages: the one name
-// that check_dataset and the train library's losses and metrics print.
-const char* loss_name(LossKind k);
-
 // Checks a dataset against the model's input and output shapes and the loss: rank and sizes,
 // NaN or Inf in inputs, labels out of range, token ids >= input_dim, lengths out of range.
 // Throws DataError naming the source and what to do.

@@ -116,6 +116,9 @@ struct DataSpec {
 };
 
 enum class LossKind { MSE, MAE, Huber, BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy };
+// The config spelling of a loss ("mse", "binary_crossentropy", ...), for messages.
+const char* loss_name(LossKind k);
+
 struct LossSpec {
   LossKind kind = LossKind::MSE;
   bool from_logits = false;

@@ -19,7 +19,7 @@
 #include "plan/plan.h"
 #include "spec/parse.h"
 #include "spec/shapes.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 
 namespace fs = std::filesystem;
 
@@ -174,7 +174,7 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     t.median_ms = median(t.ms);
     t.graph_share = static_cast<double>(gpu_graph_steps() - graphs0) / static_cast<double>(std::max<int64_t>(1, repeats * steps));
     t.graph_captures = gpu_graph_captures() - captures0;
-    if (t.device.rfind("cuda", 0) == 0) t.peak_device_mib = device_peak_mib();
+    if (engine->traits().device_memory) t.peak_device_mib = device_peak_mib();
   } catch (const std::exception& e) {  // e.g. cuDNN's NOT_SUPPORTED, out of memory: this candidate only
     t = Timing();
     t.error = e.what();

@@ -10,7 +10,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "spec/shapes.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 
 namespace rnntrain {
 

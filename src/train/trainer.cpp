@@ -20,8 +20,8 @@
 #include "train/autotune.h"
 #include "train/batching.h"
 #include "train/memory.h"
+#include "train/observers.h"
 #include "train/progress.h"
-#include "train/schedule.h"
 
 namespace fs = std::filesystem;
 
@@ -134,6 +134,17 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
 
 }  // namespace
 
+namespace {
+
+// One epoch's steps as they ended: the running loss sums, the steps and samples done, and the
+// learning rate of the last step.
+struct EpochSteps {
+  double sum = 0.0, count = 0.0, lr = 0.0, secs = 0.0;
+  int64_t done = 0;
+};
+
+}  // namespace
+
 TrainResult train(const Config& cfg, const TrainOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<LayerShape> shapes = infer_shapes(cfg.model);
@@ -162,26 +173,62 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   run_cfg.plan.autotune = false;
   auto engine = make_engine(run_cfg, std::move(init), rng);
   Optimizer& optimizer = engine->optimizer();
-  Schedule schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate);
-  std::optional<EarlyStopping> early;
-  if (cfg.train.early_stopping) early.emplace(*cfg.train.early_stopping);
-  const std::string best_monitor = data.val ? cfg.train.checkpoint.monitor
-                                   : (cfg.train.checkpoint.monitor.rfind("val_", 0) == 0 ? cfg.train.checkpoint.monitor.substr(4)
-                                                                                          : cfg.train.checkpoint.monitor);
-  BestTracker best(best_monitor, cfg.train.checkpoint.mode);
-
-  const std::string best_path = (fs::path(run_dir) / "best.h5").string();
-  TrainResult result;
-  result.run_dir = run_dir;
-  int64_t start_epoch = 0;
   OptimizerSlots slots;
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
+  TrainResult result;
+  result.run_dir = run_dir;
 
+  // What acts after each epoch, in this order (observers.h).
+  ScheduleObserver schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate);
+  std::optional<EarlyStoppingObserver> early;
+  if (cfg.train.early_stopping) early.emplace(*cfg.train.early_stopping, *engine);
+  // The state a checkpoint written now resumes from: the epoch-level part; the trainer adds the rest.
+  std::vector<EpochObserver*> observers;
+  auto state_now = [&](int64_t epochs_done) {
+    ResumeState st;
+    st.epoch = epochs_done;
+    st.iterations = optimizer.iterations();
+    st.rng = rng.state();
+    for (const EpochObserver* o : observers) o->save_state(st);
+    st.history_json = result.history.to_json();
+    st.config_yaml = emit_config(run_cfg);
+    return st;
+  };
+  // Divergence stops the run before anything non-finite is written; the checkpoints on disk stay.
+  const CheckpointObserver* ckpt_view = nullptr;
+  auto diverged = [&](const std::string& where, const std::string& what) {
+    const std::string& good = ckpt_view->last_good();
+    return RuntimeError(fmt::format(
+        "{}: {}. Training stopped before saving anything non-finite; {}. Lower train.optimizer.learning_rate, set "
+        "clipnorm, or check the data for extreme values", where, what,
+        good.empty() ? "no checkpoint had been written yet" : "the last good checkpoint is " + good));
+  };
+  // The parameters to save, checked first: nothing non-finite is ever written.
+  auto finite_params = [&](const std::string& where) -> Params& {
+    Params& params = engine->host_params();
+    if (const std::string p = params.first_nonfinite(); !p.empty())
+      throw diverged(where, "the weights are inf or NaN (first: " + p + ")");
+    return params;
+  };
+  const std::string& monitor = cfg.train.checkpoint.monitor;
+  const bool val_monitor = monitor.rfind("val_", 0) == 0;
+  CheckpointObserver checkpoints(cfg, data.val || !val_monitor ? monitor : monitor.substr(4),
+                                 {(fs::path(run_dir) / "best.h5").string(), last_path,
+                                  (fs::path(run_dir) / "early_stopping_best.h5").string()},
+                                 slots, early ? &*early : nullptr, state_now, finite_params);
+  ckpt_view = &checkpoints;
+  HistoryObserver history(result.history, run_dir);
+  observers = {&schedule};
+  if (early) observers.push_back(&*early);
+  observers.push_back(&checkpoints);
+  observers.push_back(&history);
+
+  int64_t start_epoch = 0;
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
   bool finished = false;  // a resumed run that had nothing left to train
   if (resuming) {
-    const std::string run_cfg = (fs::path(run_dir) / "config.yaml").string();
-    if (fs::exists(run_cfg)) check_resumable(cfg, read_text(run_cfg), run_cfg);
+    const std::string run_cfg_path = (fs::path(run_dir) / "config.yaml").string();
+    if (fs::exists(run_cfg_path)) check_resumable(cfg, read_text(run_cfg_path), run_cfg_path);
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
     if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0 || st.step < 0 ||
         (st.step > 0 && st.partial.size() != 2 + 2 * cfg.train.metrics.size()))
@@ -191,21 +238,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     engine->params_changed();
     optimizer.set_iterations(st.iterations);
     rng.set_state(st.step > 0 ? st.epoch_rng : st.rng);  // inside an epoch: its shuffle draws again first
-    schedule.set_state(st.schedule);
-    best.set_state(st.checkpoint);
-    if (early && !st.early_stopping.empty()) early->set_state(st.early_stopping);
-    if (early && early->spec().restore_best_weights) {
-      const std::string es_path = (fs::path(run_dir) / "early_stopping_best.h5").string();
-      if (fs::exists(es_path)) {
-        Params tmp = engine->host_params();
-        load_weights(es_path, cfg.model, tmp);
-        early->set_best_weights(copy_weights(tmp));
-      }
-    }
+    for (EpochObserver* o : observers) o->load_state(st);
+    if (early) early->set_best_from((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model);
     result.history = History::from_json(st.history_json);
     start_epoch = result.epochs_done = st.epoch;
-    finished = (early && early->stopped()) || start_epoch >= cfg.train.epochs;
-    if (early && early->stopped())
+    const bool stopped = early && early->early().stopped();
+    finished = stopped || start_epoch >= cfg.train.epochs;
+    if (stopped)
       log_warn("{} stopped early at epoch {}: nothing to do. To train further, start a new run from its weights: "
                "rnntrain train CONFIG --weights {}/final.h5", run_dir, st.epoch, run_dir);
     else if (finished)
@@ -213,9 +252,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                run_dir, start_epoch, cfg.train.epochs);
     // A run killed after its last epoch's last.h5 and before final.h5 is finished here.
     if (finished && fs::exists((fs::path(run_dir) / "final.h5").string())) return result;
-    result.stopped_early = early && early->stopped();
+    result.stopped_early = stopped;
     log_info("resuming {} at epoch {}{} (optimizer step {})", run_dir, start_epoch + 1,
              st.step > 0 ? fmt::format(" step {}", st.step + 1) : "", st.iterations);
+    checkpoints.set_last_good(fmt::format("{} (epoch {})", last_path, start_epoch));
     resumed = std::move(st);
   }
   fs::create_directories(run_dir);
@@ -231,105 +271,84 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
 
-  // The state a checkpoint written now resumes from: the epoch-level part; the trainer adds the rest.
-  auto state_now = [&](int64_t epochs_done) {
-    ResumeState st;
-    st.epoch = epochs_done;
-    st.iterations = optimizer.iterations();
-    st.rng = rng.state();
-    st.schedule = schedule.state();
-    st.early_stopping = early ? early->state() : std::vector<double>{};
-    st.checkpoint = best.state();
-    st.history_json = result.history.to_json();
-    st.config_yaml = emit_config(run_cfg);
-    return st;
-  };
-  std::string last_good = resuming ? fmt::format("{} (epoch {})", last_path, start_epoch) : "";
-  // Divergence stops the run before anything non-finite is written; the checkpoints on disk stay.
-  auto diverged = [&](const std::string& where, const std::string& what) {
-    return RuntimeError(fmt::format(
-        "{}: {}. Training stopped before saving anything non-finite; {}. Lower train.optimizer.learning_rate, set "
-        "clipnorm, or check the data for extreme values", where, what,
-        last_good.empty() ? "no checkpoint had been written yet" : "the last good checkpoint is " + last_good));
-  };
-  // The parameters to save, checked first: nothing non-finite is ever written.
-  auto finite_params = [&](const std::string& where) -> Params& {
-    Params& params = engine->host_params();
-    if (const std::string p = params.first_nonfinite(); !p.empty())
-      throw diverged(where, "the weights are inf or NaN (first: " + p + ")");
-    return params;
-  };
-
+  // One epoch's training steps from step `first` on, with `so_far` from the steps before it (a resumed
+  // epoch); the metrics hold their totals. Ends early when a signal arrives.
   std::vector<EpochBatch> plan;
-  const bool gpu = engine->device_name().rfind("cuda", 0) == 0;
-  StopOnSignals signals;  // from here a signal stops training after the current step, saved
-  for (int64_t epoch = start_epoch; !finished && epoch < cfg.train.epochs; ++epoch) {
-    const Rng::State epoch_rng = rng.state();
-    plan = plan_epoch(cfg.train, n, lengths, trim, rng);  // depends only on the RNG state: resume draws the same
-    for (auto* m : ms) m->reset();
+  const bool async = engine->traits().async_steps;
+  auto train_steps = [&](int64_t epoch, EpochSteps so_far) {
+    EpochSteps e = so_far;
+    int64_t seen = 0;  // samples of the steps whose loss has been seen
+    for (int64_t s = 0; s < e.done; ++s) seen += static_cast<int64_t>(plan[s].rows.size());
     Progress progress(epoch, cfg.train.epochs, steps, opt.progress);
-    double sum = 0.0, count = 0.0;
-    double lr = schedule.lr(optimizer.iterations());
-    int64_t done = 0, seen = 0;  // steps whose loss has been seen, and their samples
-    if (epoch == start_epoch && resumed.step > 0) {  // stopped inside this epoch: go on from its step
-      rng.set_state(resumed.rng);
-      done = std::min(resumed.step, steps);
-      for (int64_t s = 0; s < done; ++s) seen += static_cast<int64_t>(plan[s].rows.size());
-      sum = resumed.partial[0], count = resumed.partial[1];
-      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
-    }
-    const int64_t first = done;
+    e.lr = schedule.lr(optimizer.iterations());
     auto take = [&](const LossValue& lv) {
-      const std::string where = fmt::format("epoch {} step {}", epoch + 1, done + 1);
+      const std::string where = fmt::format("epoch {} step {}", epoch + 1, e.done + 1);
       if (!std::isfinite(lv.sum)) throw diverged(where, fmt::format("the loss is {}", lv.sum));
       if (!lv.params_finite) {
         const std::string p = engine->host_params().first_nonfinite();
         throw diverged(where, fmt::format("the optimizer update made the weights inf or NaN{}",
                                           p.empty() ? "" : " (first: " + p + ")"));
       }
-      const auto rows = static_cast<double>(plan[done].rows.size());
-      sum += lv.mean() * rows;  // as Keras' loss tracker: batch means weighted by size
-      count += rows;
+      const auto rows = static_cast<double>(plan[e.done].rows.size());
+      e.sum += lv.mean() * rows;  // as Keras' loss tracker: batch means weighted by size
+      e.count += rows;
       seen += static_cast<int64_t>(rows);
-      ++done;
-      std::vector<std::pair<std::string, double>> shown{{"loss", sum / count}};
+      ++e.done;
+      std::vector<std::pair<std::string, double>> shown{{"loss", e.sum / e.count}};
       for (auto* m : ms) shown.emplace_back(m->name(), m->result());
-      progress.update(done, seen, shown);
+      progress.update(e.done, seen, shown);
     };
-    // On a GPU the next batch is gathered on a second thread while this one enqueues the step.
+    // With asynchronous steps (a GPU) the next batch is gathered on a second thread while this one
+    // enqueues the step.
     auto gather = [&](int64_t s) { return gather_batch(data.train, plan[s], y_has_time); };
+    const int64_t first = e.done;
     std::future<Batch> next;
-    if (gpu && first < steps) next = std::async(std::launch::async, gather, first);
+    if (async && first < steps) next = std::async(std::launch::async, gather, first);
     for (int64_t s = first; s < steps && !stop_signal(); ++s) {
-      Batch batch = gpu ? next.get() : gather(s);
-      if (gpu && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
-      lr = schedule.lr(optimizer.iterations());
+      Batch batch = async ? next.get() : gather(s);
+      if (async && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
+      e.lr = schedule.lr(optimizer.iterations());
       // The GPU runs ahead: losses and metrics are read back as its steps finish.
-      engine->enqueue_train_step(batch, lr, ms);
+      engine->enqueue_train_step(batch, e.lr, ms);
       for (const LossValue& lv : engine->collect_losses(false)) take(lv);
     }
     if (next.valid()) next.wait();  // a gather still running reads `plan`
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);
-    const double secs = progress.finish();
+    e.secs = progress.finish();
+    return e;
+  };
+
+  StopOnSignals signals;  // from here a signal stops training after the current step, saved
+  for (int64_t epoch = start_epoch; !finished && epoch < cfg.train.epochs; ++epoch) {
+    const Rng::State epoch_rng = rng.state();
+    plan = plan_epoch(cfg.train, n, lengths, trim, rng);  // depends only on the RNG state: resume draws the same
+    for (auto* m : ms) m->reset();
+    EpochSteps so_far;
+    if (epoch == start_epoch && resumed.step > 0) {  // stopped inside this epoch: go on from its step
+      rng.set_state(resumed.rng);
+      so_far.done = std::min(resumed.step, steps);
+      so_far.sum = resumed.partial[0], so_far.count = resumed.partial[1];
+      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
+    }
+    const EpochSteps e = train_steps(epoch, so_far);
     if (stop_signal()) {  // stopped inside the epoch: last.h5 holds this very step
       ResumeState st = state_now(epoch);
-      if (done > 0) {
-        st.step = done;
+      if (e.done > 0) {
+        st.step = e.done;
         st.epoch_rng = epoch_rng;
-        st.partial = {sum, count};
+        st.partial = {e.sum, e.count};
         for (auto* m : ms) st.partial.insert(st.partial.end(), {m->totals().first, m->totals().second});
       } else {
         st.rng = epoch_rng;  // nothing of this epoch done: it starts over, shuffle included
       }
-      save_checkpoint(last_path, cfg.model, finite_params(fmt::format("epoch {} step {}", epoch + 1, done)), slots, st);
-      write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
-      write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
+      save_checkpoint(last_path, cfg.model, finite_params(fmt::format("epoch {} step {}", epoch + 1, e.done)), slots, st);
+      history.write();
       result.signal = stop_signal();
-      result.signal_step = done;
+      result.signal_step = e.done;
       break;
     }
 
-    Logs logs{{"loss", sum / count}, {"learning_rate", lr}};
+    Logs logs{{"loss", e.sum / e.count}, {"learning_rate", e.lr}};
     for (auto* m : ms) logs[m->name()] = m->result();
     if (data.val) {
       EvalResult ev = evaluate(*engine, cfg, *data.val);
@@ -343,33 +362,16 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       plan.resize(static_cast<size_t>(steps));
       line += fmt::format(" padding={:.3f}", padding_share(plan, lengths, data.train.x.dim(1)));
     }
-    log_info("{} s={:.2f}", line, secs);
+    log_info("{} s={:.2f}", line, e.secs);
     result.history.epochs.push_back(logs);
 
-    const std::string msg = schedule.on_epoch_end(epoch, logs);
-    if (!msg.empty()) log_info("{}", msg);
-    bool stop = early && early->on_epoch_end(epoch, logs, engine->host_params());
-
-    const bool new_best = best.on_epoch_end(logs);
-    const ResumeState st = state_now(epoch + 1);
-    Params& params = finite_params(fmt::format("epoch {}", epoch + 1));
-    if (early && early->spec().restore_best_weights && early->best_weights() && early->best_epoch() == epoch) {
-      save_checkpoint((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model, params, {}, st);
-    }
-    if (new_best) {
-      save_checkpoint(best_path, cfg.model, params, slots, st);
-      last_good = fmt::format("{} (epoch {})", best_path, epoch + 1);
-    }
-    if (cfg.train.checkpoint.every_epoch || stop || epoch + 1 == cfg.train.epochs) {
-      save_checkpoint(last_path, cfg.model, params, slots, st);
-      last_good = fmt::format("{} (epoch {})", last_path, epoch + 1);
-    }
-    write_text((fs::path(run_dir) / "history.json").string(), result.history.to_json());
-    write_text((fs::path(run_dir) / "history.csv").string(), result.history.to_csv());
+    bool stop = false;
+    for (EpochObserver* o : observers) o->on_epoch_end(epoch, logs, &stop);
     result.epochs_done = epoch + 1;
     if (stop) {
+      const EarlyStopping& es = early->early();
       log_info("early stopping at epoch {}: '{}' has not improved for {} epochs (best at epoch {})", epoch + 1,
-               early->spec().monitor, early->wait(), early->best_epoch() + 1);
+               es.spec().monitor, es.wait(), es.best_epoch() + 1);
       result.stopped_early = true;
       break;
     }
@@ -378,12 +380,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return result;
   }
-  // As Keras' EarlyStopping.on_train_end: restore the best weights whether or not training stopped early.
-  if (early && early->spec().restore_best_weights && early->best_weights()) {
-    set_weights(engine->host_params(), *early->best_weights());
-    engine->params_changed();
-    log_info("restored the weights of epoch {} (restore_best_weights); final.h5 holds them", early->best_epoch() + 1);
-  }
+  if (early) early->restore_best();
   ResumeState fin;  // the end of the run: no optimizer, schedule or callback state to go on from
   fin.epoch = result.epochs_done;
   fin.iterations = optimizer.iterations();

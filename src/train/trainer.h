@@ -7,7 +7,7 @@
 
 #include "data/dataset.h"
 #include "train/callbacks.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 #include "train/run_dir.h"
 
 namespace rnntrain {

@@ -27,7 +27,7 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
   if (clips > 1)
     throw ConfigError("train.optimizer: only one of clipnorm, clipvalue and global_clipnorm can be set (as in "
                       "Keras); remove the others");
-  // The slot kinds and their order, as train/optimizer.cpp.
+  // The slot kinds and their order, as model/optimizer.cpp.
   std::vector<std::pair<std::string, float>> kinds;
   switch (spec.kind) {
     case OptimizerKind::SGD:

@@ -1,6 +1,6 @@
-// Kernels of the loss (Keras 3 losses with their gradients, mirroring train/loss.cpp in double
+// Kernels of the loss (Keras 3 losses with their gradients, mirroring model/loss.cpp in double
 // precision per position) and of the optimizers (one kernel over the flat parameter buffer,
-// mirroring train/optimizer.cpp in float32), plus the per-variable gradient norms for clipping.
+// mirroring model/optimizer.cpp in float32), plus the per-variable gradient norms for clipping.
 // Kernels first, then launchers.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"

@@ -1,7 +1,7 @@
 // The CUDA backend as the training engine sees it: one model, its loss and its optimizer on the GPU.
 // A step is forward, the loss and its gradient (own kernels), backward, clipping and the update;
 // losses and metrics are summed on the device, and predictions come back to the host only when asked.
-// The backend registry (train/engine_registry.cpp) wraps this in the Engine interface; nothing else
+// The backend registry (backend/engine_registry.cpp) wraps this in the Engine interface; nothing else
 // includes it.
 #pragma once
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "model/params.h"
 #include "spec/config.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 
 namespace rnntrain::cuda {
 

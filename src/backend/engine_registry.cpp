@@ -8,8 +8,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "spec/shapes.h"
-#include "train/engine.h"
-#include "train/targets.h"
+#include "backend/engine.h"
+#include "model/targets.h"
 
 #ifdef RNNTRAIN_WITH_CUDA
 #include "backend/cuda/device_buffer.h"
@@ -45,6 +45,7 @@ class CudaEngine final : public Engine {
         shapes_(infer_shapes(cfg_.model)) {}
 
   std::string device_name() const override { return session_.device_name(); }
+  EngineTraits traits() const override { return {.async_steps = true, .device_memory = true}; }
 
   // A synchronous step is an enqueued one waited for; the losses of steps enqueued before it are kept
   // for the next collect_losses().

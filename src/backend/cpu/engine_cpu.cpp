@@ -6,7 +6,7 @@
 #include "backend/cpu/onednn_stack.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/engine.h"
+#include "backend/engine.h"
 
 namespace rnntrain {
 

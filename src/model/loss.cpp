@@ -1,13 +1,13 @@
 // Keras 3 losses (mse, mae, huber, binary/categorical/sparse categorical crossentropy) with their
 // gradients. Per position: Keras' reduction over the last axis; then the mean over unmasked positions
-// ("sum_over_batch_size" with Keras 3's mask normalisation). Not the metrics (train/metrics.cpp).
-#include "train/loss.h"
+// ("sum_over_batch_size" with Keras 3's mask normalisation). Not the metrics (model/metrics.cpp).
+#include "model/loss.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "train/targets.h"
+#include "model/targets.h"
 
 namespace rnntrain {
 

@@ -1,6 +1,6 @@
 // Shape checks of (pred, target, mask) for losses and metrics, with messages that show the expected
 // and found shapes and say what to change. No arithmetic on the values here.
-#include "train/targets.h"
+#include "model/targets.h"
 
 #include <cmath>
 
@@ -9,9 +9,6 @@
 #include "core/error.h"
 
 namespace rnntrain {
-
-// loss_name, declared in train/targets.h for the losses and metrics, is defined once, in
-// src/data/check.cpp (declared in data/dataset.h): check_dataset prints the same spelling.
 
 namespace {
 

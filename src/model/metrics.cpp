@@ -1,7 +1,7 @@
 // Keras metrics as running means over an epoch: accuracy (binary, categorical, sparse; "accuracy"
 // resolved by the loss), mae, mse and perplexity. Each batch counts by its unmasked positions, so
-// result() is the mean over every position of the epoch. Not the loss (train/loss.cpp).
-#include "train/metrics.h"
+// result() is the mean over every position of the epoch. Not the loss (model/loss.cpp).
+#include "model/metrics.h"
 
 #include <cmath>
 #include <optional>
@@ -9,9 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "data/dataset.h"  // loss_name
-#include "train/loss.h"
-#include "train/targets.h"
+#include "model/loss.h"
+#include "model/targets.h"
 
 namespace rnntrain {
 

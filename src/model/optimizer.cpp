@@ -1,7 +1,7 @@
 // Keras 3 optimizers over host parameters: SGD, Adam/AdamW, RMSprop, Adagrad, with Keras' order per
 // step: clip the gradients, decay the weights (p -= lr*wd*p), then the update rule with t = iterations+1.
 // Float32 arithmetic on flat arrays, as Keras on float32 variables. Not the schedules (schedule.cpp).
-#include "train/optimizer.h"
+#include "model/optimizer.h"
 
 #include <algorithm>
 #include <cmath>

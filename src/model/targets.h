@@ -4,11 +4,9 @@
 #include <cstdint>
 
 #include "core/tensor.h"
-#include "data/dataset.h"  // loss_name
 #include "spec/config.h"
 
 namespace rnntrain {
-
 
 // pred viewed as N positions of K values: pred [B, K] -> N = B, pred [B, T, K] -> N = B*T.
 struct TargetView {

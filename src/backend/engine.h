@@ -1,7 +1,7 @@
 // The backend interface the trainer drives: one model, its loss and its optimizer on one device.
 // A training step is forward, loss, backward, clipping and the optimizer update; the trainer never
 // sees activations. Parameters are exchanged in the canonical host layout (model/params.h).
-// The CPU engine is in engine_cpu.cpp; the CUDA one plugs in behind make_engine (engine_registry.cpp).
+// The CPU engine is in cpu/engine_cpu.cpp; the CUDA one plugs in behind make_engine (engine_registry.cpp).
 #pragma once
 #include <memory>
 #include <string>
@@ -10,16 +10,23 @@
 
 #include "core/batch.h"
 #include "model/params.h"
-#include "train/loss.h"
-#include "train/metrics.h"
-#include "train/optimizer.h"
+#include "model/loss.h"
+#include "model/metrics.h"
+#include "model/optimizer.h"
 
 namespace rnntrain {
+
+// What an engine can do, for the trainer and tools (they never test its name).
+struct EngineTraits {
+  bool async_steps = false;    // enqueue_train_step returns before the step has run (a device queue)
+  bool device_memory = false;  // its buffers live in device memory, counted by device_peak_mib()
+};
 
 class Engine {
  public:
   virtual ~Engine() = default;
-  virtual std::string device_name() const = 0;
+  virtual std::string device_name() const = 0;  // for logs: "cpu", "cuda (NVIDIA H200 ...)"
+  virtual EngineTraits traits() const { return {}; }
   // One optimizer step on the batch; updates the metrics with the batch's predictions.
   virtual LossValue train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) = 0;
   // The same step without waiting for a device: the metrics are updated, and the loss handed to

@@ -1,0 +1,107 @@
+// What the epoch loop notifies after each epoch, as Keras' callbacks and Marian's training
+// observers: the learning-rate schedule, early stopping, the checkpoints and the history files.
+// Each acts on the epoch's logs and keeps its own part of the state a checkpoint resumes from; the
+// loop itself only trains, evaluates and asks them in order.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "backend/engine.h"
+#include "io/checkpoint.h"
+#include "train/callbacks.h"
+#include "train/schedule.h"
+
+namespace rnntrain {
+
+class EpochObserver {
+ public:
+  virtual ~EpochObserver() = default;
+  // After an epoch's logs are complete (validation included); epoch counts from 0. Setting *stop
+  // ends training after this epoch; the observers after this one see it.
+  virtual void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) = 0;
+  // Its part of the state that a checkpoint written now resumes from, and back on --resume.
+  virtual void save_state(ResumeState& st) const { (void)st; }
+  virtual void load_state(const ResumeState& st) { (void)st; }
+};
+
+// train.schedule: logs a changed learning rate; the loop reads lr() for each step.
+class ScheduleObserver final : public EpochObserver {
+ public:
+  ScheduleObserver(const ScheduleSpec& spec, double base_lr) : schedule_(spec, base_lr) {}
+  double lr(int64_t step) const { return schedule_.lr(step); }
+  void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
+  void save_state(ResumeState& st) const override { st.schedule = schedule_.state(); }
+  void load_state(const ResumeState& st) override { schedule_.set_state(st.schedule); }
+
+ private:
+  Schedule schedule_;
+};
+
+// train.early_stopping: stops training when the monitored value no longer improves; with
+// restore_best_weights, keeps the best epoch's weights (early_stopping_best.h5 across a resume) and
+// puts them back at the end of training.
+class EarlyStoppingObserver final : public EpochObserver {
+ public:
+  EarlyStoppingObserver(const EarlyStoppingSpec& spec, Engine& engine) : early_(spec), engine_(engine) {}
+  const EarlyStopping& early() const { return early_; }
+  void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
+  void save_state(ResumeState& st) const override { st.early_stopping = early_.state(); }
+  void load_state(const ResumeState& st) override;
+  // The weights to restore at the end of training, if any: true when it restored them.
+  bool restore_best();
+  // Whether early_stopping_best.h5 should hold this epoch's weights.
+  bool best_is(int64_t epoch) const {
+    return early_.spec().restore_best_weights && early_.best_weights() && early_.best_epoch() == epoch;
+  }
+  void set_best_from(const std::string& path, const ModelSpec& model);
+
+ private:
+  EarlyStopping early_;
+  Engine& engine_;
+};
+
+// best.h5 (the monitored value improved), last.h5 (every epoch, or the last one) and
+// early_stopping_best.h5, each written with the state `state_now` gathers; nothing non-finite is
+// ever written (`finite` checks the weights first and throws).
+class CheckpointObserver final : public EpochObserver {
+ public:
+  struct Paths {
+    std::string best, last, early_best;
+  };
+  CheckpointObserver(const Config& cfg, const std::string& monitor, Paths paths, const OptimizerSlots& slots,
+                     const EarlyStoppingObserver* early, std::function<ResumeState(int64_t)> state_now,
+                     std::function<Params&(const std::string&)> finite)
+      : cfg_(cfg), best_(monitor, cfg.train.checkpoint.mode), paths_(std::move(paths)), slots_(slots), early_(early),
+        state_now_(std::move(state_now)), finite_(std::move(finite)) {}
+  void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
+  void save_state(ResumeState& st) const override { st.checkpoint = best_.state(); }
+  void load_state(const ResumeState& st) override { best_.set_state(st.checkpoint); }
+  // The newest checkpoint that holds finite weights, for the divergence message ("" before the first).
+  const std::string& last_good() const { return last_good_; }
+  void set_last_good(std::string s) { last_good_ = std::move(s); }
+
+ private:
+  const Config& cfg_;
+  BestTracker best_;
+  Paths paths_;
+  const OptimizerSlots& slots_;
+  const EarlyStoppingObserver* early_;
+  std::function<ResumeState(int64_t)> state_now_;
+  std::function<Params&(const std::string&)> finite_;
+  std::string last_good_;
+};
+
+// history.json and history.csv in the run directory, rewritten after every epoch.
+class HistoryObserver final : public EpochObserver {
+ public:
+  HistoryObserver(const History& history, std::string run_dir) : history_(history), run_dir_(std::move(run_dir)) {}
+  void on_epoch_end(int64_t, const Logs&, bool*) override { write(); }
+  void write() const;
+
+ private:
+  const History& history_;
+  std::string run_dir_;
+};
+
+}  // namespace rnntrain
