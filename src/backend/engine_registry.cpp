@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/comm.h"
 #include "spec/shapes.h"
 #include "backend/engine.h"
 #include "model/targets.h"
@@ -212,6 +213,9 @@ std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropo
     return make_cpu_engine(cfg, std::move(params), dropout_rng);
   }
 #ifdef RNNTRAIN_WITH_CUDA
+  if (Comm::world().distributed())  // NCCL's all-reduce inside the captured step is not there yet
+    throw UsageError(fmt::format("{}: data-parallel training runs on the CPU only so far (docs/distributed.md); "
+                                 "set device: cpu, or train on the GPU in one process", Comm::world().describe()));
   return std::make_unique<CudaEngine>(cfg, std::move(params), dropout_rng);
 #else
   return make_cpu_engine(cfg, std::move(params), dropout_rng);

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/comm.h"
 
 namespace rnntrain {
 
@@ -121,8 +122,16 @@ int run_cli(int argc, char** argv) {
   set_log_level(verbose ? LogLevel::Debug : quiet ? LogLevel::Warn : LogLevel::Info);
   a.progress = !quiet;
 
+  // Under mpirun a failing rank ends the whole run (the others would wait in the next collective);
+  // only rank 0 logs the progress of training.
+  int rc = 2;
   try {
-    if (train->parsed()) return cmd_train(a);
+    if (train->parsed()) {
+      const Comm& comm = Comm::world();
+      if (comm.distributed() && !comm.root()) set_log_level(verbose ? LogLevel::Debug : LogLevel::Warn);
+      if (comm.distributed()) log_info("data-parallel training: {}", comm.describe());
+      return cmd_train(a);
+    }
     if (eval->parsed()) return cmd_eval(a);
     if (predict->parsed()) return cmd_predict(a);
     if (plan->parsed()) return cmd_plan(a);
@@ -131,12 +140,16 @@ int run_cli(int argc, char** argv) {
     if (bench->parsed()) return cmd_bench(ba);
   } catch (const UsageError& e) {  // ConfigError too
     log_error("{}", e.what());
-    return 2;
+    rc = 2;
   } catch (const std::exception& e) {
     log_error("{}", e.what());
-    return 1;
+    rc = 1;
   }
-  return 2;
+  if (train->parsed() && Comm::world().distributed()) {
+    log_error("{}: ending every rank of the run", Comm::world().describe());
+    Comm::world().abort(rc);
+  }
+  return rc;
 }
 
 }  // namespace rnntrain

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "dist/comm.h"
 #include "spec/parse.h"
 #include "backend/cpu/onednn_stack.h"
 #include "plan/plan.h"
@@ -55,7 +56,7 @@ int cmd_train(const CommandArgs& a) {
   j["seconds"] = r.seconds;
   if (!r.history.epochs.empty())
     for (const auto& [k, v] : r.history.epochs.back()) j["final"][k] = v;
-  std::printf("%s\n", j.dump().c_str());
+  if (Comm::world().root()) std::printf("%s\n", j.dump().c_str());  // one result line for the run
   if (!r.signal) return 0;
   const std::string where = r.signal_step > 0 ? fmt::format("at epoch {} after step {}", r.epochs_done + 1, r.signal_step)
                                               : fmt::format("after epoch {}", r.epochs_done);

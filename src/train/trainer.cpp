@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "dist/comm.h"
 #include "io/checkpoint.h"
 #include "spec/parse.h"
 #include "train/autotune.h"
@@ -68,19 +69,37 @@ static std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) 
   return out;
 }
 
+// Under data parallelism: the loss sums and the metrics' totals summed across the ranks, so every
+// rank holds the one-process values (up to the order of the sums). Otherwise nothing.
+static void reduce_metrics(const std::vector<Metric*>& ms, double* sum, double* count) {
+  Comm& comm = Comm::world();
+  if (!comm.distributed()) return;
+  std::vector<double> t{sum ? *sum : 0.0, count ? *count : 0.0};
+  for (const Metric* m : ms) t.insert(t.end(), {m->totals().first, m->totals().second});
+  comm.allreduce_sum(t.data(), static_cast<int64_t>(t.size()));
+  if (sum) *sum = t[0];
+  if (count) *count = t[1];
+  for (size_t j = 0; j < ms.size(); ++j) {
+    ms[j]->reset();
+    ms[j]->add(t[2 + 2 * j], t[3 + 2 * j]);
+  }
+}
+
 EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data) {
   auto metrics = make_metrics(cfg);
   auto ms = raw(metrics);
+  const Comm& comm = Comm::world();
   const int64_t n = data.size(), bs = cfg.train.batch_size;
   double sum = 0.0, count = 0.0;
   std::vector<int64_t> rows;
-  for (int64_t b = 0; b < n; b += bs) {
+  for (int64_t b = comm.rank() * bs; b < n; b += bs * comm.size()) {  // each rank every size-th batch
     rows.resize(std::min(bs, n - b));
     std::iota(rows.begin(), rows.end(), b);
     LossValue lv = engine.eval_step(data.gather(rows), ms);
     sum += lv.mean() * rows.size();  // as Keras' loss tracker: batch means weighted by batch size
     count += rows.size();
   }
+  reduce_metrics(ms, &sum, &count);
   EvalResult r;
   r.loss = count > 0 ? sum / count : std::nan("");
   for (auto* m : ms) r.metrics.emplace_back(m->name(), m->result());
@@ -163,6 +182,12 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   const bool y_has_time = shapes.back().out.size() >= 2;  // the model outputs a sequence: targets per step
 
   Rng rng(cfg.train.seed ^ 0x7261696eull);  // the trainer's stream: shuffling and dropout
+  // Under data parallelism every rank draws the same shuffle from `rng`, and its dropout masks from a
+  // stream of its own, seeded each step from the epoch's starting state, the step and its rank: `rng`
+  // itself is not drawn from, and a resumed run draws the same masks again.
+  Comm& comm = Comm::world();
+  Rng rank_dropout(0);
+  uint64_t epoch_key = 0;
   const std::string last_path = (fs::path(run_dir) / "last.h5").string();
   if (resuming && !fs::exists(last_path))
     throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
@@ -171,7 +196,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   // The plan the engine runs (autotune decides here); the run directory records it, not "auto".
   Config run_cfg = resolve_plan(cfg, init, data.train.x.dim(1));
   run_cfg.plan.autotune = false;
-  auto engine = make_engine(run_cfg, std::move(init), rng);
+  auto engine = make_engine(run_cfg, std::move(init), comm.distributed() ? rank_dropout : rng);
   Optimizer& optimizer = engine->optimizer();
   OptimizerSlots slots;
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
@@ -220,8 +245,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   HistoryObserver history(result.history, run_dir);
   observers = {&schedule};
   if (early) observers.push_back(&*early);
-  observers.push_back(&checkpoints);
-  observers.push_back(&history);
+  if (comm.root()) {  // one rank writes the run directory: every rank holds the same weights
+    observers.push_back(&checkpoints);
+    observers.push_back(&history);
+  }
 
   int64_t start_epoch = 0;
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
@@ -258,10 +285,12 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     checkpoints.set_last_good(fmt::format("{} (epoch {})", last_path, start_epoch));
     resumed = std::move(st);
   }
-  fs::create_directories(run_dir);
-  remove_stale_temporaries(run_dir);
-  write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(run_cfg)));
-  if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
+  if (comm.root()) {
+    fs::create_directories(run_dir);
+    remove_stale_temporaries(run_dir);
+    write_text((fs::path(run_dir) / "config.yaml").string(), emit_config(with_absolute_paths(run_cfg)));
+    if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
+  }
 
   auto metrics = make_metrics(cfg);
   auto ms = raw(metrics);
@@ -270,6 +299,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   if (cfg.train.steps_per_epoch > 0) steps = std::min(steps, cfg.train.steps_per_epoch);
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
+  if (comm.distributed())
+    log_info("train.batch_size {} is the global batch: {} ranks take {}{} sequences of each", bs, comm.size(),
+             bs / comm.size(), bs % comm.size() ? fmt::format(" or {}", bs / comm.size() + 1) : "");
 
   // One epoch's training steps from step `first` on, with `so_far` from the steps before it (a resumed
   // epoch); the metrics hold their totals. Ends early when a signal arrives.
@@ -279,7 +311,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     EpochSteps e = so_far;
     int64_t seen = 0;  // samples of the steps whose loss has been seen
     for (int64_t s = 0; s < e.done; ++s) seen += static_cast<int64_t>(plan[s].rows.size());
-    Progress progress(epoch, cfg.train.epochs, steps, opt.progress);
+    Progress progress(epoch, cfg.train.epochs, steps, opt.progress && comm.root());
     e.lr = schedule.lr(optimizer.iterations());
     auto take = [&](const LossValue& lv) {
       const std::string where = fmt::format("epoch {} step {}", epoch + 1, e.done + 1);
@@ -300,7 +332,12 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     };
     // With asynchronous steps (a GPU) the next batch is gathered on a second thread while this one
     // enqueues the step.
-    auto gather = [&](int64_t s) { return gather_batch(data.train, plan[s], y_has_time); };
+    auto gather = [&](int64_t s) {
+      if (!comm.distributed()) return gather_batch(data.train, plan[s], y_has_time);
+      const Share sh = share_of(static_cast<int64_t>(plan[s].rows.size()), comm.rank(), comm.size());
+      EpochBatch mine{{plan[s].rows.begin() + sh.first, plan[s].rows.begin() + sh.first + sh.count}, plan[s].steps};
+      return gather_batch(data.train, mine, y_has_time);
+    };
     const int64_t first = e.done;
     std::future<Batch> next;
     if (async && first < steps) next = std::async(std::launch::async, gather, first);
@@ -308,6 +345,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       Batch batch = async ? next.get() : gather(s);
       if (async && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
       e.lr = schedule.lr(optimizer.iterations());
+      if (comm.distributed())
+        rank_dropout.reseed(epoch_key ^ (0x94d049bb133111ebull * static_cast<uint64_t>(s + 1)) ^
+                            (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(comm.rank() + 1)));
       // The GPU runs ahead: losses and metrics are read back as its steps finish.
       engine->enqueue_train_step(batch, e.lr, ms);
       for (const LossValue& lv : engine->collect_losses(false)) take(lv);
@@ -321,6 +361,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   StopOnSignals signals;  // from here a signal stops training after the current step, saved
   for (int64_t epoch = start_epoch; !finished && epoch < cfg.train.epochs; ++epoch) {
     const Rng::State epoch_rng = rng.state();
+    epoch_key = epoch_rng[0] ^ (epoch_rng[3] * 0xbf58476d1ce4e5b9ull);
     plan = plan_epoch(cfg.train, n, lengths, trim, rng);  // depends only on the RNG state: resume draws the same
     for (auto* m : ms) m->reset();
     EpochSteps so_far;
@@ -328,9 +369,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       rng.set_state(resumed.rng);
       so_far.done = std::min(resumed.step, steps);
       so_far.sum = resumed.partial[0], so_far.count = resumed.partial[1];
-      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
+      if (comm.root())  // the saved totals are every rank's together: one rank holds them, reduce_metrics sums
+        for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
     }
     const EpochSteps e = train_steps(epoch, so_far);
+    reduce_metrics(ms, nullptr, nullptr);
     if (stop_signal()) {  // stopped inside the epoch: last.h5 holds this very step
       ResumeState st = state_now(epoch);
       if (e.done > 0) {
@@ -341,8 +384,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       } else {
         st.rng = epoch_rng;  // nothing of this epoch done: it starts over, shuffle included
       }
-      save_checkpoint(last_path, cfg.model, finite_params(fmt::format("epoch {} step {}", epoch + 1, e.done)), slots, st);
-      history.write();
+      if (comm.root()) {
+        save_checkpoint(last_path, cfg.model, finite_params(fmt::format("epoch {} step {}", epoch + 1, e.done)), slots,
+                        st);
+        history.write();
+      }
       result.signal = stop_signal();
       result.signal_step = e.done;
       break;
@@ -387,7 +433,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   fin.rng = rng.state();
   fin.history_json = result.history.to_json();
   fin.config_yaml = emit_config(cfg);
-  save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, fin);
+  if (comm.root()) save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, fin);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

@@ -2,11 +2,15 @@
 // backend is compared with. Chosen by make_engine (engine_registry.cpp).
 #include <cblas.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "backend/cpu/cpu_model.h"
 #include "backend/cpu/onednn_stack.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "backend/engine.h"
+#include "dist/comm.h"
 
 namespace rnntrain {
 
@@ -20,15 +24,34 @@ class CpuEngine final : public Engine {
 
   std::string device_name() const override { return "cpu"; }
 
+  // Under data parallelism (Comm::world() of several ranks) the batch is this rank's share of the
+  // global batch: the loss is the global batch's (its sum and count reduced across the ranks), the
+  // share's gradient is weighted by its count over the global count and the gradients are summed
+  // across the ranks, so every rank takes the one-process update. The metrics hold this share's.
   LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
     ForwardContext& ctx = ctx_;
-    Tensor mask;
     params_.zero_grad();
-    Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
-    Tensor dpred;
-    LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
-    for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
-    model_.backward(ctx, dpred);
+    LossValue lv;
+    if (b.x.dim(0) > 0) {  // a rank's share of a global batch smaller than the ranks is empty
+      Tensor mask;
+      Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
+      Tensor dpred;
+      lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
+      for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+      if (comm_.distributed()) {
+        double sc[2] = {lv.sum, lv.count};
+        comm_.allreduce_sum(sc, 2);
+        const double w = sc[1] > 0 ? lv.count / sc[1] : 0.0;
+        for (float& v : dpred.data) v = static_cast<float>(v * w);
+        lv.sum = sc[0], lv.count = sc[1];
+      }
+      model_.backward(ctx, dpred);
+    } else if (comm_.distributed()) {
+      double sc[2] = {0.0, 0.0};
+      comm_.allreduce_sum(sc, 2);
+      lv.sum = sc[0], lv.count = sc[1];
+    }
+    if (comm_.distributed()) allreduce_grads();
     opt_->step(lr);
     lv.params_finite = params_.first_nonfinite().empty();
     return lv;
@@ -64,20 +87,39 @@ class CpuEngine final : public Engine {
  private:
   static const std::vector<int32_t>* lengths(const Batch& b) { return b.lengths.empty() ? nullptr : &b.lengths; }
 
+  // Sums every gradient across the ranks, through one buffer (one collective per step).
+  void allreduce_grads() {
+    flat_.clear();
+    for (const Param* p : params_.all()) flat_.insert(flat_.end(), p->grad.data.begin(), p->grad.data.end());
+    comm_.allreduce_sum(flat_.data(), static_cast<int64_t>(flat_.size()));
+    size_t at = 0;
+    for (Param* p : params_.all()) {
+      std::copy(flat_.begin() + at, flat_.begin() + at + p->grad.data.size(), p->grad.data.begin());
+      at += p->grad.data.size();
+    }
+  }
+
   const Config cfg_;  // a copy: the engine may outlive the caller's config (CpuModel refers into it)
   Params params_;
   CpuModel model_;
   Rng& rng_;
   std::unique_ptr<Optimizer> opt_;
   ForwardContext ctx_;  // reused by every step, so the layers' tapes keep their memory between batches
+  Comm& comm_ = Comm::world();
+  std::vector<float> flat_;  // the gradients in one buffer for the all-reduce
 };
 
 }  // namespace
 
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng) {
-  if (cfg.train.threads > 0) {  // BLAS and oneDNN take turns: each may use them all
-    openblas_set_num_threads(static_cast<int>(cfg.train.threads));
-    cpu::set_onednn_threads(static_cast<int>(cfg.train.threads));
+  int64_t threads = cfg.train.threads;
+  // Ranks of a data-parallel run on one machine share its cores: more threads than cores would spin
+  // against each other at every barrier (2 ranks of 2 threads on 2 cores: 20x slower).
+  if (const Comm& comm = Comm::world(); threads == 0 && comm.distributed())
+    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / comm.local_size());
+  if (threads > 0) {  // BLAS and oneDNN take turns: each may use them all
+    openblas_set_num_threads(static_cast<int>(threads));
+    cpu::set_onednn_threads(static_cast<int>(threads));
   }
   return std::make_unique<CpuEngine>(cfg, std::move(params), dropout_rng);
 }

@@ -1,0 +1,121 @@
+// Comm over MPI (RNNTRAIN_WITH_MPI), or a world of one.
+#include "dist/comm.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#ifdef RNNTRAIN_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace rnntrain {
+
+namespace {
+
+// Whether a launcher (Open MPI's mpirun, MPICH's Hydra, Slurm's srun with PMI or PMIx) started us.
+// A plain run never initializes MPI, so it behaves exactly as in a build without it.
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+#ifdef RNNTRAIN_WITH_MPI
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw std::runtime_error(fmt::format("{}: {}", what, msg));
+}
+#endif
+
+}  // namespace
+
+Comm::Comm() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) host_ = host;
+#ifdef RNNTRAIN_WITH_MPI
+  if (!launched_by_mpi()) return;
+  int provided = 0;
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  MPI_Comm local;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+  check(MPI_Comm_rank(local, &local_rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(local, &local_size_), "MPI_Comm_size");
+  MPI_Comm_free(&local);
+  std::atexit([] {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+  });
+#else
+  if (launched_by_mpi() && std::getenv("OMPI_COMM_WORLD_SIZE") && std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")) > 1)
+    throw std::runtime_error("this rnntrain was built without MPI (RNNTRAIN_MPI=OFF or no libopenmpi-dev at build "
+                             "time), so its processes cannot train together; rebuild with MPI or run one process");
+#endif
+}
+
+Comm& Comm::world() {
+  static Comm c;
+  return c;
+}
+
+std::string Comm::describe() const {
+  if (size_ == 1) return "";
+  return fmt::format("rank {} of {} (local {}, host {})", rank_, size_, local_rank_, host_);
+}
+
+#ifdef RNNTRAIN_WITH_MPI
+namespace {
+// MPI counts are int: larger buffers go in parts.
+template <typename T>
+void sum_in_place(T* data, int64_t n, MPI_Datatype type) {
+  constexpr int64_t kPart = int64_t{1} << 30;
+  for (int64_t at = 0; at < n; at += kPart)
+    check(MPI_Allreduce(MPI_IN_PLACE, data + at, static_cast<int>(std::min(kPart, n - at)), type, MPI_SUM,
+                        MPI_COMM_WORLD), "MPI_Allreduce");
+}
+}  // namespace
+#endif
+
+void Comm::allreduce_sum(double* data, int64_t n) {
+#ifdef RNNTRAIN_WITH_MPI
+  if (size_ > 1) sum_in_place(data, n, MPI_DOUBLE);
+#else
+  (void)data, (void)n;
+#endif
+}
+
+void Comm::allreduce_sum(float* data, int64_t n) {
+#ifdef RNNTRAIN_WITH_MPI
+  if (size_ > 1) sum_in_place(data, n, MPI_FLOAT);
+#else
+  (void)data, (void)n;
+#endif
+}
+
+void Comm::abort(int code) {
+#ifdef RNNTRAIN_WITH_MPI
+  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#else
+  (void)code;
+#endif
+}
+
+Share share_of(int64_t n, int rank, int size) {
+  const int64_t base = n / size, extra = n % size;
+  Share s;
+  s.count = base + (rank < extra ? 1 : 0);
+  s.first = rank * base + std::min<int64_t>(rank, extra);
+  return s;
+}
+
+}  // namespace rnntrain
