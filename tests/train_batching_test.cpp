@@ -173,6 +173,8 @@ TEST(Batching, TrimmingKeepsTheFirstStepsOfInputsAndPerStepTargets) {
   Dataset last = d;
   last.y.data = {1, 2, 3, 4, 5, 6, 7, 8};  // [B, K] with K == T by chance
   EXPECT_EQ(gather_batch(last, e, false).y.shape, (Shape{2, 4})) << "one target per sample: not trimmed";
+  EXPECT_EQ(gather_batch(d, EpochBatch{{}, 3}, true).x.shape, (Shape{0, 3, 1}))
+      << "an empty share (a data-parallel rank's part of a batch smaller than the ranks)";
 }
 
 TEST(Batching, ATrimmedBatchGivesTheUntrimmedLossAndGradients) {

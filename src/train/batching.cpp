@@ -109,7 +109,12 @@ Batch gather_batch(const Dataset& d, const EpochBatch& e, bool y_has_time) {
   if (e.steps <= 0 || e.steps >= T) return b;
   // Keeps the first `steps` of axis 1 of a [B, T, ...] tensor.
   auto trim = [&](Tensor& t) {
-    const int64_t B = t.shape[0], inner = t.numel() / (B * T), keep = e.steps * inner;
+    const int64_t B = t.shape[0];
+    if (B == 0) {  // a data-parallel rank's empty share of a small batch
+      t.shape[1] = e.steps;
+      return;
+    }
+    const int64_t inner = t.numel() / (B * T), keep = e.steps * inner;
     for (int64_t i = 0; i < B; ++i)
       std::copy(t.data.begin() + i * T * inner, t.data.begin() + i * T * inner + keep, t.data.begin() + i * keep);
     t.data.resize(static_cast<size_t>(B * keep));

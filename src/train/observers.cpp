@@ -44,13 +44,13 @@ void CheckpointObserver::on_epoch_end(int64_t epoch, const Logs& logs, bool* sto
   const bool new_best = best_.on_epoch_end(logs);
   const ResumeState st = state_now_(epoch + 1);
   Params& params = finite_(fmt::format("epoch {}", epoch + 1));
-  if (early_ && early_->best_is(epoch)) save_checkpoint(paths_.early_best, cfg_.model, params, {}, st);
+  if (write_ && early_ && early_->best_is(epoch)) save_checkpoint(paths_.early_best, cfg_.model, params, {}, st);
   if (new_best) {
-    save_checkpoint(paths_.best, cfg_.model, params, slots_, st);
+    if (write_) save_checkpoint(paths_.best, cfg_.model, params, slots_, st);
     last_good_ = fmt::format("{} (epoch {})", paths_.best, epoch + 1);
   }
   if (cfg_.train.checkpoint.every_epoch || *stop || epoch + 1 == cfg_.train.epochs) {
-    save_checkpoint(paths_.last, cfg_.model, params, slots_, st);
+    if (write_) save_checkpoint(paths_.last, cfg_.model, params, slots_, st);
     last_good_ = fmt::format("{} (epoch {})", paths_.last, epoch + 1);
   }
 }

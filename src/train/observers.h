@@ -63,7 +63,8 @@ class EarlyStoppingObserver final : public EpochObserver {
 
 // best.h5 (the monitored value improved), last.h5 (every epoch, or the last one) and
 // early_stopping_best.h5, each written with the state `state_now` gathers; nothing non-finite is
-// ever written (`finite` checks the weights first and throws).
+// ever written (`finite` checks the weights first and throws). Without `write` (the other ranks of a
+// data-parallel run) it decides and checks alike but writes nothing.
 class CheckpointObserver final : public EpochObserver {
  public:
   struct Paths {
@@ -71,9 +72,9 @@ class CheckpointObserver final : public EpochObserver {
   };
   CheckpointObserver(const Config& cfg, const std::string& monitor, Paths paths, const OptimizerSlots& slots,
                      const EarlyStoppingObserver* early, std::function<ResumeState(int64_t)> state_now,
-                     std::function<Params&(const std::string&)> finite)
+                     std::function<Params&(const std::string&)> finite, bool write)
       : cfg_(cfg), best_(monitor, cfg.train.checkpoint.mode), paths_(std::move(paths)), slots_(slots), early_(early),
-        state_now_(std::move(state_now)), finite_(std::move(finite)) {}
+        state_now_(std::move(state_now)), finite_(std::move(finite)), write_(write) {}
   void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
   void save_state(ResumeState& st) const override { st.checkpoint = best_.state(); }
   void load_state(const ResumeState& st) override { best_.set_state(st.checkpoint); }
@@ -89,6 +90,7 @@ class CheckpointObserver final : public EpochObserver {
   const EarlyStoppingObserver* early_;
   std::function<ResumeState(int64_t)> state_now_;
   std::function<Params&(const std::string&)> finite_;
+  bool write_;
   std::string last_good_;
 };
 

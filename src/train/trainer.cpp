@@ -240,15 +240,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   CheckpointObserver checkpoints(cfg, data.val || !val_monitor ? monitor : monitor.substr(4),
                                  {(fs::path(run_dir) / "best.h5").string(), last_path,
                                   (fs::path(run_dir) / "early_stopping_best.h5").string()},
-                                 slots, early ? &*early : nullptr, state_now, finite_params);
+                                 slots, early ? &*early : nullptr, state_now, finite_params, comm.root());
   ckpt_view = &checkpoints;
   HistoryObserver history(result.history, run_dir);
   observers = {&schedule};
   if (early) observers.push_back(&*early);
-  if (comm.root()) {  // one rank writes the run directory: every rank holds the same weights
-    observers.push_back(&checkpoints);
-    observers.push_back(&history);
-  }
+  observers.push_back(&checkpoints);  // one rank writes the run directory: every rank holds the same weights
+  if (comm.root()) observers.push_back(&history);
 
   int64_t start_epoch = 0;
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
