@@ -33,25 +33,22 @@ class CpuEngine final : public Engine {
     ForwardContext& ctx = ctx_;
     params_.zero_grad();
     LossValue lv;
-    if (b.x.dim(0) > 0) {  // a rank's share of a global batch smaller than the ranks is empty
+    Tensor dpred;
+    const bool rows = b.x.dim(0) > 0;  // a rank's share of a global batch smaller than the ranks is empty
+    if (rows) {
       Tensor mask;
       Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
-      Tensor dpred;
       lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
       for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
-      if (comm_.distributed()) {
-        double sc[2] = {lv.sum, lv.count};
-        comm_.allreduce_sum(sc, 2);
-        const double w = sc[1] > 0 ? lv.count / sc[1] : 0.0;
-        for (float& v : dpred.data) v = static_cast<float>(v * w);
-        lv.sum = sc[0], lv.count = sc[1];
-      }
-      model_.backward(ctx, dpred);
-    } else if (comm_.distributed()) {
-      double sc[2] = {0.0, 0.0};
+    }
+    if (comm_.distributed()) {
+      double sc[2] = {lv.sum, lv.count};
       comm_.allreduce_sum(sc, 2);
+      const double w = sc[1] > 0 ? lv.count / sc[1] : 0.0;
+      for (float& v : dpred.data) v = static_cast<float>(v * w);
       lv.sum = sc[0], lv.count = sc[1];
     }
+    if (rows) model_.backward(ctx, dpred);
     if (comm_.distributed()) allreduce_grads();
     opt_->step(lr);
     lv.params_finite = params_.first_nonfinite().empty();
