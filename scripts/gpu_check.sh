@@ -33,7 +33,7 @@ if ! cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DRNNTRAIN_CU
   say "FAIL: configure"
   exit 1
 fi
-grep -E "CUDA backend|CUDA architectures|Found CUDNN|Found CUDAToolkit" "$WORK/configure.log" | tee -a "$LOG"
+grep -E "CUDA backend|CUDA architectures|Found CUDNN|Found CUDAToolkit|NCCL|MPI" "$WORK/configure.log" | tee -a "$LOG"
 
 step "build"
 targets=(rnntrain)

@@ -16,6 +16,8 @@
 
 namespace rnntrain {
 
+class Comm;
+
 // What an engine can do, for the trainer and tools (they never test its name).
 struct EngineTraits {
   bool async_steps = false;    // enqueue_train_step returns before the step has run (a device queue)
@@ -62,9 +64,11 @@ class Engine {
 // Builds the engine for cfg.device: cpu; cuda (a UsageError saying why when this build has no CUDA
 // backend or no GPU is visible); auto takes the GPU when one is usable. Takes the initial
 // parameters; `dropout_rng` is the trainer's stream for dropout masks (its state is checkpointed) and
-// must outlive the engine; cfg is copied.
+// must outlive the engine; cfg is copied. With `ranks` (a launched world, docs/distributed.md) each
+// training step is this rank's share of a global batch: the loss and the gradients are the global
+// batch's, summed across the ranks (MPI on the CPU, NCCL on GPUs, one GPU per process).
 // Defined in engine_registry.cpp, the one file that knows CUDA exists.
-std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng);
+std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks = nullptr);
 
 // "" when the CUDA backend can run here; otherwise why not (no CUDA in this build, no GPU visible).
 std::string gpu_unavailable_reason();
@@ -84,6 +88,6 @@ int64_t gpu_graph_captures();  // of those, the ones that captured the graph
 int64_t gpu_wavefront_passes();
 
 // The CPU engine (engine_cpu.cpp), whatever cfg.device says.
-std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng);
+std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks = nullptr);
 
 }  // namespace rnntrain

@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/comm.h"
 #include "spec/shapes.h"
 #include "backend/engine.h"
 #include "model/targets.h"
@@ -41,8 +40,8 @@ class CudaOptimizerView final : public Optimizer {
 
 class CudaEngine final : public Engine {
  public:
-  CudaEngine(const Config& cfg, Params params, Rng& rng)
-      : cfg_(cfg), params_(std::move(params)), rng_(rng), session_(cfg_, params_), opt_(session_),
+  CudaEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
+      : cfg_(cfg), params_(std::move(params)), rng_(rng), session_(cfg_, params_, ranks), opt_(session_),
         shapes_(infer_shapes(cfg_.model)) {}
 
   std::string device_name() const override { return session_.device_name(); }
@@ -75,7 +74,7 @@ class CudaEngine final : public Engine {
     for (const cuda::StepLoss& l : session_.collect(wait)) {
       const std::vector<Metric*> ms = std::move(metrics_.front());
       metrics_.pop_front();
-      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(l.metrics[j], l.count);
+      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(l.metrics[j], l.metric_count);
       out.push_back({l.sum, l.count, l.params_finite});
     }
     return out;
@@ -203,22 +202,19 @@ int64_t gpu_wavefront_passes() {
 #endif
 }
 
-std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng) {
-  if (cfg.device == Device::Cpu) return make_cpu_engine(cfg, std::move(params), dropout_rng);
+std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks) {
+  if (cfg.device == Device::Cpu) return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) {
     if (cfg.device == Device::Cuda)
       throw UsageError(fmt::format("device: cuda was requested but {}; use device: cpu or auto", why));
     log_debug("device auto: using the CPU ({})", why);
-    return make_cpu_engine(cfg, std::move(params), dropout_rng);
+    return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
   }
 #ifdef RNNTRAIN_WITH_CUDA
-  if (Comm::world().distributed())  // NCCL's all-reduce inside the captured step is not there yet
-    throw UsageError(fmt::format("{}: data-parallel training runs on the CPU only so far (docs/distributed.md); "
-                                 "set device: cpu, or train on the GPU in one process", Comm::world().describe()));
-  return std::make_unique<CudaEngine>(cfg, std::move(params), dropout_rng);
+  return std::make_unique<CudaEngine>(cfg, std::move(params), dropout_rng, ranks);
 #else
-  return make_cpu_engine(cfg, std::move(params), dropout_rng);
+  return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
 #endif
 }
 

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/comm.h"
 #include "io/checkpoint.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
@@ -45,6 +46,7 @@ struct Candidate {
   std::string plan;  // stage summary: "3 stages: layer, cudnn(2), layer"
   Timing t;
   double seq_per_s = 0, tflops = 0, peak_host_mib = 0;
+  double dp_ms = 0;  // under mpirun: ms/step of the same steps with the ranks' all-reduce (0: not timed)
 };
 
 std::string plan_summary(const Plan& p) {
@@ -223,9 +225,17 @@ int cmd_bench(const BenchArgs& a) {
                  RnnAlgo::Standard};
     cands.push_back({c, "configured", plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
   }
+  // Under mpirun each candidate is timed twice, on every rank at once: alone, and as a data-parallel
+  // step whose gradients are all-reduced across the ranks (each rank a batch of B); the difference
+  // is the all-reduce's share of the step.
+  Comm& comm = Comm::world();
   for (auto& c : cands) {
     log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, warmup);
     c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps);
+    if (comm.launched() && comm.max(!c.t.error.empty()) == 0) {
+      const Timing dp = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, &comm);
+      if (dp.error.empty()) c.dp_ms = dp.median_ms;
+    }
     if (!c.t.error.empty()) continue;
     c.seq_per_s = static_cast<double>(B) * 1000.0 / c.t.median_ms;
     c.tflops = flops / (c.t.median_ms / 1000.0) / 1e12;
@@ -238,6 +248,7 @@ int cmd_bench(const BenchArgs& a) {
   for (const auto& c : cands)
     if (!c.t.device.empty()) device = c.t.device;
 
+  if (!comm.root()) return win ? 0 : 1;  // rank 0 reports
   const int threads = openblas_get_num_threads();
   const std::string lengths = median > 0 ? fmt::format(" (lengths log-normal, median {}, sigma {}, in {}..{})", median,
                                                        sigma, std::max<int64_t>(a.min_length, 1), T)
@@ -263,6 +274,11 @@ int cmd_bench(const BenchArgs& a) {
                 *std::max_element(c.t.ms.begin(), c.t.ms.end()), c.seq_per_s, c.tflops, c.peak_host_mib, dev.c_str(),
                 100.0 * c.t.graph_share, static_cast<long long>(c.t.graph_captures));
   }
+  for (const auto& c : cands)
+    if (c.dp_ms > 0)
+      std::printf("%-30s data-parallel over %d rank(s): %.3f ms/step with the all-reduce, %.3f without: all-reduce "
+                  "%.3f ms, %.1f%% of the step\n", c.name.c_str(), comm.size(), c.dp_ms, c.t.median_ms,
+                  c.dp_ms - c.t.median_ms, 100.0 * (c.dp_ms - c.t.median_ms) / c.dp_ms);
   if (win) std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->t.median_ms);
   else std::printf("winner: none (every candidate failed)\n");
 
@@ -306,6 +322,11 @@ int cmd_bench(const BenchArgs& a) {
         cj["last_loss"] = c.t.last_loss;
         cj["graph_share"] = c.t.graph_share;
         cj["graph_captures"] = c.t.graph_captures;
+        if (c.dp_ms > 0) {
+          cj["data_parallel"] = {{"ranks", comm.size()}, {"ms_per_step", c.dp_ms},
+                                 {"allreduce_ms", c.dp_ms - c.t.median_ms},
+                                 {"allreduce_share", (c.dp_ms - c.t.median_ms) / c.dp_ms}};
+        }
       } else {
         cj["ms_per_step"] = nullptr;
         cj["peak_device_mib"] = nullptr;

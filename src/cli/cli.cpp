@@ -123,12 +123,12 @@ int run_cli(int argc, char** argv) {
   a.progress = !quiet;
 
   // Under mpirun a failing rank ends the whole run (the others would wait in the next collective);
-  // only rank 0 logs the progress of training.
+  // only rank 0 logs progress.
   int rc = 2;
   try {
+    const Comm& comm = Comm::world();
+    if (comm.distributed() && !comm.root()) set_log_level(verbose ? LogLevel::Debug : LogLevel::Warn);
     if (train->parsed()) {
-      const Comm& comm = Comm::world();
-      if (comm.distributed() && !comm.root()) set_log_level(verbose ? LogLevel::Debug : LogLevel::Warn);
       if (comm.distributed()) log_info("data-parallel training: {}", comm.describe());
       return cmd_train(a);
     }
@@ -145,7 +145,7 @@ int run_cli(int argc, char** argv) {
     log_error("{}", e.what());
     rc = 1;
   }
-  if (train->parsed() && Comm::world().distributed()) {
+  if (Comm::world().distributed()) {
     log_error("{}: ending every rank of the run", Comm::world().describe());
     Comm::world().abort(rc);
   }

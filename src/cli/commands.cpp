@@ -118,7 +118,8 @@ int cmd_eval(const CommandArgs& a) {
   Dataset d = eval_data(cfg, a, true);
   Rng rng(cfg.train.seed);
   auto engine = inference_engine(cfg, a, d, rng);
-  EvalResult r = evaluate(*engine, cfg, d);
+  EvalResult r = evaluate(*engine, cfg, d);  // under mpirun the ranks share the batches
+  if (!Comm::world().root()) return 0;
   if (a.json) {
     nlohmann::ordered_json j;
     j["loss"] = r.loss;
@@ -134,6 +135,7 @@ int cmd_eval(const CommandArgs& a) {
 }
 
 int cmd_predict(const CommandArgs& a) {
+  if (const Comm& comm = Comm::world(); !comm.root()) return 0;  // under mpirun rank 0 writes them all
   Config cfg = load_config_args(a.args);
   Dataset d = eval_data(cfg, a, false);
   Rng rng(cfg.train.seed);

@@ -43,6 +43,7 @@ Comm::Comm() {
   if (!launched_by_mpi()) return;
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  launched_ = true;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
@@ -99,6 +100,24 @@ void Comm::allreduce_sum(float* data, int64_t n) {
   if (size_ > 1) sum_in_place(data, n, MPI_FLOAT);
 #else
   (void)data, (void)n;
+#endif
+}
+
+int Comm::max(int v) {
+#ifdef RNNTRAIN_WITH_MPI
+  if (size_ > 1) check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+#endif
+  return v;
+}
+
+void Comm::broadcast(void* data, int64_t bytes, int root) {
+#ifdef RNNTRAIN_WITH_MPI
+  constexpr int64_t kPart = int64_t{1} << 30;
+  auto* p = static_cast<char*>(data);
+  for (int64_t at = 0; size_ > 1 && at < bytes; at += kPart)
+    check(MPI_Bcast(p + at, static_cast<int>(std::min(kPart, bytes - at)), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+#else
+  (void)data, (void)bytes, (void)root;
 #endif
 }
 

@@ -19,12 +19,19 @@ class Comm {
   int local_size() const { return local_size_; }  // this machine's processes of the run
   bool root() const { return rank_ == 0; }
   bool distributed() const { return size_ > 1; }
+  // Started by a launcher (mpirun, srun), even as one rank: a training run takes the data-parallel
+  // path (on a GPU, NCCL's all-reduce), which mpirun -np 1 checks against a plain run.
+  bool launched() const { return launched_; }
   // "rank 1 of 4 (local 1, host gpu07)" for logs; "" in a world of one.
   std::string describe() const;
 
   // In place, across every process: each ends with the elementwise sum. Blocks until all call it.
   void allreduce_sum(double* data, int64_t n);
   void allreduce_sum(float* data, int64_t n);
+  // The largest of every process' v (a world of one: v). Blocks until all call it.
+  int max(int v);
+  // Root's `bytes` bytes into every other process' `data`. Blocks until all call it.
+  void broadcast(void* data, int64_t bytes, int root = 0);
   // Ends every process of the run: a failure in one rank must not leave the others waiting in a
   // collective forever. In a world of one, returns (the caller exits as usual).
   void abort(int code);
@@ -32,6 +39,7 @@ class Comm {
  private:
   Comm();
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  bool launched_ = false;
   std::string host_;
 };
 

@@ -139,7 +139,7 @@ Batch synthetic_batch(const Config& cfg, int64_t T, int64_t min_length, Rng& rng
 }
 
 Timing time_plan(const Config& base, const PlanChoice& choice, const Params& init, const std::vector<Batch>& batches,
-                 int64_t warmup, int64_t repeats, int64_t steps) {
+                 int64_t warmup, int64_t repeats, int64_t steps, Comm* ranks) {
   Config cfg = base;
   cfg.plan.fuse = choice.fuse, cfg.plan.precision = choice.precision, cfg.plan.algo = choice.algo;
   cfg.plan.autotune = false;
@@ -147,7 +147,7 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
   try {
     reset_device_peak();
     Rng rng(cfg.train.seed);
-    auto engine = make_engine(cfg, init, rng);
+    auto engine = make_engine(cfg, init, rng, ranks);
     t.device = engine->device_name();
     const double lr = cfg.train.optimizer.learning_rate;
     LossValue l;

@@ -15,6 +15,8 @@
 
 namespace rnntrain {
 
+class Comm;
+
 struct PlanChoice {
   FuseMode fuse = FuseMode::Auto;
   Precision precision = Precision::Fp32;
@@ -50,9 +52,10 @@ struct Timing {
 
 // Builds an engine for cfg with `choice` applied and times training steps on `batches`, taken in turn
 // (enqueued back to back, their losses collected, as `train` runs without metrics): `warmup` untimed
-// steps, then `repeats` loops of `steps` steps. Failures are returned in Timing::error.
+// steps, then `repeats` loops of `steps` steps. Failures are returned in Timing::error. With `ranks`
+// the steps are data-parallel (make_engine): every rank must time the same candidate at once.
 Timing time_plan(const Config& cfg, const PlanChoice& choice, const Params& init, const std::vector<Batch>& batches,
-                 int64_t warmup, int64_t repeats, int64_t steps);
+                 int64_t warmup, int64_t repeats, int64_t steps, Comm* ranks = nullptr);
 
 // cfg with plan.precision and plan.algo resolved (never auto) for a batch of T steps: on the CPU
 // fp32/standard; with plan.autotune on a GPU the fastest candidate (plan.fuse included), from the cache

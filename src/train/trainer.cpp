@@ -194,9 +194,21 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   check_memory(cfg, data.train.x.dim(1), true);
   Params init = initial_params(cfg, resuming ? "" : opt.weights);
   // The plan the engine runs (autotune decides here); the run directory records it, not "auto".
-  Config run_cfg = resolve_plan(cfg, init, data.train.x.dim(1));
+  // Under data parallelism rank 0 alone times the candidates, and every rank runs its choice.
+  Config tune_cfg = cfg;
+  tune_cfg.plan.autotune = cfg.plan.autotune && comm.root();
+  Config run_cfg = resolve_plan(tune_cfg, init, data.train.x.dim(1));
   run_cfg.plan.autotune = false;
-  auto engine = make_engine(run_cfg, std::move(init), comm.distributed() ? rank_dropout : rng);
+  if (comm.distributed()) {
+    int chosen[3] = {static_cast<int>(run_cfg.plan.fuse), static_cast<int>(run_cfg.plan.precision),
+                     static_cast<int>(run_cfg.plan.algo)};
+    comm.broadcast(chosen, sizeof chosen);
+    run_cfg.plan.fuse = static_cast<FuseMode>(chosen[0]);
+    run_cfg.plan.precision = static_cast<Precision>(chosen[1]);
+    run_cfg.plan.algo = static_cast<RnnAlgo>(chosen[2]);
+  }
+  auto engine = make_engine(run_cfg, std::move(init), comm.distributed() ? rank_dropout : rng,
+                            comm.launched() ? &comm : nullptr);
   Optimizer& optimizer = engine->optimizer();
   OptimizerSlots slots;
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
@@ -283,6 +295,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     checkpoints.set_last_good(fmt::format("{} (epoch {})", last_path, start_epoch));
     resumed = std::move(st);
   }
+  if (comm.distributed()) {  // every rank starts from rank 0's weights, however each came by its own
+    for (Param* p : engine->host_params().all())
+      comm.broadcast(p->value.ptr(), static_cast<int64_t>(sizeof(float)) * p->value.numel());
+    engine->params_changed();
+  }
   if (comm.root()) {
     fs::create_directories(run_dir);
     remove_stale_temporaries(run_dir);
@@ -301,8 +318,17 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     log_info("train.batch_size {} is the global batch: {} ranks take {}{} sequences of each", bs, comm.size(),
              bs / comm.size(), bs % comm.size() ? fmt::format(" or {}", bs / comm.size() + 1) : "");
 
+  // The signal that stops training (0: none), agreed by every rank: under data parallelism a signal
+  // may reach the ranks at different steps (or only one of them), and they must all stop after the
+  // same step or wait forever in mismatched collectives. Every rank asks equally often.
+  int stopped_by = 0;
+  auto agree_stop = [&] {
+    stopped_by = comm.distributed() ? comm.max(stop_signal()) : stop_signal();
+    return stopped_by != 0;
+  };
+
   // One epoch's training steps from step `first` on, with `so_far` from the steps before it (a resumed
-  // epoch); the metrics hold their totals. Ends early when a signal arrives.
+  // epoch); the metrics hold their totals. Ends early when a signal arrives (stopped_by says which).
   std::vector<EpochBatch> plan;
   const bool async = engine->traits().async_steps;
   auto train_steps = [&](int64_t epoch, EpochSteps so_far) {
@@ -339,7 +365,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     const int64_t first = e.done;
     std::future<Batch> next;
     if (async && first < steps) next = std::async(std::launch::async, gather, first);
-    for (int64_t s = first; s < steps && !stop_signal(); ++s) {
+    bool stop = false;
+    for (int64_t s = first; s < steps && !(stop = agree_stop()); ++s) {
       Batch batch = async ? next.get() : gather(s);
       if (async && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
       e.lr = schedule.lr(optimizer.iterations());
@@ -351,6 +378,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       for (const LossValue& lv : engine->collect_losses(false)) take(lv);
     }
     if (next.valid()) next.wait();  // a gather still running reads `plan`
+    if (!stop) agree_stop();  // a signal after the last step stops the run before validation
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);
     e.secs = progress.finish();
     return e;
@@ -372,7 +400,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     }
     const EpochSteps e = train_steps(epoch, so_far);
     reduce_metrics(ms, nullptr, nullptr);
-    if (stop_signal()) {  // stopped inside the epoch: last.h5 holds this very step
+    if (stopped_by) {  // stopped inside the epoch: last.h5 holds this very step
       ResumeState st = state_now(epoch);
       if (e.done > 0) {
         st.step = e.done;
@@ -387,7 +415,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                         st);
         history.write();
       }
-      result.signal = stop_signal();
+      result.signal = stopped_by;
       result.signal_step = e.done;
       break;
     }

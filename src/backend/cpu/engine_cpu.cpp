@@ -19,13 +19,13 @@ namespace {
 
 class CpuEngine final : public Engine {
  public:
-  CpuEngine(const Config& cfg, Params params, Rng& rng)
+  CpuEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
       : cfg_(cfg), params_(std::move(params)), model_(cfg_.model, params_, &cfg_.plan), rng_(rng),
-        opt_(make_optimizer(cfg_.train.optimizer, params_.all())) {}
+        opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr) {}
 
   std::string device_name() const override { return "cpu"; }
 
-  // Under data parallelism (Comm::world() of several ranks) the batch is this rank's share of the
+  // Under data parallelism (`ranks` of several processes) the batch is this rank's share of the
   // global batch: the loss is the global batch's (its sum and count reduced across the ranks), the
   // share's gradient is weighted by its count over the global count and the gradients are summed
   // across the ranks, so every rank takes the one-process update. The metrics hold this share's.
@@ -41,15 +41,15 @@ class CpuEngine final : public Engine {
       lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
       for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
     }
-    if (comm_.distributed()) {
+    if (dp_) {
       double sc[2] = {lv.sum, lv.count};
-      comm_.allreduce_sum(sc, 2);
+      dp_->allreduce_sum(sc, 2);
       const double w = sc[1] > 0 ? lv.count / sc[1] : 0.0;
       for (float& v : dpred.data) v = static_cast<float>(v * w);
       lv.sum = sc[0], lv.count = sc[1];
     }
     if (rows) model_.backward(ctx, dpred);
-    if (comm_.distributed()) allreduce_grads();
+    if (dp_) allreduce_grads();
     opt_->step(lr);
     lv.params_finite = params_.first_nonfinite().empty();
     return lv;
@@ -89,7 +89,7 @@ class CpuEngine final : public Engine {
   void allreduce_grads() {
     flat_.clear();
     for (const Param* p : params_.all()) flat_.insert(flat_.end(), p->grad.data.begin(), p->grad.data.end());
-    comm_.allreduce_sum(flat_.data(), static_cast<int64_t>(flat_.size()));
+    dp_->allreduce_sum(flat_.data(), static_cast<int64_t>(flat_.size()));
     size_t at = 0;
     for (Param* p : params_.all()) {
       std::copy(flat_.begin() + at, flat_.begin() + at + p->grad.data.size(), p->grad.data.begin());
@@ -103,13 +103,13 @@ class CpuEngine final : public Engine {
   Rng& rng_;
   std::unique_ptr<Optimizer> opt_;
   ForwardContext ctx_;  // reused by every step, so the layers' tapes keep their memory between batches
-  Comm& comm_ = Comm::world();
+  Comm* dp_;  // the ranks whose steps sum their gradients, or null
   std::vector<float> flat_;  // the gradients in one buffer for the all-reduce
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng) {
+std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks) {
   int64_t threads = cfg.train.threads;
   // Ranks of a data-parallel run on one machine share its cores: more threads than cores would spin
   // against each other at every barrier (2 ranks of 2 threads on 2 cores: 20x slower).
@@ -124,7 +124,7 @@ std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& d
     openblas_set_num_threads(static_cast<int>(threads));
     cpu::set_onednn_threads(static_cast<int>(threads));
   }
-  return std::make_unique<CpuEngine>(cfg, std::move(params), dropout_rng);
+  return std::make_unique<CpuEngine>(cfg, std::move(params), dropout_rng, ranks);
 }
 
 }  // namespace rnntrain

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "dist/comm.h"
 
 namespace rnntrain::cuda {
 
@@ -23,6 +24,7 @@ std::string unavailable_reason() {
     return fmt::format("no GPU is visible (cudaGetDeviceCount: {})", cudaGetErrorString(e));
   }
   if (n == 0) return "no GPU is visible (cudaGetDeviceCount found 0 devices)";
+  select_device();
   if (cudnnGetVersion() / 10000 < 9)
     return fmt::format("cuDNN {} is loaded but rnntrain needs cuDNN 9", cudnnGetVersion());
   return "";
@@ -46,7 +48,27 @@ std::string device_description() {
                      rt / 1000, (rt % 1000) / 10, v / 10000, (v / 100) % 100, v % 100);
 }
 
-Gpu::Gpu() {
+int select_device() {
+  static const int device = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    const Comm& comm = Comm::world();
+    return comm.launched() ? comm.local_rank() % n : 0;
+  }();
+  CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+int visible_devices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) (void)cudaGetLastError();
+  return n;
+}
+
+Gpu::Gpu() : device_(select_device()) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&cublas_));

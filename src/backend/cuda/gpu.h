@@ -43,9 +43,17 @@ class Profiler {
   double wall_ms_ = 0;
 };
 
+// The GPU this process computes on, made current for the calling thread: under a launcher (mpirun,
+// srun) its local rank's, one GPU per rank (local rank modulo the visible GPUs); otherwise the first
+// visible one (CUDA_VISIBLE_DEVICES chooses). The GPU objects below all live on it; the process-wide
+// counters (device_version(), allocations, graph steps) count this one device.
+int select_device();
+int visible_devices();
+
 class Gpu {
  public:
-  Gpu();
+  Gpu();  // on select_device()
+  int device() const { return device_; }
   ~Gpu();
   Gpu(const Gpu&) = delete;
   Gpu& operator=(const Gpu&) = delete;
@@ -65,6 +73,7 @@ class Gpu {
   void* scratch(int slot, size_t bytes) { return scratch_[slot].ensure(static_cast<int64_t>(bytes)); }
 
  private:
+  int device_ = 0;
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;

@@ -121,6 +121,11 @@ void loss(const LossArgs& a, cudaStream_t s);
 // out = 1 / (the number of nonzero mask[i], i < n), or 0 when there are none: a masked step's loss
 // scale, computed on the device so that a captured step does not depend on the host's count.
 void inverse_count(const uint8_t* mask, int64_t n, double* out, cudaStream_t s);
+// The data-parallel form in two halves, the ranks' sum of counts taken between them:
+// count_positions sets *out to the nonzero mask[i] (all n when mask is null), invert_count sets
+// *out = 1 / *count (0 when it is 0).
+void count_positions(const uint8_t* mask, int64_t n, double* out, cudaStream_t s);
+void invert_count(const double* count, double* out, cudaStream_t s);
 // Keras' accuracies as the metric sums: sum += per-position hits (binary: the share of the k outputs
 // thresholded right; categorical: argmax of target == argmax of pred; sparse: label == argmax).
 struct AccuracyArgs {

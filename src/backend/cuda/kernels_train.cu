@@ -243,22 +243,34 @@ void loss(const LossArgs& a, cudaStream_t s) {
   LAUNCH_CHECK("loss");
 }
 
-__global__ void inverse_count_k(const uint8_t* mask, int64_t n, double* out) {
+__global__ void count_k(const uint8_t* mask, int64_t n, double* out, bool inverse) {
   __shared__ int64_t part[kThreads];
   int64_t c = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) c += mask[i] != 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) c += !mask || mask[i] != 0;
   part[threadIdx.x] = c;
   __syncthreads();
   for (int w = kThreads / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *out = part[0] > 0 ? 1.0 / static_cast<double>(part[0]) : 0.0;
+  if (threadIdx.x == 0) *out = !inverse ? static_cast<double>(part[0]) : part[0] > 0 ? 1.0 / static_cast<double>(part[0]) : 0.0;
 }
 
+__global__ void invert_count_k(const double* count, double* out) { *out = *count > 0 ? 1.0 / *count : 0.0; }
+
 void inverse_count(const uint8_t* mask, int64_t n, double* out, cudaStream_t s) {
-  inverse_count_k<<<1, kThreads, 0, s>>>(mask, n, out);
+  count_k<<<1, kThreads, 0, s>>>(mask, n, out, true);
   LAUNCH_CHECK("inverse_count");
+}
+
+void count_positions(const uint8_t* mask, int64_t n, double* out, cudaStream_t s) {
+  count_k<<<1, kThreads, 0, s>>>(mask, n, out, false);
+  LAUNCH_CHECK("count_positions");
+}
+
+void invert_count(const double* count, double* out, cudaStream_t s) {
+  invert_count_k<<<1, 1, 0, s>>>(count, out);
+  LAUNCH_CHECK("invert_count");
 }
 
 void accuracy(const AccuracyArgs& a, cudaStream_t s) {

@@ -13,8 +13,10 @@
 #include "backend/cuda/cuda_model.h"
 #include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/nccl.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/comm.h"
 
 namespace rnntrain::cuda {
 
@@ -32,10 +34,19 @@ int64_t graph_steps() { return g_graph_steps.load(); }
 int64_t graph_captures() { return g_graph_captures.load(); }
 
 struct Session::Impl {
-  Impl(const Config& c, Params& p)
+  Impl(const Config& c, Params& p, Comm* ranks)
       : cfg(c), params(p), model(gpu, cfg.model, cfg.plan, p, cfg.train.seed),
         opt(gpu, model.store(), cfg.train.optimizer, p) {
     if (cfg.plan.precision == Precision::Fp16) opt.enable_loss_scale();
+    if (ranks) {
+      if (const std::string why = nccl_unavailable_reason(); !why.empty()) throw UsageError(ranks->describe() + ": " + why);
+      if (ranks->local_size() > visible_devices())
+        throw UsageError(fmt::format("{}: {} ranks run on this machine but it has {} visible GPU(s); data-parallel "
+                                     "training takes one GPU per rank: start at most {} ranks per machine",
+                                     ranks->describe(), ranks->local_size(), visible_devices(), visible_devices()));
+      nccl = std::make_unique<Nccl>(*ranks);
+      log_info("cuda: GPU {} of this machine, {} across {} rank(s)", gpu.device(), nccl->version(), ranks->size());
+    }
     use_graphs = cfg.plan.graphs && model.capturable();
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
              static_cast<double>(device_bytes_held()) / (1024.0 * 1024.0), model.summary());
@@ -50,9 +61,15 @@ struct Session::Impl {
   double check_targets(const Shape& pred, const Batch& b, const std::vector<uint8_t>* mask) const;
   // The loss of `pred` against the uploaded targets yd into sums[0] (and its gradient into dpred when
   // grad; multiplied by the loss scale when scaled), then each metric's sum into sums[1 + j].
-  // Returns the unmasked positions.
+  // Returns the unmasked positions. With `ranks`, the gradient is the global batch's: scaled by 1 / the
+  // positions of every rank, whose sum lands in sums[2 + metrics].
   double loss(const DevTensor& pred, const float* yd, const Batch& b, bool grad, bool scaled,
-              const std::vector<MetricForm>& metrics = {});
+              const std::vector<MetricForm>& metrics = {}, bool ranks = false);
+  // Data parallelism: the gradients and the loss sum summed across the ranks (one NCCL group).
+  void reduce_grads();
+  // A training step of a rank whose share of the global batch is empty: it adds nothing to the sums
+  // but takes part in the ranks' collectives and the update.
+  void empty_work(const std::vector<MetricForm>& metrics);
   // The GPU work of a training step on uploaded inputs (what a CUDA graph captures): returns the
   // output and the unmasked positions.
   std::pair<DevTensor, double> train_work(const CudaModel::Input& in, const float* yd,
@@ -84,17 +101,20 @@ struct Session::Impl {
   Gpu gpu;
   CudaModel model;
   DeviceOptimizer opt;
+  std::unique_ptr<Nccl> nccl;  // data parallelism: the ranks' communicator
   Uploader target_up{gpu};
   DeviceBuffer<float> dpred{"loss gradient"};
   DeviceBuffer<double> sums{"loss and metric sums"};
   DeviceBuffer<double> gscale{"loss gradient scale"};
 
   // Enqueued steps: pinned slots for their sums (`width` doubles each), an event each, and the queue.
+  // A step's sums: the loss, one per metric, the optimizer's non-finite flag, the ranks' positions.
   struct Pending {
     int slot;
-    double count;
-    size_t nsums;
+    double count;  // this rank's unmasked positions
+    size_t metrics;
   };
+  static size_t sums_for(size_t metrics) { return 3 + metrics; }
   double* sums_host = nullptr;
   size_t width = 0;
   cudaEvent_t done[kInFlight] = {};
@@ -102,6 +122,8 @@ struct Session::Impl {
   std::vector<StepLoss> collected;  // waited for early (queue full), not yet returned
   StepLoss finish_oldest();
   void reserve_slots(size_t nsums);
+  // Queues the copy of the step's sums to a free slot, and its event.
+  void record_step(double count, size_t metrics);
 
   // CUDA graphs of training steps, one per signature: the shapes, the upload buffers the step read
   // (the Uploaders alternate between two) and the metrics. A graph is valid while device_version()
@@ -161,8 +183,8 @@ StepLoss Session::Impl::finish_oldest() {
   pending.pop_front();
   CUDA_CHECK(cudaEventSynchronize(done[p.slot]));
   const double* v = sums_host + p.slot * width;
-  // Sums: the loss, the metrics, then the optimizer's non-finite flag (training steps).
-  return StepLoss{v[0], p.count, std::vector<double>(v + 1, v + p.nsums - 1), v[p.nsums - 1] == 0.0};
+  const size_t m = p.metrics;
+  return StepLoss{v[0], nccl ? v[2 + m] : p.count, std::vector<double>(v + 1, v + 1 + m), p.count, v[1 + m] == 0.0};
 }
 
 void Session::Impl::reserve_slots(size_t nsums) {
@@ -203,15 +225,17 @@ double Session::Impl::check_targets(const Shape& pred, const Batch& b, const std
 }
 
 double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& b, bool grad, bool scaled,
-                           const std::vector<MetricForm>& metrics) {
+                           const std::vector<MetricForm>& metrics, bool ranks) {
   MaskState& m = model.out_mask();
   const std::vector<uint8_t>* mask = m.present() ? &m.on_host(gpu) : nullptr;
   const double count = check_targets(pred.shape, b, mask);
   cudaStream_t st = gpu.stream();
   const int64_t K = pred.dim(-1), N = pred.numel() / K;
-  // The loss, the metrics, and the flag the optimizer raises when a parameter becomes inf or NaN.
-  double* sd = sums.ensure(static_cast<int64_t>(2 + metrics.size()));
-  CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * (2 + metrics.size()), st));
+  // The loss, the metrics, the flag the optimizer raises when a parameter becomes inf or NaN, the
+  // ranks' positions.
+  const size_t nsums = sums_for(metrics.size());
+  double* sd = sums.ensure(static_cast<int64_t>(nsums));
+  CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * nsums, st));
   auto loss_args = [&](const LossSpec& spec, double* sum) {
     k::LossArgs a;
     a.kind = static_cast<int>(spec.kind);
@@ -224,7 +248,13 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   };
   k::LossArgs a = loss_args(cfg.train.loss, sd);
   a.gscale = count > 0 ? 1.0 / count : 0.0;
-  if (mask) {  // the count of a masked step, on the device: a captured step replays it for any mask
+  if (ranks) {  // every rank's positions, summed on the device
+    double* all = sd + 2 + metrics.size();
+    k::count_positions(mask ? m.dev : nullptr, N, all, st);
+    nccl->sum(all, 1, st);
+    k::invert_count(all, gscale.ensure(1), st);
+    a.gscale_dev = gscale.get();
+  } else if (mask) {  // the count of a masked step, on the device: a captured step replays it for any mask
     k::inverse_count(m.dev, N, gscale.ensure(1), st);
     a.gscale_dev = gscale.get();
   }
@@ -253,12 +283,33 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
                                                        const std::vector<MetricForm>& metrics) {
   model.store().zero_grad();  // cuDNN's weight gradients accumulate
   const DevTensor out = model.forward(in, true);
-  const double count = loss(out, yd, *in.batch, true, true, metrics);
+  const double count = loss(out, yd, *in.batch, true, true, metrics, nccl != nullptr);
   gpu.profiler().mark("loss and metrics");
   model.backward(DevTensor{dpred.get(), out.shape}, false);
+  if (nccl) reduce_grads();
   opt.apply(sums.get() + 1 + metrics.size());
   gpu.profiler().mark("optimizer");
   return {out, count};
+}
+
+void Session::Impl::reduce_grads() {
+  ParamStore& store = model.store();
+  nccl->begin();
+  nccl->sum(store.g(), store.size(), gpu.stream());
+  nccl->sum(sums.get(), 1, gpu.stream());
+  nccl->end();
+  gpu.profiler().mark("all-reduce");
+}
+
+void Session::Impl::empty_work(const std::vector<MetricForm>& metrics) {
+  cudaStream_t st = gpu.stream();
+  model.store().zero_grad();
+  const size_t nsums = sums_for(metrics.size());
+  double* sd = sums.ensure(static_cast<int64_t>(nsums));
+  CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * nsums, st));
+  nccl->sum(sd + 2 + metrics.size(), 1, st);  // the positions, as loss() sums them
+  reduce_grads();
+  opt.apply(sd + 1 + metrics.size());
 }
 
 double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd) {
@@ -309,7 +360,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   return g.count;
 }
 
-Session::Session(const Config& cfg, Params& params) : impl_(std::make_unique<Impl>(cfg, params)) {}
+Session::Session(const Config& cfg, Params& params, Comm* ranks) : impl_(std::make_unique<Impl>(cfg, params, ranks)) {}
 Session::~Session() = default;
 
 std::string Session::device_name() const { return "cuda (" + device_description() + ")"; }
@@ -317,8 +368,15 @@ std::string Session::device_name() const { return "cuda (" + device_description(
 void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
                                  const std::vector<MetricForm>& metrics) {
   Impl& s = *impl_;
-  s.reserve_slots(2 + metrics.size());
+  const size_t nsums = Impl::sums_for(metrics.size());
+  s.reserve_slots(nsums);
   if (static_cast<int>(s.pending.size()) == kInFlight) s.collected.push_back(s.finish_oldest());
+  if (s.nccl && b.x.dim(0) == 0) {
+    s.opt.set_step(lr, t);
+    s.empty_work(metrics);
+    s.record_step(0.0, metrics.size());
+    return;
+  }
 
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
@@ -350,15 +408,19 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
       if (!s.ran_warm(sig)) s.warm.push_back(sig);
     }
   }
+  s.record_step(count, metrics.size());
+}
+
+void Session::Impl::record_step(double count, size_t metrics) {
   // A free slot (fewer than kInFlight are pending); one is taken only by a step that got this far.
   int slot = 0;
-  while (std::any_of(s.pending.begin(), s.pending.end(), [&](const Impl::Pending& p) { return p.slot == slot; })) ++slot;
-  cudaStream_t st = s.gpu.stream();
-  CUDA_CHECK(cudaMemcpyAsync(s.sums_host + slot * s.width, s.sums.get(), sizeof(double) * (2 + metrics.size()),
+  while (std::any_of(pending.begin(), pending.end(), [&](const Pending& p) { return p.slot == slot; })) ++slot;
+  cudaStream_t st = gpu.stream();
+  CUDA_CHECK(cudaMemcpyAsync(sums_host + slot * width, sums.get(), sizeof(double) * sums_for(metrics),
                              cudaMemcpyDeviceToHost, st));
-  CUDA_CHECK(cudaEventRecord(s.done[slot], st));
-  s.pending.push_back({slot, count, 2 + metrics.size()});
-  s.gpu.profiler().end_step();
+  CUDA_CHECK(cudaEventRecord(done[slot], st));
+  pending.push_back({slot, count, metrics});
+  gpu.profiler().end_step();
 }
 
 std::vector<StepLoss> Session::collect(bool wait) {

@@ -16,6 +16,10 @@
 #include "spec/config.h"
 #include "model/metrics.h"
 
+namespace rnntrain {
+class Comm;
+}
+
 namespace rnntrain::cuda {
 
 // "" when a GPU and cuDNN 9 are usable here; otherwise why not, for the user.
@@ -25,7 +29,8 @@ int64_t free_device_bytes();
 
 struct StepLoss {
   double sum = 0.0, count = 0.0;  // as LossValue: sum of per-position losses, unmasked positions
-  std::vector<double> metrics;    // per metric form of the step: its per-position values summed (count: count)
+  std::vector<double> metrics;    // per metric form of the step: its per-position values summed
+  double metric_count = 0.0;      // the positions summed in metrics: count, or this rank's share of it
   bool params_finite = true;      // training steps: no trained parameter became inf or NaN in the update
 };
 
@@ -38,7 +43,12 @@ int64_t graph_captures();
 class Session {
  public:
   // params: canonical host parameters, uploaded now; the session keeps a reference for download().
-  Session(const Config& cfg, Params& params);
+  // With `ranks` (data parallelism, backend/cuda/nccl.h) a training step's batch is this rank's share
+  // of the global batch: the loss gradient is scaled by 1 / the global batch's positions (summed
+  // across the ranks on the device), and the gradients and the loss sum are summed across the ranks
+  // before the update, all inside the step (and its CUDA graph). Every rank then takes the same update,
+  // fp16 loss-scale skips included. A rank whose share is empty still takes part.
+  Session(const Config& cfg, Params& params, Comm* ranks = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

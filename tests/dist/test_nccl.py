@@ -1,0 +1,84 @@
+# Data-parallel training on the GPU through NCCL, as one GPU allows (issue 14, docs/distributed.md):
+# - `mpirun -np 1 rnntrain train` takes the data-parallel path (NCCL all-reduce of the gradients, the
+#   loss sum and the positions inside the captured CUDA graph) and ends with the loss history and the
+#   weights of a plain run: unmasked fp32 (quickstart), per-sequence lengths with Bidirectional stacks
+#   and dropout (classify), and fp16 with its dynamic loss scale;
+# - more ranks on a machine than it has GPUs is refused with the reason, before any NCCL call.
+# Usage: test_nccl.py RNNTRAIN_BINARY MPIEXEC. Exits 77 (SKIP) without a usable GPU or h5py/numpy.
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    from common import ROOT, history, mpi, weight_difference
+except ImportError as e:
+    print(f"SKIP: {e} (scripts/setup.sh installs h5py and numpy)")
+    sys.exit(77)
+
+RNNTRAIN, MPIEXEC = sys.argv[1], sys.argv[2]
+MPI = mpi(MPIEXEC)
+tmp = tempfile.mkdtemp(prefix="rnntrain_nccl_")
+failures = []
+
+probe = subprocess.run([RNNTRAIN, "train", "configs/quickstart.yaml", "device=cuda", "train.epochs=1",
+                        "train.steps_per_epoch=1", f"output.dir={tmp}/probe", "-q"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+if probe.returncode != 0:
+    print(f"SKIP: no GPU to train on here: {probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else probe.returncode}")
+    sys.exit(77)
+
+
+def run(launched, args):
+    cmd = ([*MPI, "-np", "1"] if launched else []) + [RNNTRAIN, "train", *args, "device=cuda", "-v"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stdout}\n{p.stderr[-4000:]}")
+    return p.stderr
+
+
+cases = {
+    "quickstart_fp32": ["configs/quickstart.yaml", "train.epochs=2"],
+    "classify_masked": ["configs/classify.yaml", "train.epochs=2"],
+    "quickstart_fp16": ["configs/quickstart.yaml", "train.epochs=2", "plan.precision=fp16"],
+}
+for name, args in cases.items():
+    plain, one = os.path.join(tmp, name + "_plain"), os.path.join(tmp, name + "_nccl")
+    run(False, [*args, f"output.dir={plain}"])
+    log = run(True, [*args, f"output.dir={one}"])
+    nccl = [line for line in log.splitlines() if "NCCL" in line]
+    captured = sum("captured the training step" in line for line in log.splitlines())
+    if not nccl:
+        failures.append(f"{name}: the launched run did not report NCCL:\n{log[-3000:]}")
+    if captured == 0:
+        failures.append(f"{name}: no training step of the launched run was captured as a CUDA graph")
+    ha, hb = history(plain), history(one)
+    hist_diff = float(np.abs(ha[1] - hb[1]).max()) if ha[1].shape == hb[1].shape else float("inf")
+    if ha[0] != hb[0] or not np.allclose(ha[1], hb[1], rtol=1e-5, atol=1e-7):
+        failures.append(f"{name}: history differs\n{ha}\n{hb}")
+    worst = weight_difference(os.path.join(plain, "final.h5"), os.path.join(one, "final.h5"))
+    if worst > 1e-5:
+        failures.append(f"{name}: final weights differ by up to {worst}")
+    print(f"{name}: {nccl[0].split('] ', 1)[-1] if nccl else 'no NCCL line'}; {captured} graph capture(s); "
+          f"loss {' '.join(f'{v:.6f}' for v in hb[1][:, ha[0].index('loss')])} (plain "
+          f"{' '.join(f'{v:.6f}' for v in ha[1][:, ha[0].index('loss')])}); history differs by {hist_diff:.3g}, "
+          f"weights by {worst:.3g}")
+
+# More ranks than GPUs on the machine: refused with the reason (NCCL takes one GPU per rank).
+gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+if gpus >= 1:
+    n = gpus + 1
+    p = subprocess.run([*MPI, "-np", str(n), RNNTRAIN, "train", "configs/quickstart.yaml", "device=cuda",
+                        f"output.dir={tmp}/too_many"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if p.returncode == 0 or "one GPU per rank" not in p.stderr:
+        failures.append(f"{n} ranks on {gpus} GPU(s): expected a refusal naming one GPU per rank, got exit "
+                        f"{p.returncode}:\n{p.stderr[-2000:]}")
+    else:
+        msg = [line for line in p.stderr.splitlines() if "one GPU per rank" in line][0]
+        print(f"{n} ranks on {gpus} GPU(s): exit {p.returncode}: {msg.split('] ', 1)[-1]}")
+
+for f in failures:
+    print("FAIL:", f)
+print("PASS" if not failures else f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
