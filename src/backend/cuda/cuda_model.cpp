@@ -159,7 +159,11 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
     const LayerSpec& c = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
     if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
   }
-  for (auto& s : stages_) s->reserve(store_);
+  for (auto& s : stages_) {
+    const int64_t first = store_.size();
+    s->reserve(store_);
+    ranges_.emplace_back(first, store_.size() - first);
+  }
   store_.allocate();
   for (auto& s : stages_) s->place(store_);
   store_.finish(params);
@@ -230,12 +234,14 @@ DevTensor CudaModel::forward(const Input& in, bool training) {
   return cur;
 }
 
-DevTensor CudaModel::backward(const DevTensor& dy, bool need_input_grad) {
+DevTensor CudaModel::backward(const DevTensor& dy, bool need_input_grad,
+                              const std::function<void(int64_t)>& grads_ready) {
   DevTensor g = dy;
   for (size_t i = stages_.size(); i-- > 0;) {
     const bool need_dx = i > 0 || (need_input_grad && !token_input_);
     g = stages_[i]->backward(g, need_dx);
     gpu_.profiler().mark(names_[i] + " backward");
+    if (grads_ready) grads_ready(ranges_[i].first);
     if (!g.ptr) break;
   }
   return g;

@@ -2,6 +2,7 @@
 // layers), the flat parameter store, and forward/backward over a batch. Forward keeps what backward
 // needs inside the stages; outputs stay on the device. Not the loss or the optimizer: session.cpp.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +48,12 @@ class CudaModel {
   // The mask reaching the output, when the output has a time axis and a mask reaches it.
   MaskState& out_mask() { return out_mask_; }
   // dy: gradient of the last output. Adds into store().g(); returns dx for feature inputs when asked.
-  DevTensor backward(const DevTensor& dy, bool need_input_grad);
+  // grads_ready(first), when given, is called as each stage's backward is enqueued (last stage first):
+  // store().g() from `first` on is then final, for work that overlaps the rest of backward.
+  DevTensor backward(const DevTensor& dy, bool need_input_grad,
+                     const std::function<void(int64_t first)>& grads_ready = {});
+  // Per stage, its parameters' [first, first + n) in store() (stage order is offset order).
+  const std::vector<std::pair<int64_t, int64_t>>& param_ranges() const { return ranges_; }
 
   ParamStore& store() { return store_; }
   const std::string& summary() const { return summary_; }  // one line per stage, for the log
@@ -58,6 +64,7 @@ class CudaModel {
   ParamStore store_;
   std::vector<std::unique_ptr<DeviceStage>> stages_;
   std::vector<std::string> names_;  // per stage, for the profiler
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // per stage, its parameters' [first, first + n) in store_
   bool token_input_ = false;
   bool capturable_ = true;
   bool full_length_ = false;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 
 #include <fmt/format.h>
@@ -45,7 +46,9 @@ struct Session::Impl {
                                      "training takes one GPU per rank: start at most {} ranks per machine",
                                      ranks->describe(), ranks->local_size(), visible_devices(), visible_devices()));
       nccl = std::make_unique<Nccl>(*ranks);
-      log_info("cuda: GPU {} of this machine, {} across {} rank(s)", gpu.device(), nccl->version(), ranks->size());
+      plan_buckets();
+      log_info("cuda: GPU {} of this machine, {} across {} rank(s); gradients summed in {} bucket(s) during backward "
+               "and {} float(s) after it", gpu.device(), nccl->version(), ranks->size(), buckets.size(), rest);
     }
     use_graphs = cfg.plan.graphs && model.capturable();
     log_info("cuda: {}; {} parameters in {:.1f} MiB of device memory\n{}", device_description(), p.count(),
@@ -65,8 +68,21 @@ struct Session::Impl {
   // positions of every rank, whose sum lands in sums[2 + metrics].
   double loss(const DevTensor& pred, const float* yd, const Batch& b, bool grad, bool scaled,
               const std::vector<MetricForm>& metrics = {}, bool ranks = false);
-  // Data parallelism: the gradients and the loss sum summed across the ranks (one NCCL group).
-  void reduce_grads();
+  // Data parallelism: the gradients are summed across the ranks in buckets of at least
+  // RNNTRAIN_ALLREDUCE_BUCKET_MB (25 by default, as PyTorch's DDP) as backward makes them final, last
+  // stage first, on comm_stream while backward goes on; the rest [0, rest), with the loss sum, once
+  // backward is done. Every rank launches the same buckets in the same order (an empty share too).
+  struct Bucket {
+    int64_t first, n;
+  };
+  std::vector<Bucket> buckets;
+  int64_t rest = 0;
+  cudaStream_t comm_stream = nullptr;
+  std::vector<cudaEvent_t> ready;  // per bucket and one for the rest: backward has made it final
+  cudaEvent_t reduced = nullptr;   // comm_stream has summed them all
+  void plan_buckets();
+  void launch_bucket(size_t k);
+  void finish_reduce();  // the rest and the loss sum; the compute stream waits for every sum
   // A training step of a rank whose share of the global batch is empty: it adds nothing to the sums
   // but takes part in the ranks' collectives and the update.
   void empty_work(const std::vector<MetricForm>& metrics);
@@ -174,6 +190,9 @@ struct Session::Impl {
     drop_graphs();
     for (cudaEvent_t e : done)
       if (e) CUDA_LOG(cudaEventDestroy(e));
+    for (cudaEvent_t e : ready) CUDA_LOG(cudaEventDestroy(e));
+    if (reduced) CUDA_LOG(cudaEventDestroy(reduced));
+    if (comm_stream) CUDA_LOG(cudaStreamDestroy(comm_stream));
     if (sums_host) CUDA_LOG(cudaFreeHost(sums_host));
   }
 };
@@ -285,19 +304,60 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
   const DevTensor out = model.forward(in, true);
   const double count = loss(out, yd, *in.batch, true, true, metrics, nccl != nullptr);
   gpu.profiler().mark("loss and metrics");
-  model.backward(DevTensor{dpred.get(), out.shape}, false);
-  if (nccl) reduce_grads();
+  if (!nccl) {
+    model.backward(DevTensor{dpred.get(), out.shape}, false);
+  } else {
+    size_t next = 0;  // the buckets launched so far
+    model.backward(DevTensor{dpred.get(), out.shape}, false, [&](int64_t first) {
+      while (next < buckets.size() && buckets[next].first >= first) launch_bucket(next++);
+    });
+    while (next < buckets.size()) launch_bucket(next++);  // a backward that stopped early leaves zeros
+    finish_reduce();
+  }
   opt.apply(sums.get() + 1 + metrics.size());
   gpu.profiler().mark("optimizer");
   return {out, count};
 }
 
-void Session::Impl::reduce_grads() {
-  ParamStore& store = model.store();
+void Session::Impl::plan_buckets() {
+  const char* env = std::getenv("RNNTRAIN_ALLREDUCE_BUCKET_MB");
+  const double mb = env && *env ? std::atof(env) : 25.0;
+  const auto floats = std::max<int64_t>(1, static_cast<int64_t>(mb * 1024 * 1024 / sizeof(float)));
+  const auto& ranges = model.param_ranges();
+  int64_t hi = model.store().size();  // [stage first, hi) is final after that stage's backward
+  for (size_t i = ranges.size(); i-- > 0;)
+    if (hi - ranges[i].first >= floats) {
+      buckets.push_back({ranges[i].first, hi - ranges[i].first});
+      hi = ranges[i].first;
+    }
+  rest = hi;
+  if (buckets.empty()) return;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
+  ready.resize(buckets.size() + 1);
+  for (cudaEvent_t& e : ready) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&reduced, cudaEventDisableTiming));
+}
+
+void Session::Impl::launch_bucket(size_t k) {
+  CUDA_CHECK(cudaEventRecord(ready[k], gpu.stream()));
+  CUDA_CHECK(cudaStreamWaitEvent(comm_stream, ready[k]));
+  nccl->sum(model.store().g() + buckets[k].first, buckets[k].n, comm_stream);
+}
+
+void Session::Impl::finish_reduce() {
+  cudaStream_t st = buckets.empty() ? gpu.stream() : comm_stream;
+  if (!buckets.empty()) {
+    CUDA_CHECK(cudaEventRecord(ready.back(), gpu.stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(comm_stream, ready.back()));
+  }
   nccl->begin();
-  nccl->sum(store.g(), store.size(), gpu.stream());
-  nccl->sum(sums.get(), 1, gpu.stream());
+  if (rest > 0) nccl->sum(model.store().g(), rest, st);
+  nccl->sum(sums.get(), 1, st);
   nccl->end();
+  if (!buckets.empty()) {
+    CUDA_CHECK(cudaEventRecord(reduced, comm_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(gpu.stream(), reduced));
+  }
   gpu.profiler().mark("all-reduce");
 }
 
@@ -308,7 +368,8 @@ void Session::Impl::empty_work(const std::vector<MetricForm>& metrics) {
   double* sd = sums.ensure(static_cast<int64_t>(nsums));
   CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * nsums, st));
   nccl->sum(sd + 2 + metrics.size(), 1, st);  // the positions, as loss() sums them
-  reduce_grads();
+  for (size_t k = 0; k < buckets.size(); ++k) launch_bucket(k);
+  finish_reduce();
   opt.apply(sd + 1 + metrics.size());
 }
 
