@@ -46,7 +46,9 @@ struct Candidate {
   std::string plan;  // stage summary: "3 stages: layer, cudnn(2), layer"
   Timing t;
   double seq_per_s = 0, tflops = 0, peak_host_mib = 0;
-  double dp_ms = 0;  // under mpirun: ms/step of the same steps with the ranks' all-reduce (0: not timed)
+  // Under mpirun: ms/step of the same steps with the ranks' all-reduce (0: not timed), and without it
+  // in the runs alternating with those.
+  double dp_ms = 0, alone_ms = 0;
 };
 
 std::string plan_summary(const Plan& p) {
@@ -225,16 +227,23 @@ int cmd_bench(const BenchArgs& a) {
                  RnnAlgo::Standard};
     cands.push_back({c, "configured", plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
   }
-  // Under mpirun each candidate is timed twice, on every rank at once: alone, and as a data-parallel
-  // step whose gradients are all-reduced across the ranks (each rank a batch of B); the difference
-  // is the all-reduce's share of the step.
+  // Under mpirun each candidate is also timed as a data-parallel step whose gradients are all-reduced
+  // across the ranks (each rank a batch of B), on every rank at once, in three runs alternating with
+  // runs alone so that the GPU's clocks drift on both; the difference of the medians is the all-reduce's
+  // share of the step.
   Comm& comm = Comm::world();
   for (auto& c : cands) {
     log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, warmup);
     c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps);
     if (comm.launched() && comm.max(!c.t.error.empty()) == 0) {
-      const Timing dp = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, &comm);
-      if (dp.error.empty()) c.dp_ms = dp.median_ms;
+      std::vector<double> alone{c.t.median_ms}, dp;
+      for (int r = 0; r < 3; ++r) {
+        const Timing d = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, &comm);
+        if (comm.max(!d.error.empty())) break;
+        dp.push_back(d.median_ms);
+        if (r < 2) alone.push_back(time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps).median_ms);
+      }
+      if (dp.size() == 3) c.dp_ms = rnntrain::median(dp), c.alone_ms = rnntrain::median(alone);
     }
     if (!c.t.error.empty()) continue;
     c.seq_per_s = static_cast<double>(B) * 1000.0 / c.t.median_ms;
@@ -276,9 +285,9 @@ int cmd_bench(const BenchArgs& a) {
   }
   for (const auto& c : cands)
     if (c.dp_ms > 0)
-      std::printf("%-30s data-parallel over %d rank(s): %.3f ms/step with the all-reduce, %.3f without: all-reduce "
-                  "%.3f ms, %.1f%% of the step\n", c.name.c_str(), comm.size(), c.dp_ms, c.t.median_ms,
-                  c.dp_ms - c.t.median_ms, 100.0 * (c.dp_ms - c.t.median_ms) / c.dp_ms);
+      std::printf("%-30s data-parallel over %d rank(s): %.3f ms/step with the all-reduce, %.3f without (medians of 3 "
+                  "alternating runs): all-reduce %.3f ms, %.1f%% of the step\n", c.name.c_str(), comm.size(), c.dp_ms,
+                  c.alone_ms, c.dp_ms - c.alone_ms, 100.0 * (c.dp_ms - c.alone_ms) / c.dp_ms);
   if (win) std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->t.median_ms);
   else std::printf("winner: none (every candidate failed)\n");
 
@@ -323,9 +332,9 @@ int cmd_bench(const BenchArgs& a) {
         cj["graph_share"] = c.t.graph_share;
         cj["graph_captures"] = c.t.graph_captures;
         if (c.dp_ms > 0) {
-          cj["data_parallel"] = {{"ranks", comm.size()}, {"ms_per_step", c.dp_ms},
-                                 {"allreduce_ms", c.dp_ms - c.t.median_ms},
-                                 {"allreduce_share", (c.dp_ms - c.t.median_ms) / c.dp_ms}};
+          cj["data_parallel"] = {{"ranks", comm.size()}, {"ms_per_step", c.dp_ms}, {"alone_ms_per_step", c.alone_ms},
+                                 {"allreduce_ms", c.dp_ms - c.alone_ms},
+                                 {"allreduce_share", (c.dp_ms - c.alone_ms) / c.dp_ms}};
         }
       } else {
         cj["ms_per_step"] = nullptr;
