@@ -125,8 +125,10 @@ int run_cli(int argc, char** argv) {
   // Under mpirun a failing rank ends the whole run (the others would wait in the next collective);
   // only rank 0 logs progress.
   int rc = 2;
+  bool distributed = false;
   try {
     const Comm& comm = Comm::world();
+    distributed = comm.distributed();
     if (comm.distributed() && !comm.root()) set_log_level(verbose ? LogLevel::Debug : LogLevel::Warn);
     if (train->parsed()) {
       if (comm.distributed()) log_info("data-parallel training: {}", comm.describe());
@@ -145,7 +147,7 @@ int run_cli(int argc, char** argv) {
     log_error("{}", e.what());
     rc = 1;
   }
-  if (Comm::world().distributed()) {
+  if (distributed) {
     log_error("{}: ending every rank of the run", Comm::world().describe());
     Comm::world().abort(rc);
   }

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "core/error.h"
+
 #ifdef RNNTRAIN_WITH_MPI
 #include <mpi.h>
 #endif
@@ -22,6 +24,14 @@ bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
     if (std::getenv(v)) return true;
   return false;
+}
+
+// How many processes a launcher says it started with this one (1 when none says): mpirun's, Hydra's
+// and srun's own counts, whether or not MPI can connect the processes.
+int launched_processes() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"})
+    if (const char* n = std::getenv(v); n && std::atoi(n) > 1) return std::atoi(n);
+  return 1;
 }
 
 #ifdef RNNTRAIN_WITH_MPI
@@ -39,8 +49,18 @@ void check(int rc, const char* what) {
 Comm::Comm() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) host_ = host;
+  try {
+    connect();
+  } catch (const std::exception& e) {  // world() reports it; MPI must not be initialized twice
+    error_ = e.what();
+    rank_ = 0, size_ = 1;
+  }
+}
+
+void Comm::connect() {
+  const int started = launched_processes();
 #ifdef RNNTRAIN_WITH_MPI
-  if (!launched_by_mpi()) return;
+  if (!launched_by_mpi() && started == 1) return;
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   launched_ = true;
@@ -58,14 +78,21 @@ Comm::Comm() {
     if (!done) MPI_Finalize();
   });
 #else
-  if (launched_by_mpi() && std::getenv("OMPI_COMM_WORLD_SIZE") && std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")) > 1)
-    throw std::runtime_error("this rnntrain was built without MPI (RNNTRAIN_MPI=OFF or no libopenmpi-dev at build "
-                             "time), so its processes cannot train together; rebuild with MPI or run one process");
+  if (started > 1)
+    throw UsageError(fmt::format("a launcher started {} rnntrain processes, but this rnntrain was built without MPI "
+                                 "(RNNTRAIN_MPI=OFF or no libopenmpi-dev at build time), so they cannot train "
+                                 "together; rebuild with MPI or run one process", started));
 #endif
+  // Processes that cannot reach each other would each train alone and write the same files.
+  if (started > 1 && size_ != started)
+    throw UsageError(fmt::format("a launcher started {} rnntrain processes but MPI connects {} of them; under "
+                                 "srun give --mpi=pmix (or pmi2) so that MPI can reach the others, or start them "
+                                 "with mpirun", started, size_));
 }
 
 Comm& Comm::world() {
   static Comm c;
+  if (!c.error_.empty()) throw UsageError(c.error_);
   return c;
 }
 

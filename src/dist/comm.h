@@ -10,7 +10,8 @@ namespace rnntrain {
 
 class Comm {
  public:
-  // The world, set up on first use (MPI_Init only when a launcher started this process).
+  // The world, set up on first use (MPI_Init only when a launcher started this process). Throws a
+  // UsageError, on every call, when the launcher started processes that cannot form one world.
   static Comm& world();
 
   int rank() const { return rank_; }
@@ -38,6 +39,8 @@ class Comm {
 
  private:
   Comm();
+  void connect();
+  std::string error_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool launched_ = false;
   std::string host_;

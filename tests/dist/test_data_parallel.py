@@ -4,6 +4,7 @@
 # - the run directory is written once: one result line, the usual files, no temporaries left;
 # - eval under mpirun prints one result equal to one rank's, predict writes its file once;
 # - bench under mpirun reports once, with the all-reduce's share of the step;
+# - processes a launcher started but MPI cannot connect (srun without PMI) are refused;
 # - a run resumes on another number of ranks (2 -> 1 and 1 -> 2) where one process would have gone;
 # - SIGTERM to one rank stops every rank after the same step, saved and resumable;
 # - a rank killed mid-run ends the job with an error within a bounded time, and last.h5 stays valid.
@@ -103,6 +104,17 @@ if out.count("winner:") != 1 or len(shares) != 1:
     failures.append(f"bench: expected one report with one data-parallel line from 2 ranks:\n{out}")
 else:
     print("bench:", " ".join(shares[0].split()))
+
+# srun without a PMI plugin starts processes that MPI cannot connect: each would train alone and write
+# the same run directory. rnntrain refuses before touching it.
+d = os.path.join(tmp, "srun_unconnected")
+p = subprocess.run([RNNTRAIN, "train", "configs/quickstart.yaml", f"output.dir={d}", "-q"], cwd=ROOT, capture_output=True,
+                   text=True, timeout=60, env={**os.environ, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "0"})
+if p.returncode != 2 or "--mpi=pmix" not in p.stderr or os.path.exists(d):
+    failures.append(f"srun without PMI: expected exit 2 naming --mpi=pmix and no run directory, got {p.returncode}:\n"
+                    f"{p.stderr}")
+else:
+    print("srun without PMI:", p.stderr.strip().splitlines()[0])
 
 # Resume on another number of ranks: the global batches and their order do not depend on the ranks.
 full = os.path.join(tmp, "quickstart_1")  # 2 epochs on 1 rank, from above
