@@ -148,6 +148,24 @@ void Comm::broadcast(void* data, int64_t bytes, int root) {
 #endif
 }
 
+bool Comm::same(int64_t v) {
+  int64_t both[2] = {v, -v};  // the largest v and minus the smallest
+#ifdef RNNTRAIN_WITH_MPI
+  if (size_ > 1) check(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+#endif
+  return both[0] == -both[1];
+}
+
+std::vector<uint8_t> Comm::allgather(const void* mine, int bytes) {
+  std::vector<uint8_t> all(static_cast<size_t>(bytes) * size_);
+  std::copy_n(static_cast<const uint8_t*>(mine), bytes, all.begin() + static_cast<int64_t>(rank_) * bytes);
+#ifdef RNNTRAIN_WITH_MPI
+  if (size_ > 1)
+    check(MPI_Allgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
+#endif
+  return all;
+}
+
 void Comm::abort(int code) {
 #ifdef RNNTRAIN_WITH_MPI
   if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rnntrain {
 
@@ -33,6 +34,10 @@ class Comm {
   int max(int v);
   // Root's `bytes` bytes into every other process' `data`. Blocks until all call it.
   void broadcast(void* data, int64_t bytes, int root = 0);
+  // Whether every process passed the same v. Blocks until all call it.
+  bool same(int64_t v);
+  // Every process' `bytes` bytes, in rank order. Blocks until all call it.
+  std::vector<uint8_t> allgather(const void* mine, int bytes);
   // Ends every process of the run: a failure in one rank must not leave the others waiting in a
   // collective forever. In a world of one, returns (the caller exits as usual).
   void abort(int code);

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/comm.h"
 #include "io/checkpoint.h"
 #include "plan/plan.h"
 #include "spec/parse.h"
@@ -176,6 +177,8 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     t.graph_captures = gpu_graph_captures() - captures0;
     if (engine->traits().device_memory) t.peak_device_mib = device_peak_mib();
   } catch (const std::exception& e) {  // e.g. cuDNN's NOT_SUPPORTED, out of memory: this candidate only
+    // ... unless the ranks time it together: a failed rank would leave the others in a collective.
+    if (ranks && ranks->distributed()) throw;
     t = Timing();
     t.error = e.what();
     log_info("candidate {} failed: {}", choice.name(), t.error);

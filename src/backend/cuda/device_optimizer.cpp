@@ -113,6 +113,7 @@ void DeviceOptimizer::apply(double* nonfinite) {
     const bool per_var = is_set(spec_.clipnorm);
     k::clip_factors(sums, nv, per_var ? 1 : 2, per_var ? *spec_.clipnorm : *spec_.global_clipnorm,
                     factors_.ensure(nv), st);
+    if (share_) share_(factors_.get(), nv);
     a.clip = 1, a.factors = factors_.get(), a.var = var_ids_;
   } else if (is_set(spec_.clipvalue)) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);

@@ -6,6 +6,7 @@
 // stacks) the gradients arrive multiplied by it; step() unscales them and skips the update when any
 // is not finite, then adjusts the scale, all on the device.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,10 @@ class DeviceOptimizer {
   // parameter is inf or NaN (the caller zeroes it; null: not checked).
   void set_step(double lr, int64_t t);
   void apply(double* nonfinite = nullptr);
+  // Data parallelism: every rank's gradients are the same, but the sums behind the clipping factors
+  // add in an order that differs between ranks (atomics), so rank 0's factors are sent to all
+  // (share(factors, n) on the stream) to keep the ranks' weights bit for bit the same.
+  void share_clip_factors(std::function<void(float* factors, int64_t n)> share) { share_ = std::move(share); }
 
   // Turns on dynamic loss scaling (initial scale 2^15, doubled after 2000 finite steps). The loss
   // gradient must then be multiplied by *loss_scale() (a device float); null when off.
@@ -57,6 +62,7 @@ class DeviceOptimizer {
   DeviceBuffer<float> scale_{"loss scale"};
   DeviceBuffer<int> scale_state_{"loss scale state"};  // [0]: finite steps in a row, [1]: non-finite flag
   StepValues sched_;  // set_step()'s lr, alpha and decay
+  std::function<void(float*, int64_t)> share_;
 };
 
 }  // namespace rnntrain::cuda

@@ -48,6 +48,10 @@ void Nccl::sum(double* data, int64_t n, cudaStream_t s) {
   NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat64, ncclSum, impl_->comm, s));
 }
 
+void Nccl::broadcast(float* data, int64_t n, cudaStream_t s) {
+  NCCL_CHECK(ncclBroadcast(data, data, static_cast<size_t>(n), ncclFloat32, 0, impl_->comm, s));
+}
+
 void Nccl::begin() { NCCL_CHECK(ncclGroupStart()); }
 void Nccl::end() { NCCL_CHECK(ncclGroupEnd()); }
 
@@ -69,6 +73,7 @@ Nccl::Nccl(Comm&) { throw UsageError(nccl_unavailable_reason()); }
 Nccl::~Nccl() = default;
 void Nccl::sum(float*, int64_t, cudaStream_t) {}
 void Nccl::sum(double*, int64_t, cudaStream_t) {}
+void Nccl::broadcast(float*, int64_t, cudaStream_t) {}
 void Nccl::begin() {}
 void Nccl::end() {}
 std::string Nccl::version() const { return ""; }

@@ -30,6 +30,8 @@ class Nccl {
   // In place on the device: every rank ends with the elementwise sum.
   void sum(float* data, int64_t n, cudaStream_t s);
   void sum(double* data, int64_t n, cudaStream_t s);
+  // In place on the device: every rank ends with rank 0's data.
+  void broadcast(float* data, int64_t n, cudaStream_t s);
   // The sums between begin() and end() are launched as one NCCL group (one kernel for all).
   void begin();
   void end();

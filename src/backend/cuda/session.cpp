@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -39,14 +40,14 @@ struct Session::Impl {
       : cfg(c), params(p), model(gpu, cfg.model, cfg.plan, p, cfg.train.seed),
         opt(gpu, model.store(), cfg.train.optimizer, p) {
     if (cfg.plan.precision == Precision::Fp16) opt.enable_loss_scale();
-    if (ranks) {
+    // One launched rank takes the NCCL path where the build has it (mpirun -np 1 checks it against a
+    // plain run), and trains alone where it does not.
+    if (ranks && (ranks->distributed() || nccl_unavailable_reason().empty())) {
       if (const std::string why = nccl_unavailable_reason(); !why.empty()) throw UsageError(ranks->describe() + ": " + why);
-      if (ranks->local_size() > visible_devices())
-        throw UsageError(fmt::format("{}: {} ranks run on this machine but it has {} visible GPU(s); data-parallel "
-                                     "training takes one GPU per rank: start at most {} ranks per machine",
-                                     ranks->describe(), ranks->local_size(), visible_devices(), visible_devices()));
+      check_own_gpu(*ranks);
       nccl = std::make_unique<Nccl>(*ranks);
-      plan_buckets();
+      plan_buckets(*ranks);
+      if (ranks->distributed()) opt.share_clip_factors([this](float* f, int64_t n) { nccl->broadcast(f, n, gpu.stream()); });
       log_info("cuda: GPU {} of this machine, {} across {} rank(s); gradients summed in {} bucket(s) during backward "
                "and {} float(s) after it", gpu.device(), nccl->version(), ranks->size(), buckets.size(), rest);
     }
@@ -80,7 +81,9 @@ struct Session::Impl {
   cudaStream_t comm_stream = nullptr;
   std::vector<cudaEvent_t> ready;  // per bucket and one for the rest: backward has made it final
   cudaEvent_t reduced = nullptr;   // comm_stream has summed them all
-  void plan_buckets();
+  void plan_buckets(Comm& ranks);
+  // Refuses a rank whose GPU another rank computes on too (NCCL takes one GPU per rank).
+  void check_own_gpu(Comm& ranks);
   void launch_bucket(size_t k);
   void finish_reduce();  // the rest and the loss sum; the compute stream waits for every sum
   // A training step of a rank whose share of the global batch is empty: it adds nothing to the sums
@@ -187,6 +190,7 @@ struct Session::Impl {
 
   ~Impl() {
     CUDA_LOG(cudaStreamSynchronize(gpu.stream()));  // queued steps still copy into sums_host
+    if (comm_stream) CUDA_LOG(cudaStreamSynchronize(comm_stream));
     drop_graphs();
     for (cudaEvent_t e : done)
       if (e) CUDA_LOG(cudaEventDestroy(e));
@@ -319,9 +323,23 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
   return {out, count};
 }
 
-void Session::Impl::plan_buckets() {
+void Session::Impl::check_own_gpu(Comm& ranks) {
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, gpu.device()));
+  const int n = static_cast<int>(sizeof p.uuid.bytes);
+  const std::vector<uint8_t> all = ranks.allgather(p.uuid.bytes, n);
+  for (int r = 0; r < ranks.size(); ++r)
+    if (r != ranks.rank() && std::equal(all.begin() + r * n, all.begin() + (r + 1) * n, p.uuid.bytes))
+      throw UsageError(fmt::format("{}: rank {} computes on the same GPU ({}, GPU {} of {} visible here); "
+                                   "data-parallel training takes one GPU per rank: start at most as many ranks on a "
+                                   "machine as it has GPUs, or give each rank its own (CUDA_VISIBLE_DEVICES)",
+                                   ranks.describe(), r, p.name, gpu.device(), visible_devices()));
+}
+
+void Session::Impl::plan_buckets(Comm& ranks) {
   const char* env = std::getenv("RNNTRAIN_ALLREDUCE_BUCKET_MB");
-  const double mb = env && *env ? std::atof(env) : 25.0;
+  double mb = env && *env ? std::atof(env) : 25.0;
+  ranks.broadcast(&mb, sizeof mb);  // rank 0's: mpirun does not pass every variable to other machines
   const auto floats = std::max<int64_t>(1, static_cast<int64_t>(mb * 1024 * 1024 / sizeof(float)));
   const auto& ranges = model.param_ranges();
   int64_t hi = model.store().size();  // [stage first, hi) is final after that stage's backward
@@ -331,6 +349,14 @@ void Session::Impl::plan_buckets() {
       hi = ranges[i].first;
     }
   rest = hi;
+  // Every rank must sum the same ranges: the same model in the same device layout (cuDNN's weight
+  // space can differ between cuDNN versions on different machines).
+  uint64_t plan = static_cast<uint64_t>(model.store().size());
+  for (const Bucket& b : buckets) plan = plan * 1000003u + static_cast<uint64_t>(b.first) * 31u + static_cast<uint64_t>(b.n);
+  if (!ranks.same(static_cast<int64_t>(plan)))
+    throw UsageError(fmt::format("{}: the ranks' models differ on the device ({} parameters in cuDNN's layout here); "
+                                 "run the same rnntrain build, config and cuDNN version on every machine",
+                                 ranks.describe(), model.store().size()));
   if (buckets.empty()) return;
   CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
   ready.resize(buckets.size() + 1);
@@ -422,7 +448,12 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
 }
 
 Session::Session(const Config& cfg, Params& params, Comm* ranks) : impl_(std::make_unique<Impl>(cfg, params, ranks)) {}
-Session::~Session() = default;
+Session::~Session() {
+  // A rank failing in a data-parallel run is about to end every rank (cli.cpp). Freeing device memory
+  // or destroying the NCCL communicator waits for the GPU and the other ranks, which may be waiting
+  // in a collective for this one: leave it all to the end of the process.
+  if (impl_->nccl && impl_->nccl->ranks() > 1 && std::uncaught_exceptions() > 0) (void)impl_.release();
+}
 
 std::string Session::device_name() const { return "cuda (" + device_description() + ")"; }
 
