@@ -2,7 +2,7 @@
 # - `mpirun -np 1 rnntrain train` takes the data-parallel path (NCCL all-reduce of the gradients, the
 #   loss sum and the positions, inside a CUDA graph wherever the plain run captures one) and ends with the loss history and the
 #   weights of a plain run: unmasked fp32 (quickstart), per-sequence lengths with Bidirectional stacks
-#   and dropout (classify), and fp16 with its dynamic loss scale;
+#   and dropout (classify), fp16 with its dynamic loss scale, and clipnorm (rank 0's factors broadcast);
 # - the same with the gradients summed in buckets during backward, on a second stream (classify with
 #   RNNTRAIN_ALLREDUCE_BUCKET_MB=0.0002);
 # - more ranks on a machine than it has GPUs is refused with the reason, before any NCCL call.
@@ -46,6 +46,8 @@ cases = {
     "quickstart_fp32": (["configs/quickstart.yaml", "train.epochs=2"], {}, 0),
     "classify_masked": (["configs/classify.yaml", "train.epochs=2"], {}, 0),
     "quickstart_fp16": (["configs/quickstart.yaml", "train.epochs=2", "plan.precision=fp16"], {}, 0),
+    # rank 0's clipping factors broadcast inside the step
+    "quickstart_clipnorm": (["configs/quickstart.yaml", "train.epochs=2", "train.optimizer.clipnorm=0.05"], {}, 0),
     # buckets of 200 bytes: each stage's gradients (Dense's, the stack's) are summed on their own stream
     # as backward goes on
     "classify_overlapped": (["configs/classify.yaml", "train.epochs=2"], {"RNNTRAIN_ALLREDUCE_BUCKET_MB": "0.0002"}, 2),

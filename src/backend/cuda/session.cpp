@@ -47,7 +47,7 @@ struct Session::Impl {
       check_own_gpu(*ranks);
       nccl = std::make_unique<Nccl>(*ranks);
       plan_buckets(*ranks);
-      if (ranks->distributed()) opt.share_clip_factors([this](float* f, int64_t n) { nccl->broadcast(f, n, gpu.stream()); });
+      opt.share_clip_factors([this](float* f, int64_t n) { nccl->broadcast(f, n, gpu.stream()); });
       log_info("cuda: GPU {} of this machine, {} across {} rank(s); gradients summed in {} bucket(s) during backward "
                "and {} float(s) after it", gpu.device(), nccl->version(), ranks->size(), buckets.size(), rest);
     }
