@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 
@@ -329,7 +330,7 @@ void Session::Impl::check_own_gpu(Comm& ranks) {
   const int n = static_cast<int>(sizeof p.uuid.bytes);
   const std::vector<uint8_t> all = ranks.allgather(p.uuid.bytes, n);
   for (int r = 0; r < ranks.size(); ++r)
-    if (r != ranks.rank() && std::equal(all.begin() + r * n, all.begin() + (r + 1) * n, p.uuid.bytes))
+    if (r != ranks.rank() && std::memcmp(all.data() + r * n, p.uuid.bytes, n) == 0)
       throw UsageError(fmt::format("{}: rank {} computes on the same GPU ({}, GPU {} of {} visible here); "
                                    "data-parallel training takes one GPU per rank: start at most as many ranks on a "
                                    "machine as it has GPUs, or give each rank its own (CUDA_VISIBLE_DEVICES)",
