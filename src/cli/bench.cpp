@@ -22,6 +22,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "dist/comm.h"
 #include "io/checkpoint.h"

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "io/keras_file.h"

@@ -6,12 +6,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "io/h5.h"
 #include "io/keras_file.h"
@@ -159,26 +157,6 @@ void check_history(const std::string& text, const std::string& path) {
 }
 
 }  // namespace
-
-// Flushes a file (or folder) to the disk, so a power loss after the rename cannot leave it empty.
-static void sync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-void rename_into_place(const std::string& tmp, const std::string& path) {
-  sync_path(tmp);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw RuntimeError(fmt::format("cannot rename {} to {}: {}; check that the folder is writable", tmp, path, ec.message()));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  sync_path(dir.empty() ? "." : dir);
-}
 
 void save_checkpoint(const std::string& path, const ModelSpec& model, const Params& params,
                      const OptimizerSlots& slots, const ResumeState& st) {

@@ -47,21 +47,4 @@ void load_weights(const std::string& path, const ModelSpec& model, Params& param
 ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Params& params,
                             const OptimizerSlots& slots);
 
-// Writes with `write(tmp)` to path + ".tmp", then renames over path. Removes the temporary on failure.
-template <typename F>
-void write_atomically(const std::string& path, F&& write);
-void rename_into_place(const std::string& tmp, const std::string& path);
-
-template <typename F>
-void write_atomically(const std::string& path, F&& write) {
-  const std::string tmp = path + ".tmp";
-  try {
-    write(tmp);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  rename_into_place(tmp, path);
-}
-
 }  // namespace rnntrain

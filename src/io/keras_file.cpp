@@ -12,10 +12,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "io/h5.h"
@@ -67,13 +67,6 @@ class TempFile {
  private:
   std::string path_;
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -221,7 +214,7 @@ void export_keras(const std::string& path, const ModelSpec& model, const Params&
     std::strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", std::localtime(&now));
     members.emplace_back("metadata.json", Json{{"keras_version", kKeras3Version}, {"date_saved", date}}.dump());
     members.emplace_back("config.json", model_to_keras_json(model, KerasJsonStyle::Keras3).dump());
-    members.emplace_back("model.weights.h5", read_bytes(w.path()));
+    members.emplace_back("model.weights.h5", read_text(w.path()));
     write_atomically(path, [&](const std::string& tmp) { write_zip(tmp, members, false); });
   } else {
     write_atomically(path, [&](const std::string& tmp) {

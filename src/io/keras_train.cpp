@@ -82,16 +82,12 @@ std::optional<OptimizerSpec> optimizer_from(const json& j, const std::string& fi
   const std::string name = j.value("class_name", "");
   const json c = j.value("config", json::object());
   const std::string k = lower_alnum(name);
-  OptimizerSpec o;
-  if (k == "adam") o.kind = OptimizerKind::Adam;
-  else if (k == "adamw") o.kind = OptimizerKind::AdamW, o.weight_decay = 0.004;
-  else if (k == "sgd") o.kind = OptimizerKind::SGD, o.learning_rate = 0.01;
-  else if (k == "rmsprop") o.kind = OptimizerKind::RMSprop;
-  else if (k == "adagrad") o.kind = OptimizerKind::Adagrad;
-  else {
+  const std::optional<OptimizerKind> kind = optimizer_named(k);
+  if (!kind) {
     log_warn("{}: optimizer '{}' has no rnntrain equivalent; the config keeps adam: set train.optimizer", file, name);
     return std::nullopt;
   }
+  OptimizerSpec o = optimizer_defaults(*kind);
   auto lr = c.find("learning_rate");
   if (lr == c.end()) lr = c.find("lr");  // Keras 2.2
   if (lr != c.end() && lr->is_number()) o.learning_rate = lr->get<double>();
@@ -121,16 +117,7 @@ std::optional<OptimizerSpec> optimizer_from(const json& j, const std::string& fi
 
 }  // namespace
 
-const char* keras_optimizer_name(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::SGD: return "sgd";
-    case OptimizerKind::Adam: return "adam";
-    case OptimizerKind::AdamW: return "adamw";
-    case OptimizerKind::RMSprop: return "rmsprop";
-    case OptimizerKind::Adagrad: return "adagrad";
-  }
-  return "optimizer";
-}
+const char* keras_optimizer_name(OptimizerKind k) { return optimizer_name(k); }
 
 Json training_config_json(const TrainSpec& t) {
   const OptimizerSpec& o = t.optimizer;

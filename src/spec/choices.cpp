@@ -108,6 +108,7 @@ std::span<const Choice<Scaling>> scalings() { return kScalings; }
 std::span<const Choice<LossKind>> loss_kinds() { return kLosses; }
 std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
 std::span<const Choice<OptimizerKind>> optimizer_kinds() { return kOptimizers; }
+
 std::span<const Choice<ScheduleKind>> schedule_kinds() { return kSchedules; }
 std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
@@ -118,3 +119,15 @@ std::span<const Choice<Device>> devices() { return kDevices; }
 
 
 }  // namespace rnntrain::spec
+
+namespace rnntrain {
+
+OptimizerSpec optimizer_defaults(OptimizerKind k) {
+  OptimizerSpec o;
+  o.kind = k;
+  if (k == OptimizerKind::SGD) o.learning_rate = 0.01;
+  if (k == OptimizerKind::AdamW) o.weight_decay = 0.004;
+  return o;
+}
+
+}  // namespace rnntrain

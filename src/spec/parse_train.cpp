@@ -37,11 +37,10 @@ constexpr const char* kAdagradKeys[] = {"type", "learning_rate", "initial_accumu
                                         "weight_decay", "clipnorm", "clipvalue", "global_clipnorm"};
 
 OptimizerSpec read_optimizer(const Value& v) {
-  OptimizerSpec o;  // a map without `type` is Adam, the default
-  const bool typed = !v.is_map() || v.has("type");
-  if (typed) o.kind = read_enum(type_of(v, "{type: adam, learning_rate: 0.001}"), optimizer_kinds(), "optimizer");
-  if (o.kind == OptimizerKind::SGD) o.learning_rate = 0.01;
-  if (o.kind == OptimizerKind::AdamW) o.weight_decay = 0.004;
+  const bool typed = !v.is_map() || v.has("type");  // a map without `type` is Adam, the default
+  OptimizerSpec o = optimizer_defaults(
+      typed ? read_enum(type_of(v, "{type: adam, learning_rate: 0.001}"), optimizer_kinds(), "optimizer")
+            : OptimizerKind::Adam);
   if (!v.is_map()) return o;
   Keys keys = o.kind == OptimizerKind::SGD       ? Keys(kSgdKeys)
               : o.kind == OptimizerKind::RMSprop ? Keys(kRmspropKeys)

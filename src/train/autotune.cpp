@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "dist/comm.h"
 #include "io/checkpoint.h"

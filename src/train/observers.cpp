@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "core/files.h"
 #include "core/log.h"
 #include "train/run_dir.h"
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "spec/parse.h"
@@ -52,22 +53,6 @@ DataMeta read_meta_file(const std::string& path) {
 DataMeta read_meta(const std::string& dir) {
   const std::string p = (fs::path(dir) / "data_meta.json").string();
   return fs::exists(p) ? read_meta_file(p) : DataMeta{};
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  write_atomically(path, [&](const std::string& tmp) {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) throw RuntimeError(fmt::format("cannot write {}: check the disk and the folder's permissions", tmp));
-  });
 }
 
 void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path) {

@@ -1,5 +1,5 @@
-// The files of a run directory besides checkpoints (run_dir.cpp): paths, text files written
-// atomically, data_meta.json, the resume check and the temporaries a killed run left.
+// The files of a run directory besides checkpoints (run_dir.cpp): paths, data_meta.json, the resume
+// check and the temporaries a killed run left.
 #pragma once
 #include <string>
 
@@ -17,10 +17,6 @@ Config with_absolute_paths(const Config& cfg);
 // Reads <dir>/data_meta.json if present (empty meta otherwise); read_meta_file reads one file.
 DataMeta read_meta(const std::string& dir);
 DataMeta read_meta_file(const std::string& path);
-
-// A whole text file ("" when it cannot be read); writes one to a temporary name and renames it.
-std::string read_text(const std::string& path);
-void write_text(const std::string& path, const std::string& text);
 
 // Refuses (UsageError) to resume a run with another model or optimizer than the one that wrote it,
 // whose config.yaml is then_yaml (read from path).

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "dist/comm.h"
