@@ -5,16 +5,13 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "spec/shapes.h"
 
 namespace rnntrain::cuda {
 
 int cell_gates(LayerKind cell) {
-  switch (cell) {
-    case LayerKind::LSTM: return 4;
-    case LayerKind::GRU: return 3;
-    case LayerKind::SimpleRNN: return 1;
-    default: throw RuntimeError("internal: cuDNN weight layout of a non-recurrent layer");
-  }
+  if (const int g = gates(cell); g > 0) return g;
+  throw RuntimeError("internal: cuDNN weight layout of a non-recurrent layer");
 }
 
 int cudnn_gate(LayerKind cell, int keras_gate) {

@@ -27,7 +27,8 @@ struct CudnnLayout {
   std::vector<std::vector<CudnnSlot>> slots;
 };
 
-// Gates per cell (LSTM 4, GRU 3, SimpleRNN 1); cuDNN has 2 * gates linear layers (input, recurrent).
+// Gates per cell (spec's gates(): LSTM 4, GRU 3, SimpleRNN 1), refusing other layers; cuDNN has
+// 2 * gates linear layers (input, recurrent).
 int cell_gates(LayerKind cell);
 // The cuDNN gate index (0-based, input side) of Keras gate g.
 int cudnn_gate(LayerKind cell, int keras_gate);
