@@ -108,7 +108,6 @@ std::span<const Choice<Scaling>> scalings() { return kScalings; }
 std::span<const Choice<LossKind>> loss_kinds() { return kLosses; }
 std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
 std::span<const Choice<OptimizerKind>> optimizer_kinds() { return kOptimizers; }
-
 std::span<const Choice<ScheduleKind>> schedule_kinds() { return kSchedules; }
 std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
