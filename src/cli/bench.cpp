@@ -64,30 +64,28 @@ std::string plan_summary(const Plan& p) {
   return s;
 }
 
-// "fp16,bf16" -> the enum values, with an error naming the option and the bad item.
+// "fp16,bf16" -> the enum values among `values`, spelled as configs spell them (name), with an error
+// naming the option and the bad item.
 template <typename E>
-std::vector<E> parse_list(const std::string& text, const char* option, std::span<const std::pair<const char*, E>> names) {
+std::vector<E> parse_list(const std::string& text, const char* option, std::span<const E> values,
+                          const char* (*name)(E)) {
   std::vector<E> out;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
-    bool found = false;
-    for (const auto& [n, v] : names)
-      if (item == n) out.push_back(v), found = true;
-    if (!found) {
+    const auto it = std::find_if(values.begin(), values.end(), [&](E v) { return item == name(v); });
+    if (it == values.end()) {
       std::string all;
-      for (const auto& [n, v] : names) all += (all.empty() ? "" : ", ") + std::string(n);
+      for (E v : values) all += (all.empty() ? "" : ", ") + std::string(name(v));
       throw UsageError(fmt::format("{} {}: '{}' is not one of {}", option, text, item, all));
     }
+    out.push_back(*it);
   }
   return out;
 }
 
-constexpr std::pair<const char*, Precision> kPrecisions[] = {
-    {"fp32", Precision::Fp32}, {"tf32", Precision::Tf32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}};
-constexpr std::pair<const char*, RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard},
-                                                      {"persist_static", RnnAlgo::PersistStatic},
-                                                      {"persist_dynamic", RnnAlgo::PersistDynamic},
-                                                      {"wavefront", RnnAlgo::Wavefront}};
+// What a candidate can be timed with (auto is a choice among these, not a candidate).
+constexpr Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
+constexpr RnnAlgo kAlgos[] = {RnnAlgo::Standard, RnnAlgo::PersistStatic, RnnAlgo::PersistDynamic, RnnAlgo::Wavefront};
 
 // Model FLOPs of one training step (../shared/docs/perf-anchors.md): 3 x forward, forward = sum over
 // recurrent layers of 2*G*H*(in+H)*B*T, doubled for Bidirectional. Embedding and Dense not counted.
@@ -159,8 +157,8 @@ int cmd_bench(const BenchArgs& a) {
   if (a.warmup < 0) throw UsageError(fmt::format("--warmup {}: must be 0 or more", a.warmup));
   if (a.min_length < 0) throw UsageError(fmt::format("--min-length {}: must be 0 or more", a.min_length));
   CandidateFilter filter;
-  filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions);
-  filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos);
+  filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions, precision_name);
+  filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos, rnn_algo_name);
   Config cfg = load_config_args(a.args);
   const auto shapes = infer_shapes(cfg.model);
   const LayerSpec& input = cfg.model.layers[0];
