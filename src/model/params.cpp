@@ -135,13 +135,11 @@ Params init_params(const ModelSpec& model, Rng& rng) {
       case LayerKind::GRU:
       case LayerKind::SimpleRNN: add_recurrent(lp, l, l, in.back(), "", rng); break;
       case LayerKind::Bidirectional:
-        if (!l.inner || !is_recurrent(l.inner->kind)) layer_error(l, "must wrap an LSTM, GRU or SimpleRNN layer");
         add_recurrent(lp, l, *l.inner, in.back(), "forward/", rng);
         add_recurrent(lp, l, *l.inner, in.back(), "backward/", rng);
         break;
       case LayerKind::Dense: add_dense(lp, l, l, in.back(), rng); break;
       case LayerKind::TimeDistributed:
-        if (!l.inner || l.inner->kind != LayerKind::Dense) layer_error(l, "must wrap a Dense layer");
         add_dense(lp, l, *l.inner, in.back(), rng);
         break;
     }

@@ -100,6 +100,9 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.params = recurrent_params(l, s.in[1]);
         break;
       case LayerKind::Bidirectional: {
+        // The parser and the Keras reader check wrappers with their own words; this is the one check
+        // every model passes (the backends and the parameters rely on it).
+        if (!l.inner || !is_recurrent(l.inner->kind)) shape_error(l, "must wrap an LSTM, GRU or SimpleRNN layer");
         need_sequence(l, s.in, prev);
         const LayerSpec& r = *l.inner;
         const int64_t u = params_or_fail(l, checked_mul(l.merge_mode == MergeMode::Concat ? 2 : 1, r.units));
@@ -117,6 +120,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.params = params_or_fail(l, mul_add(s.in.back(), l.units, l.use_bias ? l.units : 0));
         break;
       case LayerKind::TimeDistributed: {
+        if (!l.inner || l.inner->kind != LayerKind::Dense) shape_error(l, "must wrap a Dense layer");
         need_sequence(l, s.in, prev);
         const LayerSpec& d = *l.inner;
         s.out = {s.in[0], d.units};

@@ -49,10 +49,7 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan) 
       case LayerKind::Bidirectional: layer->op = cpu::make_bidirectional(l); break;
       case LayerKind::Dropout: layer->op = cpu::make_dropout(l); break;
       case LayerKind::Dense: layer->op = cpu::make_dense(l, l); break;
-      case LayerKind::TimeDistributed:
-        if (!l.inner || l.inner->kind != LayerKind::Dense)
-          throw ConfigError(
-              fmt::format("{}: layer '{}' (TimeDistributed) must wrap a Dense layer", l.loc.str(), l.name));
+      case LayerKind::TimeDistributed:  // wrapping a Dense (infer_shapes checked)
         layer->op = cpu::make_dense(l, *l.inner);
         break;
     }

@@ -169,11 +169,6 @@ class BidirectionalOp : public Op {
 
 std::unique_ptr<Op> make_recurrent(const LayerSpec& l) { return std::make_unique<RecurrentOp>(l); }
 
-std::unique_ptr<Op> make_bidirectional(const LayerSpec& l) {
-  if (!l.inner || !is_recurrent(l.inner->kind))
-    throw ConfigError(fmt::format("{}: layer '{}' (Bidirectional) must wrap an LSTM, GRU or SimpleRNN layer",
-                                  l.loc.str(), l.name));
-  return std::make_unique<BidirectionalOp>(l);
-}
+std::unique_ptr<Op> make_bidirectional(const LayerSpec& l) { return std::make_unique<BidirectionalOp>(l); }
 
 }  // namespace rnntrain::cpu

@@ -144,10 +144,7 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
       case LayerKind::Masking: stages_.push_back(make_masking_stage(env, l)); break;
       case LayerKind::Dropout: stages_.push_back(make_dropout_stage(env, l)); break;
       case LayerKind::Dense: stages_.push_back(make_dense_stage(env, l, l, input, first[i])); break;
-      case LayerKind::TimeDistributed:
-        if (!l.inner || l.inner->kind != LayerKind::Dense)
-          throw ConfigError(
-              fmt::format("{}: layer '{}' (TimeDistributed) must wrap a Dense layer", l.loc.str(), l.name));
+      case LayerKind::TimeDistributed:  // wrapping a Dense (infer_shapes checked)
         stages_.push_back(make_dense_stage(env, l, *l.inner, input, first[i]));
         break;
       default: throw RuntimeError(fmt::format("internal: layer '{}' is recurrent but outside a recurrent stage", l.name));
