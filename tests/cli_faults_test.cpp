@@ -218,10 +218,17 @@ TEST(Faults, AFinishedRunKilledBeforeFinalH5IsCompletedByResume) {
   auto tmp = scratch("final");
   test_config(tmp);
   const fs::path ref = reference_run(tmp).first;
-  fs::remove(ref / "final.h5");  // as when killed between the last epoch's last.h5 and final.h5
+  // As when killed between the last epoch's last.h5 and its history files: final.h5 missing, the history
+  // one epoch behind (history.csv without its last line, history.json not there).
+  const std::string csv = slurp((ref / "history.csv").string()), json = slurp((ref / "history.json").string());
+  fs::remove(ref / "final.h5");
+  fs::remove(ref / "history.json");
+  write_file((ref / "history.csv").string(), csv.substr(0, csv.rfind('\n', csv.size() - 2) + 1));
   CmdResult r = run_rnntrain("train -q --resume " + ref.string(), tmp);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("nothing to do"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp((ref / "history.csv").string()), csv) << "resume writes the checkpoint's history back";
+  EXPECT_EQ(slurp((ref / "history.json").string()), json);
   const fs::path again = tmp / "again";
   ASSERT_EQ(run_rnntrain("train " + (tmp / "cfg.yaml").string() + " -q output.dir=" + again.string(), tmp).code, 0);
   expect_same_state((again / "final.h5").string(), (ref / "final.h5").string());

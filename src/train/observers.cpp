@@ -57,8 +57,14 @@ void CheckpointObserver::on_epoch_end(int64_t epoch, const Logs& logs, bool* sto
 }
 
 void HistoryObserver::write() const {
-  write_text((fs::path(run_dir_) / "history.json").string(), history_.to_json());
-  write_text((fs::path(run_dir_) / "history.csv").string(), history_.to_csv());
+  const std::pair<const char*, std::string> files[] = {{"history.json", history_.to_json()},
+                                                       {"history.csv", history_.to_csv()}};
+  for (const auto& [name, text] : files) {
+    const std::string path = (fs::path(run_dir_) / name).string();
+    std::error_code ec;
+    if (fs::file_size(path, ec) == text.size() && !ec && read_text(path) == text) continue;  // resumed: as it was
+    write_text(path, text);
+  }
 }
 
 }  // namespace rnntrain

@@ -94,7 +94,8 @@ class CheckpointObserver final : public EpochObserver {
   std::string last_good_;
 };
 
-// history.json and history.csv in the run directory, rewritten after every epoch.
+// history.json and history.csv in the run directory, rewritten after every epoch, and on resuming from the
+// checkpoint's history (a run killed between last.h5 and the history files left them one epoch behind).
 class HistoryObserver final : public EpochObserver {
  public:
   HistoryObserver(const History& history, std::string run_dir) : history_(history), run_dir_(std::move(run_dir)) {}

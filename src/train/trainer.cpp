@@ -279,6 +279,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     for (EpochObserver* o : observers) o->load_state(st);
     if (early) early->set_best_from((fs::path(run_dir) / "early_stopping_best.h5").string(), cfg.model);
     result.history = History::from_json(st.history_json);
+    if (comm.root()) history.write();
     start_epoch = result.epochs_done = st.epoch;
     const bool stopped = early && early->early().stopped();
     finished = stopped || start_epoch >= cfg.train.epochs;
