@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +27,18 @@ namespace rnntrain::testing {
 inline Config config_of(const std::string& input, const std::string& layers, const std::string& name) {
   const std::string yaml = "model:\n  layers: [{type: Input, shape: " + input + "}, " + layers.substr(1) + "\n";
   return parse_config(yaml, name + ".yaml");
+}
+
+// The CPU and the CUDA engine of cfg, both from the parameters init, with RNGs of the same seed.
+struct EnginePair {
+  std::unique_ptr<Engine> cpu, gpu;
+};
+inline EnginePair engines_on_both(const Config& cfg, const Params& init, uint64_t seed) {
+  Config cpu_cfg = cfg, gpu_cfg = cfg;
+  cpu_cfg.device = Device::Cpu;
+  gpu_cfg.device = Device::Cuda;
+  Rng r1(seed), r2(seed);
+  return {make_engine(cpu_cfg, init, r1), make_engine(gpu_cfg, init, r2)};
 }
 
 // A batch for cfg's model: features in [-1, 1] or token ids in [1, vocab); targets shaped like the

@@ -17,6 +17,7 @@
 #include "io/keras_weights.h"
 #include "spec/parse.h"
 #include "io_keras_util.h"
+#include "optimizer_variants.h"
 
 
 namespace fs = std::filesystem;
@@ -230,6 +231,30 @@ TEST_F(KerasFormats, TrainingConfigRoundTrips) {
   EXPECT_EQ(back->optimizer.clipnorm, 1.5);
   EXPECT_EQ(back->loss.kind, LossKind::BinaryCrossentropy);
   EXPECT_TRUE(back->loss.from_logits);
+}
+
+TEST_F(KerasFormats, EveryOptimizerDescriptorRoundTripsThroughTheTrainingConfig) {
+  for (const auto& [name, o] : rnntrain::testing::optimizer_variants()) {
+    SCOPED_TRACE(name);
+    TrainSpec t;
+    t.optimizer = o;
+    t.optimizer.clipvalue = 0.25;
+    const Json written = training_config_json(t);
+    const OptimizerInfo& info = optimizer_info(o.kind);
+    EXPECT_EQ(written["optimizer_config"]["class_name"], info.keras_class);
+    auto back = train_from_keras_json(nlohmann::json::parse(written.dump()), "t.h5");
+    ASSERT_TRUE(back);
+    const OptimizerSpec& b = back->optimizer;
+    EXPECT_EQ(b.kind, o.kind);
+    EXPECT_EQ(b.learning_rate, o.learning_rate);
+    EXPECT_EQ(b.weight_decay, o.weight_decay);
+    EXPECT_EQ(b.clipvalue, 0.25);
+    for (int i = 0; i < info.num_keys; ++i) {
+      const OptimizerKey& k = info.keys[i];
+      if (k.flag) EXPECT_EQ(b.*k.flag, o.*k.flag) << k.name;
+      else EXPECT_EQ(b.*k.number, o.*k.number) << k.name;
+    }
+  }
 }
 
 TEST_F(KerasFormats, CheckpointsAreKerasFullModelsAndResume) {

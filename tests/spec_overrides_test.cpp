@@ -1,12 +1,14 @@
 // Command-line overrides (key.path=value) and the effective-config round trip:
 // parse_config(emit_config(c)) must give back an equal Config, field by field.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "spec/parse.h"
+#include "optimizer_variants.h"
 #include "test_util.h"
 
 namespace rnntrain {
@@ -336,6 +338,28 @@ TEST(RoundTrip, EveryOptimizerLossAndScheduleComesBackEqual) {
                                   "data.validation=null", "data.validation_split=0.2"});
   expect_round_trip(kRichTokens, {"train.optimizer={type: adagrad, initial_accumulator_value: 0.2, epsilon: 1e-5}",
                                   "train.loss=mae", "train.schedule=constant", "data=null"});
+}
+
+TEST(RoundTrip, EveryOptimizerDescriptorAndKeyComesBackEqual) {
+  for (const auto& [name, o] : rnntrain::testing::optimizer_variants()) {
+    SCOPED_TRACE(name);
+    const OptimizerInfo& info = optimizer_info(o.kind);
+    std::string text = fmt::format("train.optimizer={{type: {}, learning_rate: {}, weight_decay: {}", info.name,
+                                   o.learning_rate, o.weight_decay);
+    for (int i = 0; i < info.num_keys; ++i) {
+      const OptimizerKey& k = info.keys[i];
+      text += k.flag ? fmt::format(", {}: {}", k.name, o.*k.flag) : fmt::format(", {}: {}", k.name, o.*k.number);
+    }
+    const Config c = parse_config(kRichTokens, "rich.yaml", {text + "}"});
+    EXPECT_EQ(c.train.optimizer.kind, o.kind);
+    for (int i = 0; i < info.num_keys; ++i) {
+      const OptimizerKey& k = info.keys[i];
+      if (k.flag) EXPECT_EQ(c.train.optimizer.*k.flag, o.*k.flag) << k.name;
+      else EXPECT_EQ(c.train.optimizer.*k.number, o.*k.number) << k.name;
+      EXPECT_HAS(emit_config(c), fmt::format("{}: ", k.name));
+    }
+    expect_round_trip(kRichTokens, {text + "}"});
+  }
 }
 
 TEST(RoundTrip, EveryKeyIsWritten) {

@@ -97,16 +97,14 @@ std::optional<OptimizerSpec> optimizer_from(const json& j, const std::string& fi
     log_warn("{}: the learning-rate schedule '{}' is not imported; the config starts from learning_rate {} with a "
              "constant schedule: set train.schedule", file, lr->value("class_name", "?"), o.learning_rate);
   }
-  if (auto v = number(c, "beta_1")) o.beta_1 = *v;
-  if (auto v = number(c, "beta_2")) o.beta_2 = *v;
-  if (auto v = number(c, "epsilon")) o.epsilon = *v;
-  if (auto v = number(c, "momentum")) o.momentum = *v;
-  if (auto v = number(c, "rho")) o.rho = *v;
-  if (auto v = number(c, "initial_accumulator_value")) o.initial_accumulator_value = *v;
+  const OptimizerInfo& info = optimizer_info(*kind);
+  for (int i = 0; i < info.num_keys; ++i) {
+    const OptimizerKey& key = info.keys[i];
+    auto it = c.find(key.name);
+    if (it != c.end() && key.number && it->is_number()) o.*key.number = it->get<double>();
+    if (it != c.end() && key.flag && it->is_boolean()) o.*key.flag = it->get<bool>();
+  }
   if (auto v = number(c, "weight_decay")) o.weight_decay = *v;
-  if (c.contains("amsgrad") && c["amsgrad"].is_boolean()) o.amsgrad = c["amsgrad"].get<bool>();
-  if (c.contains("nesterov") && c["nesterov"].is_boolean()) o.nesterov = c["nesterov"].get<bool>();
-  if (c.contains("centered") && c["centered"].is_boolean()) o.centered = c["centered"].get<bool>();
   o.clipnorm = number(c, "clipnorm");
   o.clipvalue = number(c, "clipvalue");
   o.global_clipnorm = number(c, "global_clipnorm");
@@ -131,27 +129,18 @@ Json training_config_json(const TrainSpec& t) {
   c["use_ema"] = false;
   c["ema_momentum"] = 0.99;
   c["ema_overwrite_frequency"] = nullptr;  // no Keras-3-only keys (loss_scale_factor, ...): tf-keras reads this too
-  const char* cls = "Adam";
-  switch (o.kind) {
-    case OptimizerKind::SGD: cls = "SGD", c["momentum"] = o.momentum, c["nesterov"] = o.nesterov; break;
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW:
-      cls = o.kind == OptimizerKind::Adam ? "Adam" : "AdamW";
-      c["beta_1"] = o.beta_1, c["beta_2"] = o.beta_2, c["epsilon"] = o.epsilon, c["amsgrad"] = o.amsgrad;
-      break;
-    case OptimizerKind::RMSprop:
-      cls = "RMSprop", c["rho"] = o.rho, c["momentum"] = o.momentum, c["epsilon"] = o.epsilon, c["centered"] = o.centered;
-      break;
-    case OptimizerKind::Adagrad:
-      cls = "Adagrad", c["initial_accumulator_value"] = o.initial_accumulator_value, c["epsilon"] = o.epsilon;
-      break;
+  const OptimizerInfo& info = optimizer_info(o.kind);
+  for (int i = 0; i < info.num_keys; ++i) {
+    const OptimizerKey& k = info.keys[i];
+    if (k.number) c[k.name] = o.*k.number;
+    else c[k.name] = o.*k.flag;
   }
   Json j;
   j["loss"] = loss_json(t.loss);
   j["metrics"] = nullptr;
   j["weighted_metrics"] = nullptr;
   j["loss_weights"] = nullptr;
-  j["optimizer_config"] = Json{{"class_name", cls}, {"config", c}};
+  j["optimizer_config"] = Json{{"class_name", info.keras_class}, {"config", c}};
   return j;
 }
 

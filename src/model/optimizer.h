@@ -1,6 +1,5 @@
-// Keras 3 optimizers (SGD with momentum/nesterov, Adam, AdamW, RMSprop, Adagrad) over host
-// parameters, with Keras' clipping (one of: clipnorm per variable, global_clipnorm over all,
-// clipvalue elementwise). State (slots and the iteration count) is exposed for checkpoints.
+// Keras 3 optimizers (spec/optimizers.h: SGD, Adam, AdamW, RMSprop, Adagrad) over host parameters,
+// with Keras' clipping (one of: clipnorm per variable, global_clipnorm over all, clipvalue elementwise). State (slots and the iteration count) is exposed for checkpoints.
 #pragma once
 #include <memory>
 #include <string>

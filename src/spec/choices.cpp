@@ -2,6 +2,8 @@
 // by the parser and the emitter. Aliases are accepted on input and never written back.
 #include "spec/sections.h"
 
+#include <vector>
+
 namespace rnntrain::spec {
 
 namespace {
@@ -73,10 +75,6 @@ constexpr Choice<MetricKind> kMetrics[] = {
     {"mean_squared_error", MetricKind::MSE, true},
 };
 
-constexpr Choice<OptimizerKind> kOptimizers[] = {
-    {"sgd", OptimizerKind::SGD},         {"adam", OptimizerKind::Adam},       {"adamw", OptimizerKind::AdamW},
-    {"rmsprop", OptimizerKind::RMSprop}, {"adagrad", OptimizerKind::Adagrad},
-};
 
 constexpr Choice<ScheduleKind> kSchedules[] = {
     {"constant", ScheduleKind::Constant}, {"exponential", ScheduleKind::Exponential},
@@ -107,7 +105,14 @@ std::span<const Choice<DataFormat>> data_formats() { return kFormats; }
 std::span<const Choice<Scaling>> scalings() { return kScalings; }
 std::span<const Choice<LossKind>> loss_kinds() { return kLosses; }
 std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
-std::span<const Choice<OptimizerKind>> optimizer_kinds() { return kOptimizers; }
+std::span<const Choice<OptimizerKind>> optimizer_kinds() {
+  static const std::vector<Choice<OptimizerKind>> kinds = [] {
+    std::vector<Choice<OptimizerKind>> v;
+    for (const OptimizerInfo* o : Optimizers::infos) v.push_back({o->name, o->kind});
+    return v;
+  }();
+  return kinds;
+}
 std::span<const Choice<ScheduleKind>> schedule_kinds() { return kSchedules; }
 std::span<const Choice<MonitorMode>> monitor_modes() { return kModes; }
 std::span<const Choice<FuseMode>> fuse_modes() { return kFuse; }
@@ -116,17 +121,4 @@ std::span<const Choice<RnnAlgo>> rnn_algos() { return kAlgos; }
 std::span<const Choice<CpuRnn>> cpu_rnns() { return kCpuRnns; }
 std::span<const Choice<Device>> devices() { return kDevices; }
 
-
 }  // namespace rnntrain::spec
-
-namespace rnntrain {
-
-OptimizerSpec optimizer_defaults(OptimizerKind k) {
-  OptimizerSpec o;
-  o.kind = k;
-  if (k == OptimizerKind::SGD) o.learning_rate = 0.01;
-  if (k == OptimizerKind::AdamW) o.weight_decay = 0.004;
-  return o;
-}
-
-}  // namespace rnntrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "spec/optimizers.h"
 
 namespace rnntrain {
 
@@ -134,28 +135,7 @@ struct MetricSpec {
   std::string name;  // the history column: "accuracy", "mae", "perplexity", ...
 };
 
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad };
-struct OptimizerSpec {
-  OptimizerKind kind = OptimizerKind::Adam;
-  double learning_rate = 0.001;  // SGD's default is 0.01 (optimizer_defaults)
-  double momentum = 0.0;         // SGD, RMSprop
-  bool nesterov = false;
-  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;
-  bool amsgrad = false;
-  double weight_decay = 0.0;  // AdamW's default is 0.004 (optimizer_defaults)
-  double rho = 0.9;           // RMSprop
-  bool centered = false;
-  double initial_accumulator_value = 0.1;  // Adagrad
-  std::optional<double> clipnorm, clipvalue, global_clipnorm;
-};
-
-// As written in configs ("adam", "rmsprop"), and the kind such a name (or a Keras class name in lower
-// case) means, if any.
-const char* optimizer_name(OptimizerKind k);
-std::optional<OptimizerKind> optimizer_named(const std::string& name);
-// Keras' defaults for an optimizer of kind k (they differ from the fields' above for SGD and AdamW):
-// what a config or a Keras file that names the kind and nothing else means.
-OptimizerSpec optimizer_defaults(OptimizerKind k);
+// OptimizerKind and OptimizerSpec: spec/optimizers.h, with the optimizers' descriptors.
 
 enum class ScheduleKind { Constant, Exponential, Cosine, Step, ReduceOnPlateau };
 struct ScheduleSpec {

@@ -155,24 +155,13 @@ void put_source(Emitter& e, const char* k, const std::optional<DataSource>& src)
 
 void put_optimizer(Emitter& e, const OptimizerSpec& o) {
   key(e, "optimizer") << YAML::BeginMap;
-  put_name(e, "type", spec::enum_name(spec::optimizer_kinds(), o.kind));
+  const OptimizerInfo& info = optimizer_info(o.kind);
+  put_name(e, "type", info.name);
   put_num(e, "learning_rate", o.learning_rate);
-  switch (o.kind) {
-    case OptimizerKind::SGD:
-      put_num(e, "momentum", o.momentum), put_bool(e, "nesterov", o.nesterov);
-      break;
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW:
-      put_num(e, "beta_1", o.beta_1), put_num(e, "beta_2", o.beta_2), put_num(e, "epsilon", o.epsilon);
-      put_bool(e, "amsgrad", o.amsgrad);
-      break;
-    case OptimizerKind::RMSprop:
-      put_num(e, "rho", o.rho), put_num(e, "momentum", o.momentum), put_num(e, "epsilon", o.epsilon);
-      put_bool(e, "centered", o.centered);
-      break;
-    case OptimizerKind::Adagrad:
-      put_num(e, "initial_accumulator_value", o.initial_accumulator_value), put_num(e, "epsilon", o.epsilon);
-      break;
+  for (int i = 0; i < info.num_keys; ++i) {
+    const OptimizerKey& k = info.keys[i];
+    if (k.number) put_num(e, k.name, o.*k.number);
+    else put_bool(e, k.name, o.*k.flag);
   }
   put_num(e, "weight_decay", o.weight_decay);
   put_opt(e, "clipnorm", o.clipnorm), put_opt(e, "clipvalue", o.clipvalue), put_opt(e, "global_clipnorm", o.global_clipnorm);

@@ -33,13 +33,6 @@ const char* loss_name(LossKind k) { return spec::enum_name(spec::loss_kinds(), k
 const char* precision_name(Precision p) { return spec::enum_name(spec::precisions(), p); }
 const char* rnn_algo_name(RnnAlgo a) { return spec::enum_name(spec::rnn_algos(), a); }
 const char* fuse_mode_name(FuseMode f) { return spec::enum_name(spec::fuse_modes(), f); }
-const char* optimizer_name(OptimizerKind k) { return spec::enum_name(spec::optimizer_kinds(), k); }
-
-std::optional<OptimizerKind> optimizer_named(const std::string& name) {
-  for (const spec::Choice<OptimizerKind>& c : spec::optimizer_kinds())
-    if (name == c.name) return c.value;
-  return std::nullopt;
-}
 
 const char* layer_snake_name(LayerKind k) {
   switch (k) {

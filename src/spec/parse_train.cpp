@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
+#include <vector>
 
 #include "spec/sections.h"
 
@@ -27,14 +29,25 @@ Value type_of(const Value& v, const char* example) {
 }
 
 constexpr const char* kClip[] = {"clipnorm", "clipvalue", "global_clipnorm"};
-constexpr const char* kSgdKeys[] = {"type", "learning_rate", "momentum", "nesterov", "weight_decay",
-                                    "clipnorm", "clipvalue", "global_clipnorm"};
-constexpr const char* kAdamKeys[] = {"type", "learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad", "weight_decay",
-                                     "clipnorm", "clipvalue", "global_clipnorm"};
-constexpr const char* kRmspropKeys[] = {"type", "learning_rate", "rho", "momentum", "epsilon", "centered",
-                                        "weight_decay", "clipnorm", "clipvalue", "global_clipnorm"};
-constexpr const char* kAdagradKeys[] = {"type", "learning_rate", "initial_accumulator_value", "epsilon",
-                                        "weight_decay", "clipnorm", "clipvalue", "global_clipnorm"};
+
+// The keys of an optimizer of kind `info`: type and learning_rate, its own, then weight_decay and clipping.
+std::vector<const char*> optimizer_keys(const OptimizerInfo& info) {
+  std::vector<const char*> keys{"type", "learning_rate"};
+  for (int i = 0; i < info.num_keys; ++i) keys.push_back(info.keys[i].name);
+  keys.push_back("weight_decay");
+  keys.insert(keys.end(), std::begin(kClip), std::end(kClip));
+  return keys;
+}
+
+void read_key(const Value& x, const OptimizerKey& key, OptimizerSpec& o) {
+  switch (key.range) {
+    case KeyRange::Flag: o.*key.flag = x.as_bool(); return;
+    case KeyRange::Positive: o.*key.number = positive(x); return;
+    case KeyRange::NonNegative: o.*key.number = non_negative(x); return;
+    case KeyRange::Unit: o.*key.number = x.as_double(0.0, 1.0, false, false); return;
+    case KeyRange::UnitOpen: o.*key.number = unit_open(x); return;
+  }
+}
 
 OptimizerSpec read_optimizer(const Value& v) {
   const bool typed = !v.is_map() || v.has("type");  // a map without `type` is Adam, the default
@@ -42,23 +55,16 @@ OptimizerSpec read_optimizer(const Value& v) {
       typed ? read_enum(type_of(v, "{type: adam, learning_rate: 0.001}"), optimizer_kinds(), "optimizer")
             : OptimizerKind::Adam);
   if (!v.is_map()) return o;
-  Keys keys = o.kind == OptimizerKind::SGD       ? Keys(kSgdKeys)
-              : o.kind == OptimizerKind::RMSprop ? Keys(kRmspropKeys)
-              : o.kind == OptimizerKind::Adagrad ? Keys(kAdagradKeys)
-                                                 : Keys(kAdamKeys);
-  const Value::Sibling others[] = {{"sgd", kSgdKeys}, {"adam", kAdamKeys}, {"rmsprop", kRmspropKeys}, {"adagrad", kAdagradKeys}};
-  v.check_keys(keys, enum_name(optimizer_kinds(), o.kind), others);
+  const OptimizerInfo& info = optimizer_info(o.kind);
+  std::vector<std::vector<const char*>> sibling_keys;
+  std::vector<Value::Sibling> others;
+  for (const OptimizerInfo* other : Optimizers::infos) sibling_keys.push_back(optimizer_keys(*other));
+  for (size_t i = 0; i < sibling_keys.size(); ++i) others.push_back({Optimizers::infos[i]->name, sibling_keys[i]});
+  v.check_keys(optimizer_keys(info), info.name, others);
   if (auto x = v.get("learning_rate")) o.learning_rate = positive(*x);
-  if (auto x = v.get("momentum")) o.momentum = x->as_double(0.0, 1.0, false, false);
-  if (auto x = v.get("nesterov")) o.nesterov = x->as_bool();
-  if (auto x = v.get("beta_1")) o.beta_1 = unit_open(*x);
-  if (auto x = v.get("beta_2")) o.beta_2 = unit_open(*x);
-  if (auto x = v.get("epsilon")) o.epsilon = positive(*x);
-  if (auto x = v.get("amsgrad")) o.amsgrad = x->as_bool();
+  for (int i = 0; i < info.num_keys; ++i)
+    if (auto x = v.get(info.keys[i].name)) read_key(*x, info.keys[i], o);
   if (auto x = v.get("weight_decay")) o.weight_decay = non_negative(*x);
-  if (auto x = v.get("rho")) o.rho = unit_open(*x);
-  if (auto x = v.get("centered")) o.centered = x->as_bool();
-  if (auto x = v.get("initial_accumulator_value")) o.initial_accumulator_value = non_negative(*x);
   std::optional<double>* clips[] = {&o.clipnorm, &o.clipvalue, &o.global_clipnorm};
   const char* first = nullptr;
   for (int i = 0; i < 3; ++i)

@@ -14,22 +14,6 @@
 
 namespace rnntrain {
 
-namespace {
-
-double slots_per_param(const OptimizerSpec& o) {
-  switch (o.kind) {
-    case OptimizerKind::SGD: return o.momentum > 0 ? 1 : 0;
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW: return o.amsgrad ? 3 : 2;
-    case OptimizerKind::RMSprop: return 1 + (o.momentum > 0 ? 1 : 0) + (o.centered ? 1 : 0);
-    case OptimizerKind::Adagrad: return 1;
-  }
-  return 0;
-}
-
-
-}  // namespace
-
 MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) {
   const std::vector<LayerShape> shapes = infer_shapes(cfg.model);
   const double B = static_cast<double>(cfg.train.batch_size), T = static_cast<double>(std::max<int64_t>(timesteps, 1));
@@ -48,7 +32,7 @@ MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) 
     m.activations += 4.0 * floats * (training ? 2.0 : 1.0);  // and their gradients
   }
   m.weights = 8.0 * m.params;  // float32 values and gradients
-  if (training) m.slots = 4.0 * m.params * slots_per_param(cfg.train.optimizer);
+  if (training) m.slots = 4.0 * m.params * optimizer_slot_kinds(cfg.train.optimizer).n;
   return m;
 }
 

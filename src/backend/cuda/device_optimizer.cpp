@@ -3,7 +3,6 @@
 #include "backend/cuda/device_optimizer.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
 
@@ -12,46 +11,18 @@
 
 namespace rnntrain::cuda {
 
-static_assert(static_cast<int>(OptimizerKind::SGD) == 0 && static_cast<int>(OptimizerKind::Adam) == 1 &&
-                  static_cast<int>(OptimizerKind::AdamW) == 2 && static_cast<int>(OptimizerKind::RMSprop) == 3 &&
-                  static_cast<int>(OptimizerKind::Adagrad) == 4,
-              "kernels_train.cu optimizer codes mirror OptimizerKind");
-
 namespace {
 bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
 }  // namespace
 
 DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params)
     : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * 3, "learning rate") {
-  const int clips = spec.clipnorm.has_value() + spec.clipvalue.has_value() + spec.global_clipnorm.has_value();
-  if (clips > 1)
-    throw ConfigError("train.optimizer: only one of clipnorm, clipvalue and global_clipnorm can be set (as in "
-                      "Keras); remove the others");
-  // The slot kinds and their order, as model/optimizer.cpp.
-  std::vector<std::pair<std::string, float>> kinds;
-  switch (spec.kind) {
-    case OptimizerKind::SGD:
-      if (spec.momentum != 0) kinds.emplace_back("momentum", 0.0f);
-      break;
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW:
-      kinds.emplace_back("momentum", 0.0f);
-      kinds.emplace_back("velocity", 0.0f);
-      if (spec.amsgrad) kinds.emplace_back("velocity_hat", 0.0f);
-      break;
-    case OptimizerKind::RMSprop:
-      kinds.emplace_back("velocity", 0.0f);
-      if (spec.momentum > 0) kinds.emplace_back("momentum", 0.0f);
-      if (spec.centered) kinds.emplace_back("average_gradient", 0.0f);
-      break;
-    case OptimizerKind::Adagrad:
-      kinds.emplace_back("accumulator", static_cast<float>(spec.initial_accumulator_value));
-      break;
-  }
-  groups_.resize(kinds.size());
-  for (size_t k = 0; k < kinds.size(); ++k) {
-    groups_[k].name = kinds[k].first;
-    for (Param* p : params.all()) groups_[k].host.emplace_back(p->value.shape, kinds[k].second);
+  check_clipping(spec);
+  const SlotKinds kinds = optimizer_slot_kinds(spec);  // the descriptor's slots, as model/optimizer.cpp
+  groups_.resize(kinds.n);
+  for (int k = 0; k < kinds.n; ++k) {
+    groups_[k].name = kinds.at[k].name;
+    for (Param* p : params.all()) groups_[k].host.emplace_back(p->value.shape, kinds.at[k].init);
     groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
   }
   upload();
@@ -59,11 +30,9 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
 }
 
 void DeviceOptimizer::set_step(double lr, int64_t t) {
-  const double td = static_cast<double>(t);
-  const float v[3] = {
-      static_cast<float>(lr),
-      static_cast<float>(lr * std::sqrt(1.0 - std::pow(spec_.beta_2, td)) / (1.0 - std::pow(spec_.beta_1, td))),
-      spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f};
+  const double alpha = with_optimizer(spec_.kind, [&](auto d) { return decltype(d)::alpha(spec_, lr, t); });
+  const float v[3] = {static_cast<float>(lr), static_cast<float>(alpha),
+                      spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f};
   sched_.set(v);
 }
 
@@ -93,12 +62,9 @@ void DeviceOptimizer::upload() {
 void DeviceOptimizer::apply(double* nonfinite) {
   cudaStream_t st = gpu_.stream();
   k::OptArgs a;
-  a.kind = static_cast<int>(spec_.kind);
   a.p = store_.w(), a.g = store_.g(), a.trained = store_.trained(), a.n = store_.size();
   a.nonfinite = nonfinite;
-  float* slot[3] = {nullptr, nullptr, nullptr};
-  for (size_t k = 0; k < groups_.size(); ++k) slot[k] = groups_[k].dev.get();
-  a.s0 = slot[0], a.s1 = slot[1], a.s2 = slot[2];
+  for (size_t k = 0; k < groups_.size(); ++k) a.s[k] = groups_[k].dev.get();
 
   if (scaled_) {
     a.skip = scale_state_.get() + 1;
@@ -119,14 +85,7 @@ void DeviceOptimizer::apply(double* nonfinite) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }
   a.sched = static_cast<const float*>(sched_.dev());
-  a.momentum = static_cast<float>(spec_.momentum);
-  a.nesterov = spec_.nesterov, a.amsgrad = spec_.amsgrad, a.centered = spec_.centered;
-  a.eps = static_cast<float>(spec_.epsilon);
-  a.beta1c = static_cast<float>(1.0 - spec_.beta_1);
-  a.beta2c = static_cast<float>(1.0 - spec_.beta_2);
-  a.rho = static_cast<float>(spec_.rho);
-  a.rhoc = static_cast<float>(1.0 - spec_.rho);
-  k::optimizer_step(a, st);
+  k::optimizer_step(a, spec_, st);
   if (scaled_) k::update_scale(scale_.get(), scale_state_.get(), scale_state_.get() + 1, 2000, st);
 }
 

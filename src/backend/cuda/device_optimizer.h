@@ -1,7 +1,8 @@
 // Keras 3 optimizers on the device: one kernel over the flat parameter buffer per step, with Keras'
 // clipping (clipnorm per variable, global_clipnorm, clipvalue) and weight decay. The slots live on
 // the device in the parameter buffer's layout, with host copies in Keras layout for checkpoints.
-// Mirrors model/optimizer.cpp (same slot names and order, same float32 arithmetic). Nothing in a step
+// Slots and update rule are the kind's descriptor's (spec/optimizers/*.h), as in model/optimizer.cpp,
+// so both backends have the same slots and the same float32 arithmetic. Nothing in a step
 // waits for the host: clipping factors are computed on the device. With a dynamic loss scale (fp16
 // stacks) the gradients arrive multiplied by it; step() unscales them and skips the update when any
 // is not finite, then adjusts the scale, all on the device.

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "spec/optimizers.h"
+
 namespace rnntrain::cuda::k {
 
 // ---- layers (kernels_layers.cu) ----
@@ -141,28 +143,24 @@ void accuracy(const AccuracyArgs& a, cudaStream_t s);
 // sums[var[i]] += g[i]^2 for var[i] >= 0.
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
 struct OptArgs {
-  int kind = 0;  // OptimizerKind
   float* p = nullptr;
   float* g = nullptr;
   const uint32_t* trained = nullptr;  // bit i of word i / 32: element i is trained (not a frozen bias or gap)
   const int32_t* var = nullptr;       // [n] variable ids, for clip 1 only
-  float* s0 = nullptr;           // slots (per kind, see device_optimizer.cpp)
-  float* s1 = nullptr;
-  float* s2 = nullptr;
+  float* s[SlotKinds::kMax] = {};  // the slots, in the order of the kind's descriptor
   int64_t n = 0;
   // clipping: 0 none, 1 per-variable factors, 2 one factor, 3 clip value
   int clip = 0;
   const float* factors = nullptr;  // per variable (clip 1)
   float factor = 1.0f, clipvalue = 0.0f;
-  // On the device, so that a captured step reads each step's values: the learning rate, Adam's
-  // alpha (lr with the bias corrections) and lr * weight_decay (0: none).
+  // On the device, so that a captured step reads each step's values: the learning rate, the
+  // descriptor's alpha (Adam's lr with the bias corrections) and lr * weight_decay (0: none).
   const float* sched = nullptr;
-  float momentum = 0.0f, beta1c = 0.0f, beta2c = 0.0f, eps = 0.0f, rho = 0.0f, rhoc = 0.0f;  // c = 1 - x, from double
-  bool nesterov = false, amsgrad = false, centered = false;
   const int* skip = nullptr;  // one int on the device: non-zero skips the update (non-finite fp16 grads)
   double* nonfinite = nullptr;  // set to 1 when an updated parameter is inf or NaN (null: not checked)
 };
-void optimizer_step(const OptArgs& a, cudaStream_t s);
+// One update with the rule of spec.kind's descriptor (spec/optimizers/*.h): a kernel per kind.
+void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s);
 
 // ---- mixed precision and step control (kernels_mixed.cu) ----
 enum ElemType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };

@@ -1,7 +1,7 @@
 // Kernels of the loss (Keras 3 losses with their gradients, mirroring model/loss.cpp in double
-// precision per position) and of the optimizers (one kernel over the flat parameter buffer,
-// mirroring model/optimizer.cpp in float32), plus the per-variable gradient norms for clipping.
-// Kernels first, then launchers.
+// precision per position) and of the optimizers (a kernel per kind over the flat parameter buffer,
+// with its descriptor's rule, spec/optimizers/*.h, as model/optimizer.cpp), plus the per-variable
+// gradient norms for clipping. Kernels first, then launchers.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 
@@ -9,9 +9,8 @@ namespace rnntrain::cuda::k {
 
 namespace {
 
-// LossKind and OptimizerKind values (static_assert in engine_cuda.cpp).
+// LossKind values (static_assert in session.cpp).
 enum { kMSE = 0, kMAE = 1, kHuber = 2, kBinary = 3, kCategorical = 4, kSparse = 5 };
-enum { kSGD = 0, kAdam = 1, kAdamW = 2, kRMSprop = 3, kAdagrad = 4 };
 
 // ---------------- kernels ----------------
 
@@ -170,7 +169,9 @@ __global__ void accuracy_k(AccuracyArgs a) {
   block_add(acc, a.sum);
 }
 
-__global__ void optimizer_k(OptArgs a) {
+// The update of one kind: its descriptor's Rule on each trained element, after clipping and decay.
+template <class Rule>
+__global__ void optimizer_k(OptArgs a, Rule rule) {
   if (a.skip && *a.skip) return;
   const float lr = a.sched[0], alpha = a.sched[1], decay = a.sched[2];
   GRID_LOOP(i, a.n) {
@@ -181,52 +182,7 @@ __global__ void optimizer_k(OptArgs a) {
     else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
     float p = a.p[i];
     if (decay > 0.0f) p -= p * decay;
-    switch (a.kind) {
-      case kSGD:
-        if (a.momentum == 0.0f) {
-          p -= lr * g;
-        } else {
-          const float m = a.momentum * a.s0[i] - lr * g;
-          a.s0[i] = m;
-          p += a.nesterov ? a.momentum * m - lr * g : m;
-        }
-        break;
-      case kAdam:
-      case kAdamW: {
-        const float m = a.s0[i] + (g - a.s0[i]) * a.beta1c;
-        const float vv = a.s1[i] + (g * g - a.s1[i]) * a.beta2c;
-        a.s0[i] = m, a.s1[i] = vv;
-        float vj = vv;
-        if (a.amsgrad) vj = a.s2[i] = fmaxf(a.s2[i], vv);
-        p -= m * alpha / (sqrtf(vj) + a.eps);
-        break;
-      }
-      case kRMSprop: {
-        const float c = a.rhoc;
-        const float vv = a.rho * a.s0[i] + c * g * g;
-        a.s0[i] = vv;
-        float denom = vv + a.eps;
-        if (a.centered) {
-          const float avg = a.rho * a.s2[i] + c * g;
-          a.s2[i] = avg;
-          denom = vv - avg * avg + a.eps;
-        }
-        const float inc = lr * g / sqrtf(denom);
-        if (a.momentum > 0.0f) {
-          const float mom = a.momentum * a.s1[i] + inc;
-          a.s1[i] = mom;
-          p -= mom;
-        } else {
-          p -= inc;
-        }
-        break;
-      }
-      default: {  // Adagrad
-        const float acc = a.s0[i] + g * g;
-        a.s0[i] = acc;
-        p -= lr * g / sqrtf(acc + a.eps);
-      }
-    }
+    rule(p, g, a.s, i, lr, alpha);
     a.p[i] = p;
     if (a.nonfinite && !isfinite(p)) *a.nonfinite = 1.0;  // every writer stores the same value
   }
@@ -285,9 +241,12 @@ void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* s
   LAUNCH_CHECK("sum_squares_by_var");
 }
 
-void optimizer_step(const OptArgs& a, cudaStream_t s) {
+void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s) {
   if (a.n == 0) return;
-  optimizer_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
+  with_optimizer(spec.kind, [&](auto d) {
+    using Rule = typename decltype(d)::Rule;
+    optimizer_k<Rule><<<blocks_for(a.n), kThreads, 0, s>>>(a, Rule(spec));
+  });
   LAUNCH_CHECK("optimizer_step");
 }
 

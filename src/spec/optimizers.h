@@ -1,0 +1,142 @@
+// The optimizers: their kind, their hyperparameters (OptimizerSpec) and one descriptor each
+// (spec/optimizers/*.h: names, Keras class and config keys with defaults, slots, update rule).
+// The parser, the emitter, the Keras reader and writer, the CPU optimizer (model/optimizer.cpp) and
+// the device kernel (backend/cuda/kernels_train.cu) all read the descriptors; none of them names a
+// kind. Adding an optimizer: docs/contributing.md. Plain C++17: the CUDA kernels include it too.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#if defined(__CUDACC__)
+#define RNNTRAIN_HD __host__ __device__
+#else
+#define RNNTRAIN_HD
+#endif
+
+namespace rnntrain {
+
+// Every optimizer; the order of the list at the end of this file is the order configs list them in.
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad };
+
+// Keras 3's hyperparameters, named as in Keras; a kind reads those its descriptor lists. The values
+// here are Keras' defaults where the kinds agree; optimizer_defaults() gives a kind's own.
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::Adam;
+  double learning_rate = 0.001;
+  double momentum = 0.0;  // SGD, RMSprop
+  bool nesterov = false;
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;
+  bool amsgrad = false;
+  double weight_decay = 0.0;
+  double rho = 0.9;  // RMSprop
+  bool centered = false;
+  double initial_accumulator_value = 0.1;  // Adagrad
+  std::optional<double> clipnorm, clipvalue, global_clipnorm;  // at most one (Keras' rule)
+};
+
+// ---- the shape of a descriptor ----
+
+// The range a hyperparameter's value must lie in (the updates run in float32: at most FLT_MAX).
+enum class KeyRange { Positive, NonNegative, Unit /* [0, 1] */, UnitOpen /* [0, 1) */, Flag };
+
+// A hyperparameter of a kind: its name in configs and in Keras' optimizer config alike, the field
+// it sets (number or flag), Keras' default for the kind, and its range.
+struct OptimizerKey {
+  const char* name;
+  double OptimizerSpec::*number;
+  bool OptimizerSpec::*flag;
+  double fallback;
+  KeyRange range;
+};
+constexpr OptimizerKey number_key(const char* name, double OptimizerSpec::*field, double fallback, KeyRange range) {
+  return {name, field, nullptr, fallback, range};
+}
+constexpr OptimizerKey flag_key(const char* name, bool OptimizerSpec::*field, bool fallback) {
+  return {name, nullptr, field, fallback ? 1.0 : 0.0, KeyRange::Flag};
+}
+
+struct OptimizerInfo {
+  OptimizerKind kind;
+  const char* name;         // in configs, and Keras' lower-case name (the scope of its variables)
+  const char* keras_class;  // "Adam"
+  const OptimizerKey* keys;  // besides learning_rate and weight_decay, which every kind has
+  int num_keys;
+  double learning_rate;  // Keras' defaults for the two
+  double weight_decay;
+};
+template <int N>
+constexpr OptimizerInfo make_info(OptimizerKind kind, const char* name, const char* keras_class,
+                                  const OptimizerKey (&keys)[N], double learning_rate, double weight_decay) {
+  return {kind, name, keras_class, keys, N, learning_rate, weight_decay};
+}
+
+// The slots (optimizer state, one tensor per parameter) of a kind with given settings, in the order
+// the update rule indexes them, with Keras' variable names and initial values.
+struct OptimizerSlot {
+  const char* name;
+  float init;
+};
+struct SlotKinds {
+  static constexpr int kMax = 3;
+  OptimizerSlot at[kMax] = {};
+  int n = 0;
+  void add(const char* name, float init = 0.0f) { at[n++] = {name, init}; }
+};
+
+// A descriptor D has: static constexpr OptimizerInfo info; static SlotKinds slots(const
+// OptimizerSpec&); static double alpha(const OptimizerSpec&, double lr, int64_t t), the step size
+// of optimizer step t (1-based) for the rule's `alpha` (lr when the kind has no bias correction);
+// and struct Rule, built from an OptimizerSpec, whose RNNTRAIN_HD operator()(float& p, float g,
+// float* const* s, int64_t i, float lr, float alpha) updates one element i: p its value, g its
+// clipped gradient, s[k][i] its slot k. Weight decay and clipping are applied before, for every kind.
+
+}  // namespace rnntrain
+
+#include "spec/optimizers/adagrad.h"
+#include "spec/optimizers/adam.h"
+#include "spec/optimizers/rmsprop.h"
+#include "spec/optimizers/sgd.h"
+
+namespace rnntrain {
+
+template <class... D>
+struct OptimizerList {
+  static constexpr const OptimizerInfo* infos[] = {&D::info...};
+};
+// Every descriptor, in the order configs and messages list them.
+using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad>;
+
+template <class F, class D, class... Rest>
+decltype(auto) with_optimizer_of(OptimizerKind k, F& f, OptimizerList<D, Rest...>) {
+  if constexpr (sizeof...(Rest) == 0) {
+    return f(D{});
+  } else {
+    if (D::info.kind == k) return f(D{});
+    return with_optimizer_of(k, f, OptimizerList<Rest...>{});
+  }
+}
+// Calls f(D{}) with the descriptor D of kind k; returns what f returns.
+template <class F>
+decltype(auto) with_optimizer(OptimizerKind k, F&& f) {
+  return with_optimizer_of(k, f, Optimizers{});
+}
+
+inline const OptimizerInfo& optimizer_info(OptimizerKind k) {
+  return with_optimizer(k, [](auto d) -> const OptimizerInfo& { return decltype(d)::info; });
+}
+inline SlotKinds optimizer_slot_kinds(const OptimizerSpec& o) {
+  return with_optimizer(o.kind, [&](auto d) { return decltype(d)::slots(o); });
+}
+// As written in configs ("adam", "rmsprop"), and the kind such a name (or a Keras class name in lower
+// case) means, if any.
+inline const char* optimizer_name(OptimizerKind k) { return optimizer_info(k).name; }
+std::optional<OptimizerKind> optimizer_named(const std::string& name);
+// Keras' defaults for kind k: what a config or a Keras file that names the kind and nothing else means.
+OptimizerSpec optimizer_defaults(OptimizerKind k);
+// Throws ConfigError when more than one of clipnorm, clipvalue and global_clipnorm is set (Keras
+// refuses that too); configs cannot say so, Keras files and code can.
+void check_clipping(const OptimizerSpec& o);
+
+}  // namespace rnntrain

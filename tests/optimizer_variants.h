@@ -1,0 +1,36 @@
+// Settings of every optimizer descriptor (spec/optimizers.h), for the tests that sweep them all: Keras'
+// defaults, the flags turned (amsgrad, nesterov, centered: each slot layout), and every key off its
+// default, in range. A new optimizer is swept by these tests without a line of its own there.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spec/config.h"
+
+namespace rnntrain::testing {
+
+inline std::vector<std::pair<std::string, OptimizerSpec>> optimizer_variants() {
+  std::vector<std::pair<std::string, OptimizerSpec>> out;
+  for (const OptimizerInfo* info : Optimizers::infos) {
+    const OptimizerSpec defaults = optimizer_defaults(info->kind);
+    OptimizerSpec flags = defaults, all = defaults;
+    for (int i = 0; i < info->num_keys; ++i) {
+      const OptimizerKey& k = info->keys[i];
+      if (k.flag) {
+        flags.*k.flag = all.*k.flag = k.fallback == 0;
+      } else {
+        const bool unit = k.range == KeyRange::Unit || k.range == KeyRange::UnitOpen;
+        all.*k.number = unit ? (k.fallback == 0.5 ? 0.25 : 0.5) : 2 * k.fallback + 0.01;
+      }
+    }
+    all.learning_rate = 2 * defaults.learning_rate;
+    all.weight_decay = defaults.weight_decay + 0.01;
+    out.emplace_back(std::string(info->name) + "_defaults", defaults);
+    out.emplace_back(std::string(info->name) + "_flags", flags);
+    out.emplace_back(std::string(info->name) + "_all", all);
+  }
+  return out;
+}
+
+}  // namespace rnntrain::testing
