@@ -91,6 +91,12 @@ struct Reference {
           s0[j] += g[j] * g[j];
           p[j] = p[j] - lr * g[j] / std::sqrt(s0[j] + spec.epsilon);
           break;
+        case OptimizerKind::Lion: {
+          const double c = spec.beta_1 * s0[j] + (1 - spec.beta_1) * g[j];
+          p[j] -= lr * ((c > 0) - (c < 0));
+          s0[j] = spec.beta_2 * s0[j] + (1 - spec.beta_2) * g[j];  // momentum
+          break;
+        }
       }
     }
   }
@@ -199,6 +205,16 @@ TEST(Optimizer, Adagrad) {
   OptimizerSpec s = spec_of(OptimizerKind::Adagrad);
   s.initial_accumulator_value = 0.2;
   s.epsilon = 1e-2;
+  check_three_steps(s);
+}
+
+TEST(Optimizer, Lion) { check_three_steps(optimizer_defaults(OptimizerKind::Lion)); }
+
+TEST(Optimizer, LionWithWeightDecayAndOtherBetas) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Lion);
+  s.beta_1 = 0.5;
+  s.beta_2 = 0.8;
+  s.weight_decay = 0.1;
   check_three_steps(s);
 }
 

@@ -18,7 +18,7 @@
 namespace rnntrain {
 
 // Every optimizer; the order of the list at the end of this file is the order configs list them in.
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad };
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Lion };
 
 // Keras 3's hyperparameters, named as in Keras; a kind reads those its descriptor lists. The values
 // here are Keras' defaults where the kinds agree; optimizer_defaults() gives a kind's own.
@@ -96,6 +96,7 @@ struct SlotKinds {
 
 #include "spec/optimizers/adagrad.h"
 #include "spec/optimizers/adam.h"
+#include "spec/optimizers/lion.h"
 #include "spec/optimizers/rmsprop.h"
 #include "spec/optimizers/sgd.h"
 
@@ -106,7 +107,7 @@ struct OptimizerList {
   static constexpr const OptimizerInfo* infos[] = {&D::info...};
 };
 // Every descriptor, in the order configs and messages list them.
-using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad>;
+using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion>;
 
 template <class F, class D, class... Rest>
 decltype(auto) with_optimizer_of(OptimizerKind k, F& f, OptimizerList<D, Rest...>) {

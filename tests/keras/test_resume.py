@@ -79,6 +79,7 @@ def main():
          [L.Masking(0.0), L.SimpleRNN(4), L.Dense(2)])
     case(s, "sgd_momentum", keras.optimizers.SGD(learning_rate=0.05, momentum=0.9),
          [L.GRU(4, reset_after=False), L.Dense(2)])
+    case(s, "lion", keras.optimizers.Lion(learning_rate=0.003, beta_2=0.9), [L.LSTM(4), L.Dense(2)])
     s.finish("keras resume")
 
 
