@@ -257,6 +257,28 @@ TEST_F(KerasFormats, EveryOptimizerDescriptorRoundTripsThroughTheTrainingConfig)
   }
 }
 
+TEST_F(KerasFormats, EveryLossDescriptorRoundTripsThroughTheTrainingConfig) {
+  for (const auto& [name, l] : rnntrain::testing::loss_variants()) {
+    SCOPED_TRACE(name);
+    TrainSpec t;
+    t.loss = l;
+    const Json written = training_config_json(t);
+    const LossInfo& info = loss_info(l.kind);
+    EXPECT_EQ(written["loss"]["class_name"], info.keras_class);
+    EXPECT_EQ(written["loss"]["config"]["name"], info.keras_name);
+    auto back = train_from_keras_json(nlohmann::json::parse(written.dump()), "t.h5");
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->loss.kind, l.kind);
+    for (int i = 0; i < info.num_keys; ++i) {  // what Keras' class has comes back; the rest is left out
+      const LossKey& k = info.keys[i];
+      EXPECT_EQ(written["loss"]["config"].contains(k.name), k.keras) << k.name;
+      if (!k.keras) continue;
+      if (k.flag) EXPECT_EQ(back->loss.*k.flag, l.*k.flag) << k.name;
+      else EXPECT_EQ(back->loss.*k.number, l.*k.number) << k.name;
+    }
+  }
+}
+
 TEST_F(KerasFormats, CheckpointsAreKerasFullModelsAndResume) {
   Config c = parse_config(std::string(kTokens) + "train: {optimizer: {type: adam, learning_rate: 0.02}}\n", "t.yaml");
   Params p = random_params(c.model, 4);

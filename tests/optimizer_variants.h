@@ -1,6 +1,7 @@
 // Settings of every optimizer descriptor (spec/optimizers.h), for the tests that sweep them all: Keras'
 // defaults, the flags turned (amsgrad, nesterov, centered: each slot layout), and every key off its
-// default, in range. A new optimizer is swept by these tests without a line of its own there.
+// default, in range; and of every loss descriptor (spec/losses.h). A new optimizer or loss is swept by
+// these tests without a line of its own there.
 #pragma once
 #include <string>
 #include <utility>
@@ -28,6 +29,23 @@ inline std::vector<std::pair<std::string, OptimizerSpec>> optimizer_variants() {
     all.weight_decay = defaults.weight_decay + 0.01;
     out.emplace_back(std::string(info->name) + "_defaults", defaults);
     out.emplace_back(std::string(info->name) + "_flags", flags);
+    out.emplace_back(std::string(info->name) + "_all", all);
+  }
+  return out;
+}
+
+// Every loss descriptor (spec/losses.h) with its settings at their defaults and off them.
+inline std::vector<std::pair<std::string, LossSpec>> loss_variants() {
+  std::vector<std::pair<std::string, LossSpec>> out;
+  for (const LossInfo* info : Losses::infos) {
+    const LossSpec defaults = loss_defaults(info->kind);
+    LossSpec all = defaults;
+    for (int i = 0; i < info->num_keys; ++i) {
+      const LossKey& k = info->keys[i];
+      if (k.flag) all.*k.flag = k.fallback == 0;
+      else all.*k.number = k.range == KeyRange::UnitOpen ? 0.25 : 2 * k.fallback + 0.5;
+    }
+    out.emplace_back(std::string(info->name) + "_defaults", defaults);
     out.emplace_back(std::string(info->name) + "_all", all);
   }
   return out;

@@ -362,6 +362,23 @@ TEST(RoundTrip, EveryOptimizerDescriptorAndKeyComesBackEqual) {
   }
 }
 
+TEST(RoundTrip, EveryLossDescriptorAndKeyComesBackEqual) {
+  for (const auto& [name, l] : rnntrain::testing::loss_variants()) {
+    SCOPED_TRACE(name);
+    const LossInfo& info = loss_info(l.kind);
+    std::string text = fmt::format("train.loss={{type: {}", info.name);
+    for (int i = 0; i < info.num_keys; ++i) {
+      const LossKey& k = info.keys[i];
+      text += k.flag ? fmt::format(", {}: {}", k.name, l.*k.flag) : fmt::format(", {}: {}", k.name, l.*k.number);
+    }
+    const Config c = parse_config(kRichTokens, "rich.yaml", {text + "}"});
+    EXPECT_EQ(c.train.loss, l);
+    expect_round_trip(kRichTokens, {text + "}"});
+    if (info.alias)
+      EXPECT_EQ(parse_config(kRichTokens, "rich.yaml", {std::string("train.loss=") + info.alias}).train.loss.kind, l.kind);
+  }
+}
+
 TEST(RoundTrip, EveryKeyIsWritten) {
   const std::string out = emit_config(parse_config(kBase, "q.yaml"));
   for (const char* key : {"init_from: null", "name: \"lstm\"", "activation: tanh", "recurrent_activation: sigmoid",

@@ -123,7 +123,7 @@ class CudaEngine final : public Engine {
     Tensor pred;
     pred.shape = pred_shape(b);
     const LossSpec& loss = cfg_.train.loss;
-    if (loss.kind == LossKind::SparseCategoricalCrossentropy) check_sparse_targets(loss_name(loss.kind), pred, b.y, nullptr);
+    if (loss_info(loss.kind).targets == Targets::Labels) check_sparse_targets(loss_name(loss.kind), pred, b.y, nullptr);
     else check_dense_targets(loss_name(loss.kind), pred, b.y, nullptr);
   }
 

@@ -113,7 +113,8 @@ void check_targets(const Dataset& d, const std::vector<LayerShape>& shapes, cons
   Shape labels(out.begin(), out.end() - 1), labels1 = labels;
   labels1.push_back(1);
   const int64_t K = out.back();
-  const bool sparse = loss.kind == LossKind::SparseCategoricalCrossentropy;
+  const Targets targets = loss_info(loss.kind).targets;
+  const bool sparse = targets == Targets::Labels;
   const bool ok = sparse ? (ys == labels || ys == labels1) : (ys == out || (K == 1 && ys == labels));
   if (!ok) {
     std::string hint;
@@ -141,34 +142,35 @@ void check_targets(const Dataset& d, const std::vector<LayerShape>& shapes, cons
     for (int64_t i = 0; i < d.y.numel(); ++i) {
       const float v = d.y[i];
       if (v != std::floor(v) || v < 0.0f || v >= static_cast<float>(K))
-        throw DataError(fmt::format("{}: label {} at {} is {}: sparse_categorical_crossentropy needs integer labels "
-                                    "in [0, {}) for the last layer's {} units. Relabel the classes 0..K-1 or give "
-                                    "the last layer more units.", what, v, where(d.y, i),
-                                    v != std::floor(v) ? "not an integer" : "out of range", K, K));
+        throw DataError(fmt::format("{}: label {} at {} is {}: {} needs integer labels in [0, {}) "
+                                    "for the last layer's {} units. Relabel the classes 0..K-1 or give the last "
+                                    "layer more units.", what, v, where(d.y, i),
+                                    v != std::floor(v) ? "not an integer" : "out of range", loss_name(loss.kind), K,
+                                    K));
     }
-  } else if (loss.kind == LossKind::CategoricalCrossentropy) {
+  } else if (targets == Targets::Distributions) {
     for (int64_t r = 0; r < d.y.numel() / K; ++r) {
       double sum = 0.0;
       for (int64_t k = 0; k < K; ++k) {
         const float v = d.y[r * K + k];
         if (v < 0.0f || v > 1.0f)
-          throw DataError(fmt::format("{}: value {} at {} is outside [0, 1]: categorical_crossentropy needs one-hot "
-                                      "(or probability) rows.", what, v, where(d.y, r * K + k)));
+          throw DataError(fmt::format("{}: value {} at {} is outside [0, 1]: {} needs one-hot (or "
+                                      "probability) rows.", what, v, where(d.y, r * K + k), loss_name(loss.kind)));
         sum += v;
       }
       if (std::fabs(sum - 1.0) > 1e-3) {
         const int64_t per_sample = d.y.numel() / K / N;  // 1, or T for sequence targets
         const std::string row = per_sample == 1 ? fmt::format("sample {}", r)
                                                 : fmt::format("sample {}, step {}", r / per_sample, r % per_sample);
-        throw DataError(fmt::format("{}: the row of {} sums to {:.6g}: categorical_crossentropy needs one-hot (or "
-                                    "probability) rows that sum to 1.", what, row, sum));
+        throw DataError(fmt::format("{}: the row of {} sums to {:.6g}: {} needs one-hot (or probability) rows "
+                                    "that sum to 1.", what, row, sum, loss_name(loss.kind)));
       }
     }
-  } else if (loss.kind == LossKind::BinaryCrossentropy) {
+  } else if (targets == Targets::Probabilities) {
     for (int64_t i = 0; i < d.y.numel(); ++i)
       if (d.y[i] < 0.0f || d.y[i] > 1.0f)
-        throw DataError(fmt::format("{}: value {} at {} is outside [0, 1]: binary_crossentropy needs 0/1 labels or "
-                                    "probabilities.", what, d.y[i], where(d.y, i)));
+        throw DataError(fmt::format("{}: value {} at {} is outside [0, 1]: {} needs 0/1 labels or probabilities.",
+                                    what, d.y[i], where(d.y, i), loss_name(loss.kind)));
   }
 }
 

@@ -28,26 +28,20 @@ Json opt_or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(nu
 
 // Always a {class_name, config} map: Keras 3's legacy loader cannot resolve the short names ("mse").
 Json loss_json(const LossSpec& l) {
+  const LossInfo& info = loss_info(l.kind);
   Json cfg = Json::object();
-  const char* cls = "MeanSquaredError";
-  switch (l.kind) {
-    case LossKind::MSE: cfg["name"] = "mean_squared_error"; break;
-    case LossKind::MAE: cls = "MeanAbsoluteError", cfg["name"] = "mean_absolute_error"; break;
-    case LossKind::Huber: cls = "Huber", cfg["name"] = "huber_loss", cfg["delta"] = l.delta; break;
-    case LossKind::BinaryCrossentropy:
-    case LossKind::CategoricalCrossentropy:
-      cls = l.kind == LossKind::BinaryCrossentropy ? "BinaryCrossentropy" : "CategoricalCrossentropy";
-      cfg["name"] = l.kind == LossKind::BinaryCrossentropy ? "binary_crossentropy" : "categorical_crossentropy";
-      cfg["from_logits"] = l.from_logits, cfg["label_smoothing"] = l.label_smoothing;
-      break;
-    case LossKind::SparseCategoricalCrossentropy:
-      cls = "SparseCategoricalCrossentropy", cfg["name"] = "sparse_categorical_crossentropy";
-      cfg["from_logits"] = l.from_logits;
-      break;
+  cfg["name"] = info.keras_name;
+  for (int i = 0; i < info.num_keys; ++i) {
+    const LossKey& k = info.keys[i];
+    if (!k.keras) continue;
+    if (k.number) cfg[k.name] = l.*k.number;
+    else cfg[k.name] = l.*k.flag;
   }
-  return Json{{"class_name", cls}, {"config", cfg}};
+  return Json{{"class_name", info.keras_class}, {"config", cfg}};
 }
 
+// The loss a Keras name means: a config name, its alias, Keras' class or its config name, compared
+// in lower case without underscores ("MeanSquaredError", "mean_squared_error", "mse").
 std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
   std::string name;
   json cfg = json::object();
@@ -55,19 +49,21 @@ std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
   else if (j.is_object()) name = j.value("class_name", ""), cfg = j.value("config", json::object());
   else return std::nullopt;
   const std::string k = lower_alnum(name);
-  LossSpec l;
-  if (k == "mse" || k == "meansquarederror") l.kind = LossKind::MSE;
-  else if (k == "mae" || k == "meanabsoluteerror") l.kind = LossKind::MAE;
-  else if (k == "huber" || k == "huberloss") l.kind = LossKind::Huber, l.delta = cfg.value("delta", 1.0);
-  else if (k == "binarycrossentropy") l.kind = LossKind::BinaryCrossentropy;
-  else if (k == "categoricalcrossentropy") l.kind = LossKind::CategoricalCrossentropy;
-  else if (k == "sparsecategoricalcrossentropy") l.kind = LossKind::SparseCategoricalCrossentropy;
-  else {
+  const LossInfo* found = nullptr;
+  for (const LossInfo* info : Losses::infos)
+    for (const char* n : {info->name, info->alias, info->keras_class, info->keras_name})
+      if (n && lower_alnum(n) == k) found = info;
+  if (!found) {
     log_warn("{}: loss '{}' has no rnntrain equivalent; the config keeps the default (mse): set train.loss", file, name);
     return std::nullopt;
   }
-  if (cfg.contains("from_logits") && cfg["from_logits"].is_boolean()) l.from_logits = cfg["from_logits"].get<bool>();
-  if (cfg.contains("label_smoothing") && cfg["label_smoothing"].is_number()) l.label_smoothing = cfg["label_smoothing"].get<double>();
+  LossSpec l = loss_defaults(found->kind);
+  for (int i = 0; i < found->num_keys; ++i) {
+    const LossKey& key = found->keys[i];
+    auto it = cfg.find(key.name);
+    if (it != cfg.end() && key.number && it->is_number()) l.*key.number = it->get<double>();
+    if (it != cfg.end() && key.flag && it->is_boolean()) l.*key.flag = it->get<bool>();
+  }
   return l;
 }
 

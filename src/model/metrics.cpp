@@ -42,7 +42,7 @@ MetricForm loss_form(const LossSpec& spec, const Shape& shape, const Tensor& tar
   Tensor pred;
   pred.shape = shape;
   const char* who = loss_name(spec.kind);
-  if (spec.kind == LossKind::SparseCategoricalCrossentropy) check_sparse_targets(who, pred, target, nullptr);
+  if (loss_info(spec.kind).targets == Targets::Labels) check_sparse_targets(who, pred, target, nullptr);
   else check_dense_targets(who, pred, target, nullptr);
   MetricForm f;
   f.loss = spec;
@@ -177,9 +177,12 @@ std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss
   switch (spec.kind) {
     case MetricKind::Accuracy: {
       std::optional<AccKind> kind;
-      if (loss.kind == LossKind::BinaryCrossentropy) kind = AccKind::Binary;
-      if (loss.kind == LossKind::CategoricalCrossentropy) kind = AccKind::Categorical;
-      if (loss.kind == LossKind::SparseCategoricalCrossentropy) kind = AccKind::Sparse;
+      switch (loss_info(loss.kind).accuracy) {
+        case AccuracyOf::None: break;
+        case AccuracyOf::Binary: kind = AccKind::Binary; break;
+        case AccuracyOf::Categorical: kind = AccKind::Categorical; break;
+        case AccuracyOf::Sparse: kind = AccKind::Sparse; break;
+      }
       return std::make_unique<Accuracy>(name, kind, threshold);
     }
     case MetricKind::BinaryAccuracy: return std::make_unique<Accuracy>(name, AccKind::Binary, threshold);
@@ -188,7 +191,7 @@ std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss
     case MetricKind::MAE: return std::make_unique<ErrorMean>(name, LossKind::MAE);
     case MetricKind::MSE: return std::make_unique<ErrorMean>(name, LossKind::MSE);
     case MetricKind::Perplexity:
-      if (loss.kind != LossKind::CategoricalCrossentropy && loss.kind != LossKind::SparseCategoricalCrossentropy)
+      if (!over_classes(loss_info(loss.kind)))
         throw ConfigError(fmt::format("metric '{}' needs a class distribution per step, but the loss is {}; use it "
                                       "with train.loss categorical_crossentropy or sparse_categorical_crossentropy, "
                                       "or remove it from train.metrics",

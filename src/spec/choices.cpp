@@ -51,16 +51,6 @@ constexpr Choice<Scaling> kScalings[] = {
     {"none", Scaling::None}, {"standard", Scaling::Standard}, {"minmax", Scaling::MinMax},
     {"min_max", Scaling::MinMax, true}};
 
-constexpr Choice<LossKind> kLosses[] = {
-    {"mse", LossKind::MSE},
-    {"mae", LossKind::MAE},
-    {"huber", LossKind::Huber},
-    {"binary_crossentropy", LossKind::BinaryCrossentropy},
-    {"categorical_crossentropy", LossKind::CategoricalCrossentropy},
-    {"sparse_categorical_crossentropy", LossKind::SparseCategoricalCrossentropy},
-    {"mean_squared_error", LossKind::MSE, true},
-    {"mean_absolute_error", LossKind::MAE, true},
-};
 
 constexpr Choice<MetricKind> kMetrics[] = {
     {"accuracy", MetricKind::Accuracy},
@@ -103,7 +93,16 @@ std::span<const Choice<InitKind>> init_kinds() { return kInitKinds; }
 std::span<const Choice<MergeMode>> merge_modes() { return kMergeModes; }
 std::span<const Choice<DataFormat>> data_formats() { return kFormats; }
 std::span<const Choice<Scaling>> scalings() { return kScalings; }
-std::span<const Choice<LossKind>> loss_kinds() { return kLosses; }
+std::span<const Choice<LossKind>> loss_kinds() {
+  static const std::vector<Choice<LossKind>> kinds = [] {
+    std::vector<Choice<LossKind>> v;
+    for (const LossInfo* l : Losses::infos) v.push_back({l->name, l->kind});
+    for (const LossInfo* l : Losses::infos)  // aliases last: messages list the names first
+      if (l->alias) v.push_back({l->alias, l->kind, true});
+    return v;
+  }();
+  return kinds;
+}
 std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
 std::span<const Choice<OptimizerKind>> optimizer_kinds() {
   static const std::vector<Choice<OptimizerKind>> kinds = [] {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "spec/losses.h"
 #include "spec/optimizers.h"
 
 namespace rnntrain {
@@ -116,17 +117,7 @@ struct DataSpec {
   std::optional<DataSource> test;        // default data for `rnntrain eval`
 };
 
-enum class LossKind { MSE, MAE, Huber, BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy };
-// The config spelling of a loss ("mse", "binary_crossentropy", ...), for messages.
-const char* loss_name(LossKind k);
-
-struct LossSpec {
-  LossKind kind = LossKind::MSE;
-  bool from_logits = false;
-  double delta = 1.0;  // huber
-  double label_smoothing = 0.0;
-  bool operator==(const LossSpec&) const = default;
-};
+// LossKind and LossSpec: spec/losses.h, with the losses' descriptors.
 
 // "accuracy" resolves to binary/categorical/sparse by the loss, as Keras does.
 enum class MetricKind { Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MAE, MSE, Perplexity };

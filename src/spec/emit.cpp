@@ -170,11 +170,13 @@ void put_optimizer(Emitter& e, const OptimizerSpec& o) {
 
 void put_loss(Emitter& e, const LossSpec& l) {
   key(e, "loss") << YAML::BeginMap;
-  put_name(e, "type", spec::enum_name(spec::loss_kinds(), l.kind));
-  if (l.kind == LossKind::Huber) put_num(e, "delta", l.delta);
-  if (l.kind == LossKind::BinaryCrossentropy || l.kind == LossKind::CategoricalCrossentropy ||
-      l.kind == LossKind::SparseCategoricalCrossentropy)
-    put_bool(e, "from_logits", l.from_logits), put_num(e, "label_smoothing", l.label_smoothing);
+  const LossInfo& info = loss_info(l.kind);
+  put_name(e, "type", info.name);
+  for (int i = 0; i < info.num_keys; ++i) {
+    const LossKey& k = info.keys[i];
+    if (k.number) put_num(e, k.name, l.*k.number);
+    else put_bool(e, k.name, l.*k.flag);
+  }
   e << YAML::EndMap;
 }
 

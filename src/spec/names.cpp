@@ -29,7 +29,6 @@ const char* layer_kind_name(LayerKind k) {
   return "?";
 }
 
-const char* loss_name(LossKind k) { return spec::enum_name(spec::loss_kinds(), k); }
 const char* precision_name(Precision p) { return spec::enum_name(spec::precisions(), p); }
 const char* rnn_algo_name(RnnAlgo a) { return spec::enum_name(spec::rnn_algos(), a); }
 const char* fuse_mode_name(FuseMode f) { return spec::enum_name(spec::fuse_modes(), f); }

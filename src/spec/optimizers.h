@@ -102,26 +102,30 @@ struct SlotKinds {
 
 namespace rnntrain {
 
-template <class... D>
-struct OptimizerList {
-  static constexpr const OptimizerInfo* infos[] = {&D::info...};
-};
-// Every descriptor, in the order configs and messages list them.
-using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion>;
-
-template <class F, class D, class... Rest>
-decltype(auto) with_optimizer_of(OptimizerKind k, F& f, OptimizerList<D, Rest...>) {
+// Calls f(D{}) with the first of the descriptors D... whose info.kind is k (the last one if none is).
+template <class F, class Kind, class D, class... Rest>
+decltype(auto) with_descriptor(Kind k, F& f) {
   if constexpr (sizeof...(Rest) == 0) {
     return f(D{});
   } else {
     if (D::info.kind == k) return f(D{});
-    return with_optimizer_of(k, f, OptimizerList<Rest...>{});
+    return with_descriptor<F, Kind, Rest...>(k, f);
   }
 }
+
+template <class... D>
+struct OptimizerList {
+  static constexpr const OptimizerInfo* infos[] = {&D::info...};
+  template <class F>
+  static decltype(auto) with(OptimizerKind k, F& f) { return with_descriptor<F, OptimizerKind, D...>(k, f); }
+};
+// Every descriptor, in the order configs and messages list them.
+using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion>;
+
 // Calls f(D{}) with the descriptor D of kind k; returns what f returns.
 template <class F>
 decltype(auto) with_optimizer(OptimizerKind k, F&& f) {
-  return with_optimizer_of(k, f, Optimizers{});
+  return Optimizers::with(k, f);
 }
 
 inline const OptimizerInfo& optimizer_info(OptimizerKind k) {

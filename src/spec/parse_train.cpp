@@ -39,13 +39,14 @@ std::vector<const char*> optimizer_keys(const OptimizerInfo& info) {
   return keys;
 }
 
-void read_key(const Value& x, const OptimizerKey& key, OptimizerSpec& o) {
-  switch (key.range) {
-    case KeyRange::Flag: o.*key.flag = x.as_bool(); return;
-    case KeyRange::Positive: o.*key.number = positive(x); return;
-    case KeyRange::NonNegative: o.*key.number = non_negative(x); return;
-    case KeyRange::Unit: o.*key.number = x.as_double(0.0, 1.0, false, false); return;
-    case KeyRange::UnitOpen: o.*key.number = unit_open(x); return;
+// A descriptor's key (an optimizer's or a loss's) into its number or flag, checked against its range.
+void read_key(const Value& x, KeyRange range, double* number, bool* flag) {
+  switch (range) {
+    case KeyRange::Flag: *flag = x.as_bool(); return;
+    case KeyRange::Positive: *number = positive(x); return;
+    case KeyRange::NonNegative: *number = non_negative(x); return;
+    case KeyRange::Unit: *number = x.as_double(0.0, 1.0, false, false); return;
+    case KeyRange::UnitOpen: *number = unit_open(x); return;
   }
 }
 
@@ -63,7 +64,9 @@ OptimizerSpec read_optimizer(const Value& v) {
   v.check_keys(optimizer_keys(info), info.name, others);
   if (auto x = v.get("learning_rate")) o.learning_rate = positive(*x);
   for (int i = 0; i < info.num_keys; ++i)
-    if (auto x = v.get(info.keys[i].name)) read_key(*x, info.keys[i], o);
+    if (auto x = v.get(info.keys[i].name))
+      read_key(*x, info.keys[i].range, info.keys[i].number ? &(o.*info.keys[i].number) : nullptr,
+               info.keys[i].flag ? &(o.*info.keys[i].flag) : nullptr);
   if (auto x = v.get("weight_decay")) o.weight_decay = non_negative(*x);
   std::optional<double>* clips[] = {&o.clipnorm, &o.clipvalue, &o.global_clipnorm};
   const char* first = nullptr;
@@ -76,23 +79,26 @@ OptimizerSpec read_optimizer(const Value& v) {
   return o;
 }
 
-constexpr const char* kPlainLossKeys[] = {"type"};
-constexpr const char* kHuberKeys[] = {"type", "delta"};
-constexpr const char* kCrossentropyKeys[] = {"type", "from_logits", "label_smoothing"};
+std::vector<const char*> loss_keys(const LossInfo& info) {
+  std::vector<const char*> keys{"type"};
+  for (int i = 0; i < info.num_keys; ++i) keys.push_back(info.keys[i].name);
+  return keys;
+}
 
 LossSpec read_loss(const Value& v) {
   const Value tv = type_of(v, "{type: sparse_categorical_crossentropy, from_logits: true}");
-  LossSpec l;
-  l.kind = read_enum(tv, loss_kinds(), "loss");
+  LossSpec l = loss_defaults(read_enum(tv, loss_kinds(), "loss"));
   if (!v.is_map()) return l;
-  const bool xent = l.kind == LossKind::BinaryCrossentropy || l.kind == LossKind::CategoricalCrossentropy ||
-                    l.kind == LossKind::SparseCategoricalCrossentropy;
-  const Keys keys = xent ? Keys(kCrossentropyKeys) : l.kind == LossKind::Huber ? Keys(kHuberKeys) : Keys(kPlainLossKeys);
-  const Value::Sibling others[] = {{"huber", kHuberKeys}, {"the crossentropy losses", kCrossentropyKeys}};
-  v.check_keys(keys, tv.as_string(), others);
-  if (auto x = v.get("delta")) l.delta = positive(*x);
-  if (auto x = v.get("from_logits")) l.from_logits = x->as_bool();
-  if (auto x = v.get("label_smoothing")) l.label_smoothing = unit_open(*x);
+  const LossInfo& info = loss_info(l.kind);
+  std::vector<std::vector<const char*>> sibling_keys;
+  std::vector<Value::Sibling> others;
+  for (const LossInfo* other : Losses::infos) sibling_keys.push_back(loss_keys(*other));
+  for (size_t i = 0; i < sibling_keys.size(); ++i) others.push_back({Losses::infos[i]->name, sibling_keys[i]});
+  v.check_keys(loss_keys(info), tv.as_string(), others);
+  for (int i = 0; i < info.num_keys; ++i)
+    if (auto x = v.get(info.keys[i].name))
+      read_key(*x, info.keys[i].range, info.keys[i].number ? &(l.*info.keys[i].number) : nullptr,
+               info.keys[i].flag ? &(l.*info.keys[i].flag) : nullptr);
   return l;
 }
 

@@ -122,20 +122,23 @@ Batch synthetic_batch(const Config& cfg, int64_t T, int64_t min_length, Rng& rng
   Shape out{B};
   for (int64_t d : shapes.back().out) out.push_back(d < 0 ? T : d);
   const int64_t K = out.back();
-  const LossKind loss = cfg.train.loss.kind;
-  if (loss == LossKind::SparseCategoricalCrossentropy) {
-    out.pop_back();  // labels: [B] or [B, T]
-    b.y = Tensor(out);
-    for (auto& v : b.y.data) v = static_cast<float>(rng.below(static_cast<uint64_t>(K)));
-  } else if (loss == LossKind::CategoricalCrossentropy) {
-    b.y = Tensor(out);  // one-hot rows
-    for (int64_t r = 0; r < b.y.numel() / K; ++r) b.y[r * K + static_cast<int64_t>(rng.below(static_cast<uint64_t>(K)))] = 1.0f;
-  } else if (loss == LossKind::BinaryCrossentropy) {
-    b.y = Tensor(out);
-    for (auto& v : b.y.data) v = rng.uniform() < 0.5 ? 0.0f : 1.0f;
-  } else {
-    b.y = Tensor(out);
-    for (auto& v : b.y.data) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+  switch (loss_info(cfg.train.loss.kind).targets) {
+    case Targets::Labels:
+      out.pop_back();  // labels: [B] or [B, T]
+      b.y = Tensor(out);
+      for (auto& v : b.y.data) v = static_cast<float>(rng.below(static_cast<uint64_t>(K)));
+      break;
+    case Targets::Distributions:
+      b.y = Tensor(out);  // one-hot rows
+      for (int64_t r = 0; r < b.y.numel() / K; ++r) b.y[r * K + static_cast<int64_t>(rng.below(static_cast<uint64_t>(K)))] = 1.0f;
+      break;
+    case Targets::Probabilities:
+      b.y = Tensor(out);
+      for (auto& v : b.y.data) v = rng.uniform() < 0.5 ? 0.0f : 1.0f;
+      break;
+    case Targets::Values:
+      b.y = Tensor(out);
+      for (auto& v : b.y.data) v = static_cast<float>(rng.uniform(-1.0, 1.0));
   }
   return b;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "spec/losses.h"
 #include "spec/optimizers.h"
 
 namespace rnntrain::cuda::k {
@@ -105,9 +106,8 @@ void rnn_carry(const CellStep& c, const float* dhr, const float* rec_drop, float
 
 // ---- losses and optimizers (kernels_train.cu) ----
 struct LossArgs {
-  int kind = 0;  // LossKind
-  bool from_logits = false;
-  double delta = 1.0, label_smoothing = 0.0;
+  LossKind kind = LossKind::MSE;
+  LossParams params{false, 1.0, 0.0};
   const float* pred = nullptr;    // [n, k]
   const float* target = nullptr;  // [n, k], or labels [n] when sparse
   bool sparse = false;

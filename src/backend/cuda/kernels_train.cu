@@ -1,5 +1,5 @@
-// Kernels of the loss (Keras 3 losses with their gradients, mirroring model/loss.cpp in double
-// precision per position) and of the optimizers (a kernel per kind over the flat parameter buffer,
+// Kernels of the loss (a kernel per kind with its descriptor's value and gradient, spec/losses/*.h,
+// in double precision per position, as model/loss.cpp) and of the optimizers (a kernel per kind over the flat parameter buffer,
 // with its descriptor's rule, spec/optimizers/*.h, as model/optimizer.cpp), plus the per-variable
 // gradient norms for clipping. Kernels first, then launchers.
 #include "backend/cuda/kernels.h"
@@ -9,13 +9,7 @@ namespace rnntrain::cuda::k {
 
 namespace {
 
-// LossKind values (static_assert in session.cpp).
-enum { kMSE = 0, kMAE = 1, kHuber = 2, kBinary = 3, kCategorical = 4, kSparse = 5 };
-
 // ---------------- kernels ----------------
-
-__device__ inline double clip_prob(double p, double lo, double hi) { return fmin(fmax(p, lo), hi); }
-__device__ inline double sgn(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
 // Adds the block's values of v into *sum (one atomic per block). Every thread of the block calls it.
 __device__ void block_add(double v, double* sum) {
@@ -29,94 +23,35 @@ __device__ void block_add(double v, double* sum) {
   if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(sum, part[0]);
 }
 
-// The per-element losses (MSE, MAE, Huber, binary cross-entropy): one thread per element, so reads
-// are coalesced; each block adds its partial sum of (loss / K) into a.sum.
+// A per-element loss (spec/losses/*.h, kRows false): one thread per element, so reads are
+// coalesced; each block adds its partial sum of (loss / K) into a.sum.
+template <class D>
 __global__ void loss_elem_k(LossArgs a) {
   const double gs = (a.gscale_dev ? *a.gscale_dev : a.gscale) * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
-  const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
   const int64_t K = a.k;
   const double inv_k = 1.0 / static_cast<double>(K);
   double acc = 0.0;
   GRID_LOOP(e, a.n * K) {
     const int64_t i = e / K;
     if (a.mask && !a.mask[i]) continue;
-    const double x = a.pred[e], t = a.target[e];
     double v, d;
-    if (a.kind == kBinary) {
-      const double y = t * (1.0 - a.label_smoothing) + 0.5 * a.label_smoothing;
-      if (a.from_logits) {
-        v = fmax(x, 0.0) - x * y + log1p(exp(-fabs(x)));
-        const double sg = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-        d = sg - y;
-      } else {
-        const double c = clip_prob(x, lo, hi);
-        v = -(y * log(c) + (1.0 - y) * log(1.0 - c));
-        d = (x >= lo && x <= hi) ? -(y / c - (1.0 - y) / (1.0 - c)) : 0.0;
-      }
-    } else {
-      const double err = x - t;
-      if (a.kind == kMSE) v = err * err, d = 2.0 * err;
-      else if (a.kind == kMAE) v = fabs(err), d = sgn(err);
-      else if (fabs(err) <= a.delta) v = 0.5 * err * err, d = err;
-      else v = a.delta * fabs(err) - 0.5 * a.delta * a.delta, d = a.delta * sgn(err);
-    }
+    D::element(a.pred[e], a.target[e], a.params, v, d);
     acc += v * inv_k;
     if (a.grad) a.grad[e] = static_cast<float>(d * inv_k * gs);
   }
   block_add(acc, a.sum);
 }
 
-// The per-row losses (categorical and sparse categorical cross-entropy): one thread per row.
-__global__ void loss_k(LossArgs a) {
+// A per-row loss (over classes, kRows true): one thread per row.
+template <class D>
+__global__ void loss_row_k(LossArgs a) {
   const double gs = (a.gscale_dev ? *a.gscale_dev : a.gscale) * (a.gmul ? static_cast<double>(*a.gmul) : 1.0);
-  const double lo = static_cast<double>(1e-7f), hi = static_cast<double>(1.0f - 1e-7f);
   GRID_LOOP(i, a.n) {
     if (a.mask && !a.mask[i]) continue;
     const int64_t K = a.k;
-    const float* p = a.pred + i * K;
-    float* g = a.grad ? a.grad + i * K : nullptr;
-    double l = 0.0;
-    {
-      // Categorical (dense targets or sparse labels), targets smoothed towards 1/K.
-      const float* t = a.sparse ? nullptr : a.target + i * K;
-      const int64_t label = a.sparse ? static_cast<int64_t>(a.target[i]) : -1;
-      const double ls = a.label_smoothing;
-      auto target = [&](int64_t j) {
-        const double raw = t ? static_cast<double>(t[j]) : (j == label ? 1.0 : 0.0);
-        return ls > 0 ? raw * (1.0 - ls) + ls / static_cast<double>(K) : raw;
-      };
-      if (a.from_logits) {
-        double m = p[0];
-        for (int64_t j = 1; j < K; ++j) m = fmax(m, static_cast<double>(p[j]));
-        double z = 0.0;
-        for (int64_t j = 0; j < K; ++j) z += exp(p[j] - m);
-        const double lse = m + log(z);
-        double ysum = 0.0;
-        for (int64_t j = 0; j < K; ++j) {
-          const double y = target(j);
-          ysum += y;
-          l += y * (lse - p[j]);
-        }
-        if (g)
-          for (int64_t j = 0; j < K; ++j) g[j] = static_cast<float>((ysum * exp(p[j] - lse) - target(j)) * gs);
-      } else {
-        double s = 0.0;
-        for (int64_t j = 0; j < K; ++j) s += p[j];
-        double gq = 0.0;
-        for (int64_t j = 0; j < K; ++j) {
-          const double q = p[j] / s, c = clip_prob(q, lo, hi), y = target(j);
-          l -= y * log(c);
-          gq += ((q >= lo && q <= hi) ? -y / c : 0.0) * q;
-        }
-        if (g)
-          for (int64_t j = 0; j < K; ++j) {
-            const double q = p[j] / s, c = clip_prob(q, lo, hi);
-            const double w = (q >= lo && q <= hi) ? -target(j) / c : 0.0;
-            g[j] = static_cast<float>((w - gq) / s * gs);
-          }
-      }
-    }
-    atomicAdd(a.sum, l);
+    const float* t = a.sparse ? nullptr : a.target + i * K;
+    const int64_t label = a.sparse ? static_cast<int64_t>(a.target[i]) : -1;
+    atomicAdd(a.sum, D::row(a.pred + i * K, t, label, K, a.params, a.grad ? a.grad + i * K : nullptr, gs));
   }
 }
 
@@ -194,8 +129,11 @@ __global__ void optimizer_k(OptArgs a, Rule rule) {
 
 void loss(const LossArgs& a, cudaStream_t s) {
   if (a.n == 0) return;
-  if (a.kind == kCategorical || a.kind == kSparse) loss_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
-  else loss_elem_k<<<blocks_for(a.n * a.k), kThreads, 0, s>>>(a);
+  with_loss(a.kind, [&](auto d) {
+    using D = decltype(d);
+    if constexpr (D::kRows) loss_row_k<D><<<blocks_for(a.n), kThreads, 0, s>>>(a);
+    else loss_elem_k<D><<<blocks_for(a.n * a.k), kThreads, 0, s>>>(a);
+  });
   LAUNCH_CHECK("loss");
 }
 

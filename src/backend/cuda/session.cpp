@@ -23,12 +23,6 @@
 
 namespace rnntrain::cuda {
 
-static_assert(static_cast<int>(LossKind::MSE) == 0 && static_cast<int>(LossKind::MAE) == 1 &&
-                  static_cast<int>(LossKind::Huber) == 2 && static_cast<int>(LossKind::BinaryCrossentropy) == 3 &&
-                  static_cast<int>(LossKind::CategoricalCrossentropy) == 4 &&
-                  static_cast<int>(LossKind::SparseCategoricalCrossentropy) == 5,
-              "kernels_train.cu loss codes mirror LossKind");
-
 namespace {
 std::atomic<int64_t> g_graph_steps{0}, g_graph_captures{0};
 }  // namespace
@@ -223,8 +217,7 @@ void Session::Impl::reserve_slots(size_t nsums) {
 }
 
 double Session::Impl::check_targets(const Shape& pred, const Batch& b, const std::vector<uint8_t>* mask) const {
-  const LossSpec& spec = cfg.train.loss;
-  const bool sparse = spec.kind == LossKind::SparseCategoricalCrossentropy;
+  const bool sparse = loss_info(cfg.train.loss.kind).targets == Targets::Labels;
   const int64_t K = pred.back(), N = shape_numel(pred) / K;
   const Tensor& y = b.y;
   if (y.numel() != (sparse ? N : N * K))
@@ -262,9 +255,9 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * nsums, st));
   auto loss_args = [&](const LossSpec& spec, double* sum) {
     k::LossArgs a;
-    a.kind = static_cast<int>(spec.kind);
-    a.from_logits = spec.from_logits, a.delta = spec.delta, a.label_smoothing = spec.label_smoothing;
-    a.pred = pred.ptr, a.target = yd, a.sparse = spec.kind == LossKind::SparseCategoricalCrossentropy;
+    a.kind = spec.kind;
+    a.params = loss_params(spec);
+    a.pred = pred.ptr, a.target = yd, a.sparse = loss_info(spec.kind).targets == Targets::Labels;
     a.mask = mask ? m.dev : nullptr;
     a.n = N, a.k = K;
     a.sum = sum;
