@@ -60,7 +60,7 @@ const char* class_name(H5T_class_t c);
 std::string list_or_none(const std::vector<std::string>& names);
 
 // Walks the file's links, object headers and attributes in a child process (h5_probe.cpp): a
-// DataError when that crashes HDF5 or takes over 120 s.
+// DataError when that crashes HDF5 or takes over 120 s (RNNTRAIN_H5_PROBE_SECONDS).
 void probe_structure(const std::string& path);
 
 // A link-creation property list that creates missing intermediate groups.
