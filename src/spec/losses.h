@@ -3,12 +3,12 @@
 // value and gradient per position). The parser, the emitter, the Keras reader and writer, the data
 // checks, the metrics, autotuning's synthetic batches, the CPU loss (model/loss.cpp) and the GPU's
 // loss kernels (backend/cuda/kernels_train.cu) read the descriptors. Adding a loss:
-// docs/contributing.md. Plain C++17 (the CUDA kernels include it); spec/optimizers.h defines RNNTRAIN_HD.
+// docs/contributing.md. Plain C++17: the CUDA kernels include it.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
-#include "spec/optimizers.h"
+#include "spec/descriptor.h"
 
 namespace rnntrain {
 

@@ -9,11 +9,7 @@
 #include <optional>
 #include <string>
 
-#if defined(__CUDACC__)
-#define RNNTRAIN_HD __host__ __device__
-#else
-#define RNNTRAIN_HD
-#endif
+#include "spec/descriptor.h"
 
 namespace rnntrain {
 
@@ -37,9 +33,6 @@ struct OptimizerSpec {
 };
 
 // ---- the shape of a descriptor ----
-
-// The range a hyperparameter's value must lie in (the updates run in float32: at most FLT_MAX).
-enum class KeyRange { Positive, NonNegative, Unit /* [0, 1] */, UnitOpen /* [0, 1) */, Flag };
 
 // A hyperparameter of a kind: its name in configs and in Keras' optimizer config alike, the field
 // it sets (number or flag), Keras' default for the kind, and its range.
@@ -101,17 +94,6 @@ struct SlotKinds {
 #include "spec/optimizers/sgd.h"
 
 namespace rnntrain {
-
-// Calls f(D{}) with the first of the descriptors D... whose info.kind is k (the last one if none is).
-template <class F, class Kind, class D, class... Rest>
-decltype(auto) with_descriptor(Kind k, F& f) {
-  if constexpr (sizeof...(Rest) == 0) {
-    return f(D{});
-  } else {
-    if (D::info.kind == k) return f(D{});
-    return with_descriptor<F, Kind, Rest...>(k, f);
-  }
-}
 
 template <class... D>
 struct OptimizerList {
