@@ -30,7 +30,7 @@ TEST_P(Layout, EveryKerasElementHasItsOwnSlotAndRoundTrips) {
   const LayoutCase c = GetParam();
   const int64_t I = 5, H = 3;
   const CudnnLayout L = packed_layout(c.cell, c.layers, c.dirs, I, H, 7);
-  const int G = cell_gates(c.cell);
+  const int G = cell_traits(c.cell).gates;
   std::set<int64_t> seen;
   int64_t keras_total = 0;
   Rng rng(7);
@@ -78,7 +78,7 @@ TEST_P(Layout, EveryKerasElementHasItsOwnSlotAndRoundTrips) {
 // Gate pre-activations from the weight space, cuDNN's way, equal Keras' for every gate (Keras order).
 TEST_P(Layout, CudnnGateMathEqualsKerasGateMath) {
   const LayoutCase c = GetParam();
-  const int64_t I = 4, H = 3, G = cell_gates(c.cell), GH = G * H;
+  const int64_t I = 4, H = 3, G = cell_traits(c.cell).gates, GH = G * H;
   const CudnnLayout L = packed_layout(c.cell, 1, 1, I, H, 2);
   const KerasPlacement p = place_keras(L, 0, 0);
   Rng rng(11);
@@ -93,7 +93,7 @@ TEST_P(Layout, CudnnGateMathEqualsKerasGateMath) {
   for (size_t i = 0; i < U.size(); ++i) flat[p.recurrent[i]] = U[i];
   for (size_t i = 0; i < b.size(); ++i) flat[p.bias[i]] = b[i];
   for (int g = 0; g < G; ++g) {
-    const int cg = cudnn_gate(c.cell, g);
+    const int cg = cell_traits(c.cell).cudnn_gate[g];
     const CudnnSlot& w = L.slots[0][cg];
     const CudnnSlot& r = L.slots[0][G + cg];
     for (int64_t row = 0; row < H; ++row) {
@@ -119,10 +119,10 @@ INSTANTIATE_TEST_SUITE_P(All, Layout,
                          [](const auto& info) { return case_name(info.param); });
 
 TEST(Layout, GruSwapsUpdateAndResetGates) {
-  EXPECT_EQ(cudnn_gate(LayerKind::GRU, 0), 1);  // Keras z -> cuDNN z (id 1)
-  EXPECT_EQ(cudnn_gate(LayerKind::GRU, 1), 0);  // Keras r -> cuDNN r (id 0)
-  EXPECT_EQ(cudnn_gate(LayerKind::GRU, 2), 2);
-  for (int g = 0; g < 4; ++g) EXPECT_EQ(cudnn_gate(LayerKind::LSTM, g), g);
+  EXPECT_EQ(cell_traits(LayerKind::GRU).cudnn_gate[0], 1);  // Keras z -> cuDNN z (id 1)
+  EXPECT_EQ(cell_traits(LayerKind::GRU).cudnn_gate[1], 0);  // Keras r -> cuDNN r (id 0)
+  EXPECT_EQ(cell_traits(LayerKind::GRU).cudnn_gate[2], 2);
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(cell_traits(LayerKind::LSTM).cudnn_gate[g], g);
 }
 
 TEST(Layout, UnexpectedShapesAreRefusedWithTheSlot) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -275,6 +276,44 @@ TEST_F(KerasFormats, EveryLossDescriptorRoundTripsThroughTheTrainingConfig) {
       if (!k.keras) continue;
       if (k.flag) EXPECT_EQ(back->loss.*k.flag, l.*k.flag) << k.name;
       else EXPECT_EQ(back->loss.*k.number, l.*k.number) << k.name;
+    }
+  }
+}
+
+// Every cell (spec/cells.h), with each flag turned and other activations, alone and inside a
+// Bidirectional, is written under its Keras class with its flags and read back the same, in both
+// dialects; Keras 2's CuDNN class of a cell reads as the cell with the fused engines' flags.
+TEST_F(KerasFormats, EveryCellRoundTripsThroughTheModelConfig) {
+  for (const auto& [name, layer] : rnntrain::testing::cell_variants()) {
+    SCOPED_TRACE(name);
+    for (const std::string& entry : {layer, "{type: Bidirectional, layer: " + layer + "}"}) {
+      const Config c = parse_config("model:\n  layers:\n    - {type: Input, shape: [null, 4]}\n    - " + entry + "\n",
+                                    "cell.yaml");
+      const LayerSpec& l = c.model.layers[1].inner ? *c.model.layers[1].inner : c.model.layers[1];
+      const CellTraits& cell = cell_traits(l.kind);
+      for (KerasJsonStyle style : {KerasJsonStyle::Legacy, KerasJsonStyle::Keras3}) {
+        const Json written = model_to_keras_json(c.model, style);
+        const std::string text = written.dump();
+        EXPECT_NE(text.find(fmt::format("\"class_name\":\"{}\"", cell.keras_class)), std::string::npos) << text;
+        const ModelSpec back = model_from_keras_json(nlohmann::json::parse(text), KerasOrigin{"m.keras", "3.15.1"});
+        ASSERT_EQ(back.layers.size(), 2u);
+        const LayerSpec& b = back.layers[1].inner ? *back.layers[1].inner : back.layers[1];
+        EXPECT_EQ(b.kind, l.kind);
+        EXPECT_EQ(b.activation, l.activation);
+        EXPECT_EQ(b.recurrent_activation, l.recurrent_activation);
+        for (const CellFlag& f : cell.flags) EXPECT_EQ(b.*f.field, l.*f.field) << f.name;
+        EXPECT_EQ(emit_config(Config{.model = back}), emit_config(Config{.model = c.model})) << text;
+        if (!cell.cudnn_class) continue;
+        std::string cudnn = text;
+        for (size_t at = 0; (at = cudnn.find(fmt::format("\"{}\"", cell.keras_class), at)) != std::string::npos;)
+          cudnn.replace(at, std::strlen(cell.keras_class) + 2, fmt::format("\"{}\"", cell.cudnn_class));
+        const ModelSpec from_cudnn = model_from_keras_json(nlohmann::json::parse(cudnn), KerasOrigin{"m.h5", "2.2.4"});
+        const LayerSpec& d = from_cudnn.layers[1].inner ? *from_cudnn.layers[1].inner : from_cudnn.layers[1];
+        EXPECT_EQ(d.kind, l.kind);
+        EXPECT_EQ(d.activation, Activation::Tanh);
+        for (const CellFlag& f : cell.flags)
+          if (f.fused_why) EXPECT_EQ(d.*f.field, f.fused_value) << f.name;
+      }
     }
   }
 }

@@ -1,12 +1,13 @@
 // Settings of every optimizer descriptor (spec/optimizers.h), for the tests that sweep them all: Keras'
 // defaults, the flags turned (amsgrad, nesterov, centered: each slot layout), and every key off its
-// default, in range; and of every loss descriptor (spec/losses.h). A new optimizer or loss is swept by
-// these tests without a line of its own there.
+// default, in range; of every loss descriptor (spec/losses.h); and of every cell (spec/cells.h). A new
+// optimizer, loss or cell is swept by these tests without a line of its own there.
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "spec/cells.h"
 #include "spec/config.h"
 
 namespace rnntrain::testing {
@@ -47,6 +48,22 @@ inline std::vector<std::pair<std::string, LossSpec>> loss_variants() {
     }
     out.emplace_back(std::string(info->name) + "_defaults", defaults);
     out.emplace_back(std::string(info->name) + "_all", all);
+  }
+  return out;
+}
+
+// Every cell as a config layer entry: its defaults, each flag turned, and its activations off their
+// defaults (relu; hard_sigmoid gates where it has a recurrent_activation).
+inline std::vector<std::pair<std::string, std::string>> cell_variants() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const CellTraits& c : cells()) {
+    const std::string head = std::string("{type: ") + c.keras_class + ", units: 3";
+    out.emplace_back(std::string(c.snake) + "_defaults", head + "}");
+    for (const CellFlag& f : c.flags)
+      out.emplace_back(std::string(c.snake) + "_" + f.name,
+                       head + ", " + f.name + ": " + (LayerSpec{}.*f.field ? "false" : "true") + "}");
+    out.emplace_back(std::string(c.snake) + "_activations",
+                     head + ", activation: relu" + (c.recurrent_activation ? ", recurrent_activation: hard_sigmoid" : "") + "}");
   }
   return out;
 }

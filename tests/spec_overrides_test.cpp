@@ -379,6 +379,28 @@ TEST(RoundTrip, EveryLossDescriptorAndKeyComesBackEqual) {
   }
 }
 
+// Every cell (spec/cells.h), its flags and activations, alone and inside a Bidirectional: parsed,
+// emitted with exactly the keys the cell has, and parsed back equal.
+TEST(RoundTrip, EveryCellAndFlagComesBackEqual) {
+  for (const auto& [name, layer] : rnntrain::testing::cell_variants()) {
+    SCOPED_TRACE(name);
+    for (const std::string& entry : {layer, "{type: Bidirectional, layer: " + layer + "}"}) {
+      const std::string text = "model:\n  layers:\n    - {type: Input, shape: [null, 4]}\n    - " + entry + "\n";
+      const Config c = parse_config(text, "cell.yaml");
+      const LayerSpec& l = c.model.layers[1].inner ? *c.model.layers[1].inner : c.model.layers[1];
+      const CellTraits& cell = cell_traits(l.kind);
+      EXPECT_EQ(layer.find(std::string("type: ") + cell.keras_class + ","), 1u);
+      const std::string emitted = emit_config(c);
+      EXPECT_EQ(emitted.find("recurrent_activation:") != std::string::npos, cell.recurrent_activation) << emitted;
+      for (const CellFlag& f : cell.flags) EXPECT_HAS(emitted, fmt::format("{}: {}", f.name, l.*f.field));
+      for (const CellTraits& other : cells())
+        for (const CellFlag& f : other.flags)
+          if (other.kind != cell.kind) EXPECT_EQ(emitted.find(f.name), std::string::npos) << f.name << " in\n" << emitted;
+      expect_round_trip(text);
+    }
+  }
+}
+
 TEST(RoundTrip, EveryKeyIsWritten) {
   const std::string out = emit_config(parse_config(kBase, "q.yaml"));
   for (const char* key : {"init_from: null", "name: \"lstm\"", "activation: tanh", "recurrent_activation: sigmoid",

@@ -57,9 +57,9 @@ TEST(Shapes, GruResetAfterHasTwoBiasRows) {
   const Model before = build("[null, 8]", "    - {type: GRU, units: 32, reset_after: false}\n");
   EXPECT_EQ(after.shapes[1].params, 4032) << show(after);    // 3*32*(8+32) + bias (2, 96)
   EXPECT_EQ(before.shapes[1].params, 3936) << show(before);  // 3*32*(8+32) + bias (96,)
-  EXPECT_EQ(gates(LayerKind::GRU), 3);
-  EXPECT_EQ(gates(LayerKind::LSTM), 4);
-  EXPECT_EQ(gates(LayerKind::SimpleRNN), 1);
+  EXPECT_EQ(cell_traits(LayerKind::GRU).gates, 3);
+  EXPECT_EQ(cell_traits(LayerKind::LSTM).gates, 4);
+  EXPECT_EQ(cell_traits(LayerKind::SimpleRNN).gates, 1);
 }
 
 TEST(Shapes, SimpleRnn) {

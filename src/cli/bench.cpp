@@ -97,7 +97,7 @@ double step_flops(const ModelSpec& m, const std::vector<LayerShape>& shapes, int
     const LayerSpec& cell = bidi ? *l.inner : l;
     if (!is_recurrent(cell.kind)) continue;
     const double in = static_cast<double>(shapes[i].in.back()), H = static_cast<double>(cell.units);
-    fwd += 2.0 * gates(cell.kind) * H * (in + H) * B * T * (bidi ? 2 : 1);
+    fwd += 2.0 * cell_traits(cell.kind).gates * H * (in + H) * B * T * (bidi ? 2 : 1);
   }
   return 3.0 * fwd;
 }

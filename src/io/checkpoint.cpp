@@ -16,6 +16,7 @@
 #include "io/keras_model.h"
 #include "io/keras_train.h"
 #include "io/keras_weights.h"
+#include "spec/cells.h"
 #include "spec/parse.h"
 
 namespace rnntrain {
@@ -33,10 +34,6 @@ std::optional<TrainSpec> train_of(const ResumeState& st) {
   }
 }
 
-const char* cell_scope(LayerKind k) {
-  return k == LayerKind::LSTM ? "lstm_cell" : k == LayerKind::GRU ? "gru_cell" : "simple_rnn_cell";
-}
-
 // Keras 3's variable path of each parameter with '/' as '_', in Params::all() order, as Keras names
 // optimizer slots: "sequential_lstm_lstm_cell_kernel", "sequential_bidirectional_forward_lstm_lstm_cell_bias",
 // "sequential_time_distributed_dense_kernel".
@@ -47,10 +44,10 @@ std::vector<std::string> param_paths(const ModelSpec& model, const Params& param
     for (const Param& p : params.layers[i].params) {
       std::string w = p.name;
       if (is_recurrent(l.kind)) {
-        w = fmt::format("{}/{}", cell_scope(l.kind), w);
+        w = fmt::format("{}/{}", cell_traits(l.kind).keras_cell, w);
       } else if (l.kind == LayerKind::Bidirectional) {
         const size_t slash = w.find('/');
-        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_scope(l.inner->kind), w.substr(slash + 1));
+        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_traits(l.inner->kind).keras_cell, w.substr(slash + 1));
       } else if (l.kind == LayerKind::TimeDistributed) {
         w = l.inner->name + "/" + w;
       }

@@ -11,10 +11,28 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/keras_model.h"
+#include "spec/cells.h"
 
 namespace rnntrain {
 
 namespace {
+
+// The cell a Keras class name is (its own class, or Keras 2's CuDNN class for it), or null.
+const CellTraits* cell_of_class(const std::string& cls) {
+  for (const CellTraits& c : cells())
+    if (cls == c.keras_class || (c.cudnn_class && cls == c.cudnn_class)) return &c;
+  return nullptr;
+}
+
+// The Keras classes rnntrain reads, for messages.
+std::string known_classes() {
+  std::string cell_classes, cudnn_classes;
+  for (const CellTraits& c : cells()) {
+    cell_classes += fmt::format("{}, ", c.keras_class);
+    if (c.cudnn_class) cudnn_classes += fmt::format("{}, ", c.cudnn_class);
+  }
+  return "InputLayer, Embedding, Masking, " + cell_classes + cudnn_classes + "Bidirectional, Dropout, Dense, TimeDistributed";
+}
 
 using nlohmann::json;
 
@@ -140,11 +158,11 @@ struct Reader {
     return s;
   }
 
-  LayerSpec recurrent(const std::string& cls, const json& c, const std::string& who) {
+  // A cell of class `cls`: its Keras class or Keras 2's CuDNN class (cuDNN's fixed cell).
+  LayerSpec recurrent(const CellTraits& cell, const std::string& cls, const json& c, const std::string& who) {
     LayerSpec l;
-    const bool cudnn = cls == "CuDNNLSTM" || cls == "CuDNNGRU";
-    l.kind = cls == "LSTM" || cls == "CuDNNLSTM" ? LayerKind::LSTM : cls == "GRU" || cls == "CuDNNGRU" ? LayerKind::GRU
-                                                                                                      : LayerKind::SimpleRNN;
+    const bool cudnn = cell.cudnn_class && cls == cell.cudnn_class;
+    l.kind = cell.kind;
     l.units = dim(c, "units", who);
     refuse_true(c, who, {"stateful", "return_state", "time_major"});
     drop_set(c, who, {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
@@ -155,19 +173,19 @@ struct Reader {
     l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
     l.recurrent_initializer = initializer(c, "recurrent_initializer", who, l.recurrent_initializer);
     l.bias_initializer = initializer(c, "bias_initializer", who, l.bias_initializer);
-    if (cudnn) {  // cuDNN's fixed cell: tanh, sigmoid, biases; GRU with the reset gate after the matmul
+    for (const CellFlag& f : cell.flags) {
+      const bool fallback = origin.keras2() ? f.keras2_value : l.*f.field;
+      l.*f.field = cudnn && f.fused_why ? f.fused_value : flag(c, f.name, fallback);
+    }
+    if (cudnn) {  // cuDNN's fixed cell: tanh, sigmoid, biases, the flags at their fused values
       l.activation = Activation::Tanh, l.recurrent_activation = Activation::Sigmoid;
-      l.use_bias = true, l.reset_after = true;
-      l.unit_forget_bias = flag(c, "unit_forget_bias", true);
+      l.use_bias = true;
       return l;
     }
     l.activation = activation(c, "activation", who, Activation::Tanh, false);
-    if (l.kind != LayerKind::SimpleRNN)
+    if (cell.recurrent_activation)
       l.recurrent_activation = activation(c, "recurrent_activation", who, Activation::Sigmoid, false);
     l.use_bias = flag(c, "use_bias", true);
-    l.unit_forget_bias = flag(c, "unit_forget_bias", true);
-    // Keras 2.2 and earlier built GRUs with reset_after=False and wrote no key for it.
-    l.reset_after = flag(c, "reset_after", !origin.keras2());
     l.dropout = fraction(c, "dropout", who);
     l.recurrent_dropout = fraction(c, "recurrent_dropout", who);
     return l;
@@ -217,8 +235,8 @@ struct Reader {
         refused.push_back(fmt::format("{}: needs a batch_shape of rank 2 (token ids) or 3 (features)", who));
       else
         l.shape = shape_from(*it, who);
-    } else if (cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN" || cls == "CuDNNLSTM" || cls == "CuDNNGRU") {
-      l = recurrent(cls, c, who);
+    } else if (const CellTraits* cell = cell_of_class(cls)) {
+      l = recurrent(*cell, cls, c, who);
       if (cls.rfind("CuDNN", 0) == 0) log_info("{}: {} is read as {} (its weights are converted)", origin.file, who, layer_kind_name(l.kind));
     } else if (cls == "Dense") {
       l = dense(c, who);
@@ -247,12 +265,12 @@ struct Reader {
         // Not read: a wrapper inside a wrapper is never supported, and a file may nest them
         // thousands deep.
         refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, inner_cls, cls,
-                                      l.kind == LayerKind::Bidirectional ? "LSTM, GRU or SimpleRNN" : "Dense"));
+                                      l.kind == LayerKind::Bidirectional ? cell_names() : "Dense"));
       } else {
         LayerSpec in = layer(*inner);
         const bool ok = l.kind == LayerKind::Bidirectional ? is_recurrent(in.kind) : in.kind == LayerKind::Dense;
         if (!ok) refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, str(*inner, "class_name"),
-                                               cls, l.kind == LayerKind::Bidirectional ? "LSTM, GRU or SimpleRNN" : "Dense"));
+                                               cls, l.kind == LayerKind::Bidirectional ? cell_names() : "Dense"));
         if (l.kind == LayerKind::Bidirectional && in.name.rfind("forward_", 0) == 0) in.name = in.name.substr(8);
         l.inner = std::make_shared<LayerSpec>(std::move(in));
       }
@@ -272,9 +290,7 @@ struct Reader {
           refused.push_back(fmt::format("{}: a backward_layer that differs from the forward one is not supported", who));
       }
     } else {
-      refused.push_back(fmt::format("{}: class '{}' is not supported (rnntrain has InputLayer, Embedding, Masking, "
-                                    "LSTM, GRU, SimpleRNN, CuDNNLSTM, CuDNNGRU, Bidirectional, Dropout, Dense, "
-                                    "TimeDistributed)", who, cls));
+      refused.push_back(fmt::format("{}: class '{}' is not supported (rnntrain has {})", who, cls, known_classes()));
     }
     l.name = name;
     l.loc.file = origin.file;  // messages about this layer name the file

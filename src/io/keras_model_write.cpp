@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "io/keras_model.h"
+#include "spec/cells.h"
 
 namespace rnntrain {
 
@@ -82,18 +83,24 @@ Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
   c["unroll"] = false;
   c["units"] = l.units;
   c["activation"] = activation_json(l.activation);
-  if (l.kind != LayerKind::SimpleRNN) c["recurrent_activation"] = activation_json(l.recurrent_activation);
+  const CellTraits& cell = cell_traits(l.kind);
+  if (cell.recurrent_activation) c["recurrent_activation"] = activation_json(l.recurrent_activation);
   c["use_bias"] = l.use_bias;
   c["kernel_initializer"] = initializer_json(l.kernel_initializer, style);
   c["recurrent_initializer"] = initializer_json(l.recurrent_initializer, style);
   c["bias_initializer"] = initializer_json(l.bias_initializer, style);
-  if (l.kind == LayerKind::LSTM) c["unit_forget_bias"] = l.unit_forget_bias;
+  // The flags where Keras' get_config puts them (CellFlag::keras_last), so files read as Keras writes them.
+  const auto put_flags = [&](bool last) {
+    for (const CellFlag& f : cell.flags)
+      if (f.keras_last == last) c[f.name] = l.*f.field;
+  };
+  put_flags(false);
   for (const char* k : {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
                         "kernel_constraint", "recurrent_constraint", "bias_constraint"})
     c[k] = nullptr;
   c["dropout"] = l.dropout;
   c["recurrent_dropout"] = l.recurrent_dropout;
-  if (l.kind == LayerKind::GRU) c["reset_after"] = l.reset_after;
+  put_flags(true);
   return c;
 }
 
@@ -144,9 +151,8 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
       c["mask_value"] = l.mask_value;
       return c;
     }
-    case LayerKind::LSTM:
-    case LayerKind::GRU:
-    case LayerKind::SimpleRNN: return recurrent_config(l, style);
+    default:  // the recurrent cells (spec/cells.h)
+      return recurrent_config(l, style);
     case LayerKind::Dropout: {
       Json c = base_config(l.name);
       c["rate"] = l.rate;

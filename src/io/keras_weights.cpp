@@ -19,22 +19,13 @@ namespace {
 
 constexpr size_t kHeaderLimit = 64512;  // Keras' HDF5_OBJECT_HEADER_LIMIT
 
-// Keras' cell scope inside a recurrent layer's variable names.
-std::string cell_scope(LayerKind k) {
-  switch (k) {
-    case LayerKind::LSTM: return "lstm_cell";
-    case LayerKind::GRU: return "gru_cell";
-    default: return "simple_rnn_cell";
-  }
-}
-
 // "lstm/lstm_cell/kernel:0", "bidirectional/forward_lstm/lstm_cell/kernel:0", "dense/kernel:0".
 std::string legacy_weight_name(const LayerSpec& l, const std::string& param) {
-  if (is_recurrent(l.kind)) return fmt::format("{}/{}/{}:0", l.name, cell_scope(l.kind), param);
+  if (is_recurrent(l.kind)) return fmt::format("{}/{}/{}:0", l.name, cell_traits(l.kind).keras_cell, param);
   if (l.kind == LayerKind::Bidirectional) {
     const auto slash = param.find('/');
     const std::string dir = param.substr(0, slash), w = param.substr(slash + 1);
-    return fmt::format("{}/{}_{}/{}/{}:0", l.name, dir, l.inner->name, cell_scope(l.inner->kind), w);
+    return fmt::format("{}/{}_{}/{}/{}:0", l.name, dir, l.inner->name, cell_traits(l.inner->kind).keras_cell, w);
   }
   return fmt::format("{}/{}:0", l.name, param);
 }
@@ -159,12 +150,12 @@ void write_keras3_weights(const h5::Group& root, const ModelSpec& model, const P
     const LayerSpec& l = model.layers[i];
     const std::string& p = paths[i];
     vars_group(root, p + "/vars", l.name);
-    if (is_recurrent(l.kind)) vars_group(root, p + "/cell/vars", cell_scope(l.kind));
+    if (is_recurrent(l.kind)) vars_group(root, p + "/cell/vars", cell_traits(l.kind).keras_cell);
     if (l.kind == LayerKind::TimeDistributed) vars_group(root, p + "/layer/vars", l.inner->name);
     if (l.kind == LayerKind::Bidirectional) {
       for (const char* dir : {"forward", "backward"}) {
         vars_group(root, fmt::format("{}/{}_layer/vars", p, dir), fmt::format("{}_{}", dir, l.inner->name));
-        vars_group(root, fmt::format("{}/{}_layer/cell/vars", p, dir), cell_scope(l.inner->kind));
+        vars_group(root, fmt::format("{}/{}_layer/cell/vars", p, dir), cell_traits(l.inner->kind).keras_cell);
       }
     }
     const std::vector<std::string> groups = vars_groups(l, p);
@@ -221,20 +212,21 @@ namespace {
 // the bias shape says it is one; refuses GRU weights of the other reset_after convention.
 void maybe_from_cudnn(std::vector<Tensor>& w, const LayerSpec& r, const std::string& file, const std::string& who) {
   if (w.size() != 3 || w[2].rank() != 1) return;
-  const int64_t u = r.units, g = gates(r.kind);
-  const int64_t n = w[2].numel();
-  if (r.kind == LayerKind::LSTM && n == 8 * u) {
-    w = {cudnn_compat::kernel_from_cudnn(w[0], 4), cudnn_compat::recurrent_from_cudnn(w[1], 4),
-         cudnn_compat::lstm_bias_from_cudnn(w[2])};
-  } else if (r.kind == LayerKind::GRU && n == 6 * u) {
-    if (!r.reset_after)
-      throw DataError(fmt::format("{}: {}: the file holds CuDNNGRU weights, which need reset_after: true", file, who));
-    w = {cudnn_compat::kernel_from_cudnn(w[0], 3), cudnn_compat::recurrent_from_cudnn(w[1], 3),
-         cudnn_compat::gru_bias_from_cudnn(w[2])};
-  } else if (r.kind == LayerKind::GRU && r.reset_after && n == g * u) {
-    throw DataError(fmt::format("{}: {}: the file holds GRU weights with reset_after=False (bias {}), the model has "
-                                "reset_after: true (bias (2, {})); set reset_after: false on this layer",
-                                file, who, shape_str(w[2].shape), g * u));
+  const CellTraits& cell = cell_traits(r.kind);
+  const int64_t u = r.units, g = cell.gates, n = w[2].numel();
+  const bool two_biases = cell.two_biases != nullptr;  // Keras keeps both of cuDNN's biases (GRU reset_after)
+  const char* flag = "";  // the flag that gives two biases
+  for (const CellFlag& f : cell.flags)
+    if (f.field == cell.two_biases) flag = f.name;
+  if (cell.cudnn_class && n == 2 * g * u) {
+    if (two_biases && !(r.*cell.two_biases))
+      throw DataError(fmt::format("{}: {}: the file holds {} weights, which need {}: true", file, who, cell.cudnn_class, flag));
+    w = {cudnn_compat::kernel_from_cudnn(w[0], g), cudnn_compat::recurrent_from_cudnn(w[1], g),
+         two_biases ? cudnn_compat::gru_bias_from_cudnn(w[2]) : cudnn_compat::lstm_bias_from_cudnn(w[2])};
+  } else if (two_biases && r.*cell.two_biases && n == g * u) {
+    throw DataError(fmt::format("{}: {}: the file holds {} weights with {}=False (bias {}), the model has {}: true "
+                                "(bias (2, {})); set {}: false on this layer",
+                                file, who, cell.keras_class, flag, shape_str(w[2].shape), flag, g * u, flag));
   }
 }
 

@@ -73,34 +73,34 @@ void add_param(LayerParams& out, const LayerSpec& l, const std::string& name, Sh
   out.params.push_back(std::move(p));
 }
 
-// kernel [I, G*H], recurrent_kernel [H, G*H], bias [G*H] (GRU reset_after: [2, 3H]), under `prefix`.
+// kernel [I, G*H], recurrent_kernel [H, G*H], bias [G*H] (two rows: [2, G*H]), under `prefix`.
 void add_recurrent(LayerParams& out, const LayerSpec& owner, const LayerSpec& r, int64_t input,
                    const std::string& prefix, Rng& rng) {
   need_positive(owner, "units", r.units);
   if (input <= 0) layer_error(owner, fmt::format("needs a known number of input features, got {}", input));
-  const int64_t h = r.units, gh = gates(r.kind) * h;
+  const CellTraits& cell = cell_traits(r.kind);
+  const int64_t h = r.units, gh = cell.gates * h;
   add_param(out, owner, prefix + "kernel", {input, gh}, r.kernel_initializer, rng);
   add_param(out, owner, prefix + "recurrent_kernel", {h, gh}, r.recurrent_initializer, rng);
-  if (!r.use_bias) return;
-  if (r.kind == LayerKind::GRU && r.reset_after) {
+  const int rows = bias_rows(r);
+  if (rows == 2) {
     add_param(out, owner, prefix + "bias", {2, gh}, r.bias_initializer, rng);
-  } else if (r.kind == LayerKind::LSTM && r.unit_forget_bias) {
-    // Keras: concat(bias_init((H,)), ones((H,)), bias_init((2H,))), each part with its own fans.
+  } else if (rows == 1 && cell.forget_gate >= 0 && r.unit_forget_bias) {
+    // Keras: concat(bias_init((f*H,)), ones((H,)), bias_init((rest*H,))), each part with its own fans.
     add_param(out, owner, prefix + "bias", {gh}, Initializer{InitKind::Zeros}, rng);
-    Tensor first({h}), rest({2 * h});
+    const int64_t f = cell.forget_gate;
+    Tensor first({f * h}), rest({gh - (f + 1) * h});
     try {
-      fill_init(first, r.bias_initializer, rng);
+      if (f > 0) fill_init(first, r.bias_initializer, rng);
       fill_init(rest, r.bias_initializer, rng);
     } catch (const ConfigError& e) {
       layer_error(owner, fmt::format("weight '{}bias': {}", prefix, e.what()));
     }
     float* b = out.params.back().value.ptr();
-    for (int64_t j = 0; j < h; ++j) {
-      b[j] = first[j];
-      b[h + j] = 1.0f;
-    }
-    for (int64_t j = 0; j < 2 * h; ++j) b[2 * h + j] = rest[j];
-  } else {
+    for (int64_t j = 0; j < f * h; ++j) b[j] = first[j];
+    for (int64_t j = 0; j < h; ++j) b[f * h + j] = 1.0f;
+    for (int64_t j = 0; j < rest.numel(); ++j) b[(f + 1) * h + j] = rest[j];
+  } else if (rows == 1) {
     add_param(out, owner, prefix + "bias", {gh}, r.bias_initializer, rng);
   }
 }
@@ -131,9 +131,9 @@ Params init_params(const ModelSpec& model, Rng& rng) {
         need_positive(l, "output_dim", l.output_dim);
         add_param(lp, l, "embeddings", {l.input_dim, l.output_dim}, l.embeddings_initializer, rng);
         break;
-      case LayerKind::LSTM:
-      case LayerKind::GRU:
-      case LayerKind::SimpleRNN: add_recurrent(lp, l, l, in.back(), "", rng); break;
+      default:  // the recurrent cells (spec/cells.h)
+        add_recurrent(lp, l, l, in.back(), "", rng);
+        break;
       case LayerKind::Bidirectional:
         add_recurrent(lp, l, *l.inner, in.back(), "forward/", rng);
         add_recurrent(lp, l, *l.inner, in.back(), "backward/", rng);

@@ -44,16 +44,7 @@ std::string merge_blocker(const LayerSpec& a, const LayerSpec& b, const std::vec
 std::string cudnn_ineligible(const LayerSpec& layer) {
   const LayerSpec* c = cell_of(layer);
   if (!c) return "not a recurrent layer";
-  if (c->kind == LayerKind::SimpleRNN) {
-    if (c->activation != Activation::Tanh && c->activation != Activation::Relu)
-      return fmt::format("SimpleRNN activation {} (cuDNN has tanh and relu)", activation_name(c->activation));
-  } else {
-    if (c->activation != Activation::Tanh)
-      return fmt::format("activation {} (cuDNN needs tanh)", activation_name(c->activation));
-    if (c->recurrent_activation != Activation::Sigmoid)
-      return fmt::format("recurrent_activation {} (cuDNN needs sigmoid)", activation_name(c->recurrent_activation));
-  }
-  if (c->kind == LayerKind::GRU && !c->reset_after) return "GRU reset_after: false (cuDNN's GRU is reset_after: true)";
+  if (std::string why = fused_cell_refusal(*c, "cuDNN"); !why.empty()) return why;
   if (!c->use_bias) return "use_bias: false";
   if (c->recurrent_dropout > 0) return fmt::format("recurrent_dropout {}", c->recurrent_dropout);
   if (c->go_backwards) return "go_backwards: true";

@@ -2,18 +2,20 @@
 // by the parser and the emitter. Aliases are accepted on input and never written back.
 #include "spec/sections.h"
 
+#include "spec/cells.h"
+
 #include <vector>
 
 namespace rnntrain::spec {
 
 namespace {
 
-constexpr Choice<LayerKind> kLayerKinds[] = {
-    {"Input", LayerKind::Input},       {"Embedding", LayerKind::Embedding},
-    {"Masking", LayerKind::Masking},   {"LSTM", LayerKind::LSTM},
-    {"GRU", LayerKind::GRU},           {"SimpleRNN", LayerKind::SimpleRNN},
+// The layers besides the cells (spec/cells.h), which configs list between Masking and Bidirectional.
+constexpr Choice<LayerKind> kLayersBeforeCells[] = {
+    {"Input", LayerKind::Input}, {"Embedding", LayerKind::Embedding}, {"Masking", LayerKind::Masking}};
+constexpr Choice<LayerKind> kLayersAfterCells[] = {
     {"Bidirectional", LayerKind::Bidirectional}, {"Dropout", LayerKind::Dropout},
-    {"Dense", LayerKind::Dense},       {"TimeDistributed", LayerKind::TimeDistributed},
+    {"Dense", LayerKind::Dense},                 {"TimeDistributed", LayerKind::TimeDistributed},
     {"InputLayer", LayerKind::Input, true},
 };
 
@@ -87,7 +89,15 @@ constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::C
 
 }  // namespace
 
-std::span<const Choice<LayerKind>> layer_kinds() { return kLayerKinds; }
+std::span<const Choice<LayerKind>> layer_kinds() {
+  static const std::vector<Choice<LayerKind>> kinds = [] {
+    std::vector<Choice<LayerKind>> v(std::begin(kLayersBeforeCells), std::end(kLayersBeforeCells));
+    for (const CellTraits& c : cells()) v.push_back({c.keras_class, c.kind});
+    v.insert(v.end(), std::begin(kLayersAfterCells), std::end(kLayersAfterCells));
+    return v;
+  }();
+  return kinds;
+}
 std::span<const Choice<Activation>> activations() { return kActivations; }
 std::span<const Choice<InitKind>> init_kinds() { return kInitKinds; }
 std::span<const Choice<MergeMode>> merge_modes() { return kMergeModes; }

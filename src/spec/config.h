@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "spec/activations.h"
 #include "spec/losses.h"
 #include "spec/optimizers.h"
 
@@ -27,8 +28,6 @@ const char* layer_kind_name(LayerKind k);   // Keras class name: "LSTM", "TimeDi
 const char* layer_snake_name(LayerKind k);  // its snake_case: "lstm", "simple_rnn", "input_layer" (default names, Keras 3 paths)
 bool is_recurrent(LayerKind k);            // LSTM, GRU, SimpleRNN (not Bidirectional)
 
-// HardSigmoid is Keras 3's clip(x/6 + 0.5, 0, 1); HardSigmoidKeras2 is clip(0.2x + 0.5, 0, 1).
-enum class Activation { Linear, Tanh, Sigmoid, HardSigmoid, HardSigmoidKeras2, Relu, Softmax };
 const char* activation_name(Activation a);  // "linear", "tanh", ..., "hard_sigmoid_keras2"
 
 enum class InitKind { Zeros, Ones, Constant, GlorotUniform, GlorotNormal, Orthogonal, RandomUniform, RandomNormal, HeUniform, HeNormal, LecunUniform };
@@ -41,8 +40,6 @@ struct Initializer {
 // The largest units, features, timesteps, vocabulary or batch a config or an imported model may
 // give, so that no later size arithmetic can overflow (token ids are float32: exact below 2^24).
 constexpr int64_t kMaxDim = int64_t{1} << 24;
-
-enum class MergeMode { Concat, Sum, Mul, Ave };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::Dense;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "spec/parse.h"
+#include "spec/cells.h"
 #include "spec/sections.h"
 
 namespace rnntrain {
@@ -76,17 +77,15 @@ void put_layer(Emitter& e, const LayerSpec& l) {
     case LayerKind::Masking:
       put_num(e, "mask_value", l.mask_value);
       break;
-    case LayerKind::LSTM:
-    case LayerKind::GRU:
-    case LayerKind::SimpleRNN:
+    default:  // the recurrent cells (spec/cells.h)
       put_int(e, "units", l.units);
       put_name(e, "activation", act);
-      if (l.kind != LayerKind::SimpleRNN) put_name(e, "recurrent_activation", activation_name(l.recurrent_activation));
+      if (cell_traits(l.kind).recurrent_activation)
+        put_name(e, "recurrent_activation", activation_name(l.recurrent_activation));
       put_bool(e, "use_bias", l.use_bias);
       put_bool(e, "return_sequences", l.return_sequences);
       put_bool(e, "go_backwards", l.go_backwards);
-      if (l.kind == LayerKind::LSTM) put_bool(e, "unit_forget_bias", l.unit_forget_bias);
-      if (l.kind == LayerKind::GRU) put_bool(e, "reset_after", l.reset_after);
+      for (const CellFlag& f : cell_traits(l.kind).flags) put_bool(e, f.name, l.*f.field);
       put_num(e, "dropout", l.dropout), put_num(e, "recurrent_dropout", l.recurrent_dropout);
       put_init(e, "kernel_initializer", l.kernel_initializer);
       put_init(e, "recurrent_initializer", l.recurrent_initializer);

@@ -3,7 +3,7 @@
 
 #include <cctype>
 
-#include "spec/config.h"
+#include "spec/cells.h"
 #include "spec/sections.h"
 
 namespace rnntrain {
@@ -13,43 +13,27 @@ std::string SourceLoc::str() const {
   return fmt::format("{}:{}:{}", file, line, col);
 }
 
-const char* layer_kind_name(LayerKind k) {
-  switch (k) {
-    case LayerKind::Input: return "Input";
-    case LayerKind::Embedding: return "Embedding";
-    case LayerKind::Masking: return "Masking";
-    case LayerKind::LSTM: return "LSTM";
-    case LayerKind::GRU: return "GRU";
-    case LayerKind::SimpleRNN: return "SimpleRNN";
-    case LayerKind::Bidirectional: return "Bidirectional";
-    case LayerKind::Dropout: return "Dropout";
-    case LayerKind::Dense: return "Dense";
-    case LayerKind::TimeDistributed: return "TimeDistributed";
-  }
-  return "?";
-}
+const char* layer_kind_name(LayerKind k) { return spec::enum_name(spec::layer_kinds(), k); }
 
 const char* precision_name(Precision p) { return spec::enum_name(spec::precisions(), p); }
 const char* rnn_algo_name(RnnAlgo a) { return spec::enum_name(spec::rnn_algos(), a); }
 const char* fuse_mode_name(FuseMode f) { return spec::enum_name(spec::fuse_modes(), f); }
 
 const char* layer_snake_name(LayerKind k) {
+  if (const CellTraits* c = find_cell(k)) return c->snake;
   switch (k) {
     case LayerKind::Input: return "input_layer";
     case LayerKind::Embedding: return "embedding";
     case LayerKind::Masking: return "masking";
-    case LayerKind::LSTM: return "lstm";
-    case LayerKind::GRU: return "gru";
-    case LayerKind::SimpleRNN: return "simple_rnn";
     case LayerKind::Bidirectional: return "bidirectional";
     case LayerKind::Dropout: return "dropout";
     case LayerKind::Dense: return "dense";
     case LayerKind::TimeDistributed: return "time_distributed";
+    default: return "layer";
   }
-  return "layer";
 }
 
-bool is_recurrent(LayerKind k) { return k == LayerKind::LSTM || k == LayerKind::GRU || k == LayerKind::SimpleRNN; }
+bool is_recurrent(LayerKind k) { return find_cell(k) != nullptr; }
 
 const char* activation_name(Activation a) {
   switch (a) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "spec/cells.h"
 #include "spec/sections.h"
 
 namespace rnntrain::spec {
@@ -17,43 +18,71 @@ using Keys = std::span<const char* const>;
 constexpr const char* kInputKeys[] = {"type", "name", "shape"};
 constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer"};
 constexpr const char* kMaskingKeys[] = {"type", "name", "mask_value"};
-constexpr const char* kLstmKeys[] = {"type", "name", "units", "activation", "recurrent_activation", "use_bias",
-                                     "return_sequences", "go_backwards", "unit_forget_bias", "dropout",
-                                     "recurrent_dropout", "kernel_initializer", "recurrent_initializer", "bias_initializer"};
-constexpr const char* kGruKeys[] = {"type", "name", "units", "activation", "recurrent_activation", "use_bias",
-                                    "return_sequences", "go_backwards", "reset_after", "dropout",
-                                    "recurrent_dropout", "kernel_initializer", "recurrent_initializer", "bias_initializer"};
-constexpr const char* kSimpleRnnKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
-                                          "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
-                                          "recurrent_initializer", "bias_initializer"};
+// A cell's keys: these, its recurrent_activation if it has one and its flags (spec/cells.h) after go_backwards.
+constexpr const char* kCellKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
+                                     "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
+                                     "recurrent_initializer", "bias_initializer"};
 constexpr const char* kBidirectionalKeys[] = {"type", "name", "layer", "merge_mode"};
 constexpr const char* kDropoutKeys[] = {"type", "name", "rate"};
 constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer"};
 constexpr const char* kTimeDistributedKeys[] = {"type", "name", "layer"};
-constexpr const char* kRnnAnyKeys[] = {"units", "activation", "recurrent_activation", "use_bias", "return_sequences",
-                                       "go_backwards", "unit_forget_bias", "reset_after", "dropout", "recurrent_dropout",
-                                       "kernel_initializer", "recurrent_initializer", "bias_initializer"};
-
 const std::pair<LayerKind, Keys> kLayerKeys[] = {
-    {LayerKind::Input, kInputKeys},         {LayerKind::Embedding, kEmbeddingKeys},
-    {LayerKind::Masking, kMaskingKeys},     {LayerKind::LSTM, kLstmKeys},
-    {LayerKind::GRU, kGruKeys},             {LayerKind::SimpleRNN, kSimpleRnnKeys},
-    {LayerKind::Bidirectional, kBidirectionalKeys}, {LayerKind::Dropout, kDropoutKeys},
-    {LayerKind::Dense, kDenseKeys},         {LayerKind::TimeDistributed, kTimeDistributedKeys},
+    {LayerKind::Input, kInputKeys},   {LayerKind::Embedding, kEmbeddingKeys},
+    {LayerKind::Masking, kMaskingKeys}, {LayerKind::Bidirectional, kBidirectionalKeys},
+    {LayerKind::Dropout, kDropoutKeys}, {LayerKind::Dense, kDenseKeys},
+    {LayerKind::TimeDistributed, kTimeDistributedKeys},
 };
 
+// Every layer kind's keys, cells included, in the order configs list the kinds.
+const std::vector<std::pair<LayerKind, std::vector<const char*>>>& all_keys() {
+  static const auto all = [] {
+    std::vector<std::pair<LayerKind, std::vector<const char*>>> v;
+    for (const Choice<LayerKind>& c : layer_kinds()) {
+      if (c.alias) continue;
+      std::vector<const char*> keys;
+      if (const CellTraits* t = find_cell(c.value)) {
+        keys.assign(std::begin(kCellKeys), std::end(kCellKeys));
+        if (t->recurrent_activation) keys.insert(keys.begin() + 4, "recurrent_activation");
+        auto at = std::find_if(keys.begin(), keys.end(), [](const char* k) { return std::string_view(k) == "go_backwards"; });
+        for (const CellFlag& f : t->flags) at = keys.insert(at + 1, f.name);
+      } else {
+        for (const auto& [kind, ks] : kLayerKeys)
+          if (kind == c.value) keys.assign(ks.begin(), ks.end());
+      }
+      v.emplace_back(c.value, std::move(keys));
+    }
+    return v;
+  }();
+  return all;
+}
+
+// The keys any cell takes (besides type and name), for a key put on a Bidirectional.
+const std::vector<const char*>& any_cell_keys() {
+  static const auto keys = [] {
+    std::vector<const char*> v;
+    for (const auto& [kind, ks] : all_keys())
+      if (is_recurrent(kind))
+        for (const char* k : ks)
+          if (std::string_view(k) != "type" && std::string_view(k) != "name" &&
+              std::find_if(v.begin(), v.end(), [&](const char* o) { return std::string_view(o) == k; }) == v.end())
+            v.push_back(k);
+    return v;
+  }();
+  return keys;
+}
+
 Keys keys_of(LayerKind k) {
-  for (const auto& [kind, keys] : kLayerKeys)
+  for (const auto& [kind, keys] : all_keys())
     if (kind == k) return keys;
   return {};
 }
 
 // Other layer types that have a key, for "LSTM has no key 'rate' (it is a key of Dropout)".
 std::vector<Value::Sibling> siblings_of(LayerKind k) {
-  if (k == LayerKind::Bidirectional) return {{"the wrapped layer: put it inside layer: {...}", kRnnAnyKeys}};
+  if (k == LayerKind::Bidirectional) return {{"the wrapped layer: put it inside layer: {...}", any_cell_keys()}};
   if (k == LayerKind::TimeDistributed) return {{"the wrapped Dense: put it inside layer: {...}", kDenseKeys}};
   std::vector<Value::Sibling> out;
-  for (const auto& [kind, keys] : kLayerKeys)
+  for (const auto& [kind, keys] : all_keys())
     if (kind != k) out.push_back({layer_kind_name(kind), keys});
   return out;
 }
@@ -126,7 +155,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
   l.kind = read_enum(tv, layer_kinds(), "layer type");
   l.loc = v.loc();
   if (wrapped && wrapper == LayerKind::Bidirectional && !is_recurrent(l.kind))
-    tv.fail(fmt::format("Bidirectional wraps an LSTM, GRU or SimpleRNN, got {}", layer_kind_name(l.kind)));
+    tv.fail(fmt::format("Bidirectional wraps {}, got {}", cell_names(true), layer_kind_name(l.kind)));
   if (wrapped && wrapper == LayerKind::TimeDistributed && l.kind != LayerKind::Dense)
     tv.fail(fmt::format("TimeDistributed wraps a Dense layer, got {}", layer_kind_name(l.kind)));
   const std::vector<Value::Sibling> others = siblings_of(l.kind);
@@ -160,17 +189,14 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
     case LayerKind::Masking:
       if (auto x = v.get("mask_value")) l.mask_value = x->as_finite();
       break;
-    case LayerKind::LSTM:
-    case LayerKind::GRU:
-    case LayerKind::SimpleRNN:
+    default:  // the recurrent cells (spec/cells.h)
       l.units = need_dim("units", "units: 64");
       if (auto x = v.get("activation")) l.activation = read_activation(*x, false);
       if (auto x = v.get("recurrent_activation")) l.recurrent_activation = read_activation(*x, false);
       flag("use_bias", l.use_bias);
       flag("return_sequences", l.return_sequences);
       flag("go_backwards", l.go_backwards);
-      flag("reset_after", l.reset_after);
-      flag("unit_forget_bias", l.unit_forget_bias);
+      for (const CellFlag& f : cell_traits(l.kind).flags) flag(f.name, l.*f.field);
       fraction("dropout", l.dropout);
       fraction("recurrent_dropout", l.recurrent_dropout);
       init("kernel_initializer", l.kernel_initializer);

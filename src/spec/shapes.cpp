@@ -8,15 +8,6 @@
 
 namespace rnntrain {
 
-int gates(LayerKind k) {
-  switch (k) {
-    case LayerKind::LSTM: return 4;
-    case LayerKind::GRU: return 3;
-    case LayerKind::SimpleRNN: return 1;
-    default: return 0;
-  }
-}
-
 [[noreturn]] static void shape_error(const LayerSpec& l, const std::string& what) {
   throw ConfigError(fmt::format("{}: layer '{}' ({}): {}", l.loc.str(), l.name, layer_kind_name(l.kind), what));
 }
@@ -36,8 +27,7 @@ static std::optional<int64_t> mul_add(int64_t a, int64_t b, int64_t c) {
 }
 
 int64_t recurrent_params(const LayerSpec& l, int64_t input) {
-  const int64_t g = gates(l.kind), u = l.units;
-  const int64_t bias = !l.use_bias ? 0 : (l.kind == LayerKind::GRU && l.reset_after) ? 2 : 1;
+  const int64_t g = cell_traits(l.kind).gates, u = l.units, bias = bias_rows(l);
   // g * u * (input + u) + bias * g * u
   const std::optional<int64_t> gu = checked_mul(g, u), iu = checked_add(input, u);
   const std::optional<int64_t> b = gu ? checked_mul(bias, *gu) : std::nullopt;
@@ -91,9 +81,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.out = s.in;
         s.mask_out = true;
         break;
-      case LayerKind::LSTM:
-      case LayerKind::GRU:
-      case LayerKind::SimpleRNN:
+      default:  // the recurrent cells (spec/cells.h)
         need_sequence(l, s.in, prev);
         s.out = l.return_sequences ? Shape{s.in[0], l.units} : Shape{l.units};
         s.mask_out = l.return_sequences && s.mask_in;
@@ -102,7 +90,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
       case LayerKind::Bidirectional: {
         // The parser and the Keras reader check wrappers with their own words; this is the one check
         // every model passes (the backends and the parameters rely on it).
-        if (!l.inner || !is_recurrent(l.inner->kind)) shape_error(l, "must wrap an LSTM, GRU or SimpleRNN layer");
+        if (!l.inner || !is_recurrent(l.inner->kind)) shape_error(l, "must wrap " + cell_names(true) + " layer");
         need_sequence(l, s.in, prev);
         const LayerSpec& r = *l.inner;
         const int64_t u = params_or_fail(l, checked_mul(l.merge_mode == MergeMode::Concat ? 2 : 1, r.units));

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "spec/config.h"
+#include "spec/cells.h"
 
 namespace rnntrain {
 
@@ -24,8 +24,5 @@ int64_t recurrent_params(const LayerSpec& l, int64_t input);
 // Checks a batch against the Input layer: x [B, T] token ids or [B, T, F] features. DataError
 // naming the layer and what to fix.
 void check_input_batch(const LayerSpec& in, const Tensor& x);
-
-// Gates per cell: LSTM 4, GRU 3, SimpleRNN 1.
-int gates(LayerKind k);
 
 }  // namespace rnntrain

@@ -27,7 +27,7 @@ MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) 
     const LayerSpec& cell = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
     if (training && is_recurrent(cell.kind)) {  // the tape: every step's gates, h and c
       const double dirs = l.kind == LayerKind::Bidirectional ? 2.0 : 1.0;
-      floats += B * T * dirs * static_cast<double>(gates(cell.kind) + 2) * static_cast<double>(cell.units);
+      floats += B * T * dirs * static_cast<double>(cell_traits(cell.kind).gates + 2) * static_cast<double>(cell.units);
     }
     m.activations += 4.0 * floats * (training ? 2.0 : 1.0);  // and their gradients
   }

@@ -43,9 +43,9 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan) 
       case LayerKind::Input: break;
       case LayerKind::Embedding: layer->op = cpu::make_embedding(l); break;
       case LayerKind::Masking: layer->op = cpu::make_masking(l); break;
-      case LayerKind::LSTM:
-      case LayerKind::GRU:
-      case LayerKind::SimpleRNN: layer->op = cpu::make_recurrent(l); break;
+      default:  // the recurrent cells (spec/cells.h)
+        layer->op = cpu::make_recurrent(l);
+        break;
       case LayerKind::Bidirectional: layer->op = cpu::make_bidirectional(l); break;
       case LayerKind::Dropout: layer->op = cpu::make_dropout(l); break;
       case LayerKind::Dense: layer->op = cpu::make_dense(l, l); break;

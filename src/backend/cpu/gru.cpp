@@ -154,12 +154,14 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
 
 }  // namespace
 
-void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape) {
-  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, reset_after, tape, b0, b1); });
+void gru_forward(const CellArgs& a, RnnTape& tape) {
+  if (a.reset_after) resize(tape.aux, {a.T, a.B, a.H});
+  else resize(tape.rh, {a.T, a.B, a.H});
+  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
 }
 
-void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dU,
-                  float* db_rec) {
+void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec) {
+  const bool reset_after = a.reset_after;
   const int64_t B = a.B, H = a.H, G3 = 3 * H, T = a.T;
   Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
   if (reset_after) dzr = Tensor({T, B, G3});

@@ -1,6 +1,7 @@
 // The LSTM cell's time loops on the CPU (Keras gate order i, f, c, o):
 //   z = x@W + b + h_{t-1}@U;  i,f,o = ract(z_i,z_f,z_o);  g = act(z_c);  c = f*c_{t-1} + i*g;  h = o*act(c).
 // A masked step carries h and c over. Not the input projection or weight GEMMs: recurrent.cpp.
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/cpu_math.h"
@@ -103,10 +104,13 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
 }  // namespace
 
 void lstm_forward(const CellArgs& a, RnnTape& tape) {
+  resize(tape.c, {a.T + 1, a.B, a.H});
+  std::fill(tape.c.data.begin(), tape.c.data.begin() + a.B * a.H, 0.0f);
+  resize(tape.aux, {a.T, a.B, a.H});
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
 }
 
-void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
+void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float*) {
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]), one GEMM on every BLAS thread.
   gemm(true, false, a.H, 4 * a.H, a.T * a.B, 1.0f, tape.h_in(), a.H, dz, 4 * a.H, 1.0f, dU, 4 * a.H);

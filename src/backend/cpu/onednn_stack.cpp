@@ -38,11 +38,8 @@ void set_onednn_threads(int) {}
 std::string onednn_ineligible(const LayerSpec& l) {
   if (!onednn_built()) return "this build has no oneDNN (install libdnnl-dev and rebuild)";
   const LayerSpec& c = cell_of(l);
-  if (c.kind != LayerKind::LSTM && c.kind != LayerKind::GRU) return fmt::format("{} has no oneDNN path here", layer_kind_name(c.kind));
-  if (c.activation != Activation::Tanh) return fmt::format("activation {} (oneDNN has tanh)", activation_name(c.activation));
-  if (c.recurrent_activation != Activation::Sigmoid)
-    return fmt::format("recurrent_activation {} (oneDNN has sigmoid)", activation_name(c.recurrent_activation));
-  if (c.kind == LayerKind::GRU && !c.reset_after) return "GRU reset_after: false (oneDNN's linear-before-reset GRU is reset_after: true)";
+  if (!cell_traits(c.kind).onednn) return fmt::format("{} has no oneDNN path here", layer_kind_name(c.kind));
+  if (std::string why = fused_cell_refusal(c, "oneDNN"); !why.empty()) return why;
   if (!c.use_bias) return "use_bias: false";
   if (c.dropout > 0) return fmt::format("input dropout {}", c.dropout);
   if (c.recurrent_dropout > 0) return fmt::format("recurrent_dropout {}", c.recurrent_dropout);
@@ -173,7 +170,7 @@ class OnednnStack : public Op {
     }
     const LayerSpec& c = cell_of(*layers_[0]);
     gru_ = c.kind == LayerKind::GRU;
-    G_ = gru_ ? 3 : 4;
+    G_ = cell_traits(c.kind).gates;
     H_ = c.units;
     D_ = layers_[0]->kind == LayerKind::Bidirectional ? 2 : 1;
     sequences_ = cell_of(*layers_.back()).return_sequences;

@@ -15,10 +15,16 @@
 namespace rnntrain::cpu {
 namespace {
 
-// Gives t the shape, keeping its buffer when possible; contents are unspecified.
-void resize(Tensor& t, Shape s) {
-  t.shape = std::move(s);
-  t.data.resize(shape_numel(t.shape));
+constexpr CellLoops kLoops[] = {
+    {LayerKind::LSTM, lstm_forward, lstm_backward},
+    {LayerKind::GRU, gru_forward, gru_backward},
+    {LayerKind::SimpleRNN, simple_rnn_forward, simple_rnn_backward},
+};
+
+const CellLoops* loops_of(LayerKind k) {
+  for (const CellLoops& l : kLoops)
+    if (l.kind == k) return &l;
+  throw RuntimeError(fmt::format("internal: the CPU has no time loops for {}", layer_kind_name(k)));
 }
 
 // One mask per sequence, scaled (inverted dropout), as Keras' DropoutRNNCell; empty when off.
@@ -33,8 +39,14 @@ void draw_dropout(std::vector<float>& m, double rate, int64_t n, bool training, 
 
 }  // namespace
 
+void resize(Tensor& t, Shape s) {
+  t.shape = std::move(s);
+  t.data.resize(shape_numel(t.shape));
+}
+
 RnnDirection::RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_masked_outputs)
-    : spec_(spec), go_backwards_(go_backwards), zero_masked_outputs_(zero_masked_outputs), gates_(gates(spec.kind)) {}
+    : spec_(spec), go_backwards_(go_backwards), zero_masked_outputs_(zero_masked_outputs),
+      gates_(cell_traits(spec.kind).gates), loops_(loops_of(spec.kind)) {}
 
 RnnWeights RnnDirection::weights(const LayerSpec& owner, LayerParams& p, size_t first, int64_t input) const {
   const int64_t h = spec_.units, gh = gates_ * h;
@@ -42,10 +54,7 @@ RnnWeights RnnDirection::weights(const LayerSpec& owner, LayerParams& p, size_t 
   w.kernel = &layer_param(owner, p, first, {input, gh});
   w.recurrent = &layer_param(owner, p, first + 1, {h, gh});
   w.bias = nullptr;
-  if (spec_.use_bias) {
-    const bool two_rows = spec_.kind == LayerKind::GRU && spec_.reset_after;
-    w.bias = &layer_param(owner, p, first + 2, two_rows ? Shape{2, gh} : Shape{gh});
-  }
+  if (const int rows = bias_rows(spec_); rows > 0) w.bias = &layer_param(owner, p, first + 2, rows == 2 ? Shape{2, gh} : Shape{gh});
   return w;
 }
 
@@ -88,7 +97,7 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   resize(tape.z, {T, B, GH});
   float beta = 0.0f;
   if (w.bias) {
-    const float* bx = w.bias->value.ptr();  // row 0 of a GRU reset_after bias
+    const float* bx = w.bias->value.ptr();  // row 0 of a two-row bias
     for (int64_t r = 0; r < T * B; ++r) std::memcpy(tape.z.ptr() + r * GH, bx, sizeof(float) * GH);
     beta = 1.0f;
   }
@@ -99,24 +108,9 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   if (tape.rec_drop.empty()) tape.hd = Tensor();
   else resize(tape.hd, {T, B, H});
 
-  const bool reset_after = spec_.kind == LayerKind::GRU && spec_.reset_after;
-  CellArgs a{spec_.activation, spec_.recurrent_activation, B, T, H, w.recurrent->value.ptr(), nullptr};
-  if (reset_after && w.bias) a.b_rec = w.bias->value.ptr() + GH;
-  switch (spec_.kind) {
-    case LayerKind::LSTM:
-      resize(tape.c, {T + 1, B, H});
-      std::fill(tape.c.data.begin(), tape.c.data.begin() + B * H, 0.0f);
-      resize(tape.aux, {T, B, H});
-      lstm_forward(a, tape);
-      break;
-    case LayerKind::GRU:
-      if (reset_after) resize(tape.aux, {T, B, H});
-      else resize(tape.rh, {T, B, H});
-      gru_forward(a, reset_after, tape);
-      break;
-    case LayerKind::SimpleRNN: simple_rnn_forward(a, tape); break;
-    default: throw RuntimeError("internal: RnnDirection over a non-recurrent layer");
-  }
+  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr};
+  if (bias_rows(spec_) == 2) a.b_rec = w.bias->value.ptr() + GH;
+  loops_->forward(a, tape);
 
   // The output: every step's state in processing order, or the state after the last step.
   if (!spec_.return_sequences) {
@@ -151,21 +145,14 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
     std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
   }
 
-  const bool reset_after = spec_.kind == LayerKind::GRU && spec_.reset_after;
-  CellArgs a{spec_.activation, spec_.recurrent_activation, B, T, H, w.recurrent->value.ptr(), nullptr};
+  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr};
   float* db_rec = nullptr;
-  if (reset_after && w.bias) {
+  if (bias_rows(spec_) == 2) {
     a.b_rec = w.bias->value.ptr() + GH;
     db_rec = w.bias->grad.ptr() + GH;
   }
   Tensor dz({T, B, GH});  // d loss / d(x@W + b_x)
-  float* dU = w.recurrent->grad.ptr();
-  switch (spec_.kind) {
-    case LayerKind::LSTM: lstm_backward(a, tape, dyp.ptr(), dz.ptr(), dU); break;
-    case LayerKind::GRU: gru_backward(a, reset_after, tape, dyp.ptr(), dz.ptr(), dU, db_rec); break;
-    case LayerKind::SimpleRNN: simple_rnn_backward(a, tape, dyp.ptr(), dz.ptr(), dU); break;
-    default: throw RuntimeError("internal: RnnDirection over a non-recurrent layer");
-  }
+  loops_->backward(a, tape, dyp.ptr(), dz.ptr(), w.recurrent->grad.ptr(), db_rec);
 
   // dW += xp^T dz over all steps; db_x += column sums of dz.
   gemm(true, false, I, GH, T * B, 1.0f, tape.xp.ptr(), I, dz.ptr(), GH, 1.0f, w.kernel->grad.ptr(), GH);

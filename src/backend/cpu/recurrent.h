@@ -13,7 +13,7 @@ namespace rnntrain::cpu {
 struct RnnWeights {
   Param* kernel;     // [I, G*H]
   Param* recurrent;  // [H, G*H]
-  Param* bias;       // [G*H], GRU reset_after: [2, 3H] (row 0 input bias, row 1 recurrent bias); null without bias
+  Param* bias;       // [G*H], or with two rows (GRU reset_after) [2, G*H]: row 0 input bias, row 1 recurrent bias; null without bias
 };
 
 // What one direction keeps for backward. s indexes processing order (t = T-1-s with go_backwards).
@@ -38,10 +38,14 @@ struct RnnTape {
 // What every cell loop reads.
 struct CellArgs {
   Activation act, ract;
+  bool reset_after;  // the cell's flag (GRU)
   int64_t B, T, H;
   const float* U;      // [H, G*H]
-  const float* b_rec;  // GRU reset_after: [3H] recurrent bias, else null
+  const float* b_rec;  // the second bias row (GRU reset_after): [3H] recurrent bias, else null
 };
+
+// Gives t the shape, keeping its buffer when possible; contents are unspecified.
+void resize(Tensor& t, Shape s);
 
 // Rows [b0, b1) of h_{t-1} as the recurrent GEMM of step s sees them ([b1 - b0, H], row stride H):
 // h[s], or h[s] times the recurrent dropout mask (written to tape.hd for backward).
@@ -57,17 +61,22 @@ void carry_dh(const RnnTape& tape, int64_t b, int64_t H, const float* dhr, float
 // step (measured: one 16-row GEMM takes 1.8x two 8-row ones backward, 1.1x forward).
 inline constexpr int64_t kSliceRows = 8;
 
-// Forward time loops: tape.z holds x@W + b_x on entry; fill h (and c, aux, hd, rh).
+// A cell's time loops, one pair per cell (lstm.cpp, gru.cpp, simple_rnn.cpp), listed in recurrent.cpp.
+// forward: tape.z holds x@W + b_x on entry and tape.h is [T+1, B, H] with h[0] = 0; sizes the cell's
+// own tape (c, aux, rh) and fills h. backward: dyp [T, B, H] is the gradient of the per-step outputs
+// (processing order); writes dz [T, B, G*H] = d loss / d(x@W + b_x), accumulates dU [H, G*H] and,
+// when not null, db_rec (the second bias row).
+struct CellLoops {
+  LayerKind kind;
+  void (*forward)(const CellArgs& a, RnnTape& tape);
+  void (*backward)(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec);
+};
 void lstm_forward(const CellArgs& a, RnnTape& tape);
-void gru_forward(const CellArgs& a, bool reset_after, RnnTape& tape);
+void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec);
+void gru_forward(const CellArgs& a, RnnTape& tape);
+void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec);
 void simple_rnn_forward(const CellArgs& a, RnnTape& tape);
-
-// Backward time loops. dyp: [T, B, H] gradient of the per-step outputs (processing order).
-// Write dz: [T, B, G*H] = d loss / d(x@W + b_x); accumulate dU: [H, G*H] (and db_rec for GRU reset_after).
-void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU);
-void gru_backward(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dU,
-                  float* db_rec);
-void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU);
+void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec);
 
 class RnnDirection {
  public:
@@ -88,6 +97,7 @@ class RnnDirection {
   bool go_backwards_;
   bool zero_masked_outputs_;
   int gates_;
+  const CellLoops* loops_;
 };
 
 }  // namespace rnntrain::cpu

@@ -63,7 +63,7 @@ void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
 }
 
-void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU) {
+void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float*) {
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, H]), one GEMM on every BLAS thread.
   gemm(true, false, a.H, a.H, a.T * a.B, 1.0f, tape.h_in(), a.H, dz, a.H, 1.0f, dU, a.H);

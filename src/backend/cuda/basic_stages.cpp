@@ -190,10 +190,10 @@ class DenseStage final : public DeviceStage {
     gemm(gpu_, false, false, N, K, I_, 1.0f, x.ptr, I_, store_.w() + w_off_, K, 0.0f, y_.ptr, K);
     const float* bias = d_.use_bias ? store_.w() + b_off_ : nullptr;
     if (d_.activation == Activation::Softmax) {
-      k::bias_act(y_.ptr, bias, N, K, static_cast<int>(Activation::Linear), gpu_.stream());
+      k::bias_act(y_.ptr, bias, N, K, Activation::Linear, gpu_.stream());
       k::softmax_rows(y_.ptr, N, K, gpu_.stream());
     } else {
-      k::bias_act(y_.ptr, bias, N, K, static_cast<int>(d_.activation), gpu_.stream());
+      k::bias_act(y_.ptr, bias, N, K, d_.activation, gpu_.stream());
     }
     return y_;
   }
@@ -208,7 +208,7 @@ class DenseStage final : public DeviceStage {
     } else if (d_.activation != Activation::Linear) {
       float* d = dpre_.ensure(N * K);
       CUDA_CHECK(cudaMemcpyAsync(d, dy.ptr, sizeof(float) * N * K, cudaMemcpyDeviceToDevice, gpu_.stream()));
-      k::act_grad(d, y_.ptr, N * K, static_cast<int>(d_.activation), gpu_.stream());
+      k::act_grad(d, y_.ptr, N * K, d_.activation, gpu_.stream());
       dpre = d;
     }
     gemm(gpu_, true, false, I_, K, N, 1.0f, x_.ptr, I_, dpre, K, 1.0f, store_.g() + w_off_, K);

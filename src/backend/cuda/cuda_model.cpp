@@ -11,14 +11,6 @@
 
 namespace rnntrain::cuda {
 
-static_assert(static_cast<int>(Activation::Linear) == 0 && static_cast<int>(Activation::Tanh) == 1 &&
-                  static_cast<int>(Activation::Sigmoid) == 2 && static_cast<int>(Activation::HardSigmoid) == 3 &&
-                  static_cast<int>(Activation::HardSigmoidKeras2) == 4 && static_cast<int>(Activation::Relu) == 5,
-              "kernels_common.cuh ActCode mirrors Activation");
-static_assert(static_cast<int>(MergeMode::Concat) == 0 && static_cast<int>(MergeMode::Sum) == 1 &&
-                  static_cast<int>(MergeMode::Mul) == 2 && static_cast<int>(MergeMode::Ave) == 3,
-              "kernels_layers.cu merge codes mirror MergeMode");
-
 namespace {
 
 const LayerSpec* rnn_cell(const LayerSpec& l) {

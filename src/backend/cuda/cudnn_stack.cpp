@@ -206,7 +206,7 @@ void CudnnStackStage::set_rnn(RnnDesc& d, cudnnRNNAlgo_t algo, cudnnRNNMode_t mo
 
 // Where cuDNN puts each matrix and bias of each pseudo-layer, in elements from `base`.
 std::vector<std::vector<CudnnSlot>> CudnnStackStage::slots(cudnnRNNDescriptor_t d, const void* base) {
-  const int ids = 2 * cell_gates(cell_.kind);
+  const int ids = 2 * cell_traits(cell_.kind).gates;
   std::vector<std::vector<CudnnSlot>> out(L_ * D_, std::vector<CudnnSlot>(ids));
   TensorDesc m_desc, b_desc;
   const char* b0 = static_cast<const char*>(base);
@@ -405,7 +405,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
     cat_ = y;
     if (!bidir_ || merge_ == MergeMode::Concat) return DevTensor{const_cast<float*>(cat_), {B, T, DH}};
     float* out = out_.ensure(B * T * H_);
-    k::merge_dirs(static_cast<int>(merge_), B * T, H_, cat_, DH, cat_ + H_, DH, out, st);
+    k::merge_dirs(merge_, B * T, H_, cat_, DH, cat_ + H_, DH, out, st);
     return DevTensor{out, {B, T, H_}};
   }
   mask.clear();  // return_sequences: false ends the mask
@@ -420,7 +420,7 @@ DevTensor CudnnStackStage::forward(const DevTensor& x, MaskState& mask, const Ru
   const float* a = hy + (L_ - 1) * D_ * B * H_;
   const int64_t width = (bidir_ && merge_ == MergeMode::Concat) ? 2 * H_ : H_;
   float* out = out_.ensure(B * width);
-  if (bidir_) k::merge_dirs(static_cast<int>(merge_), B, H_, a, H_, a + B * H_, H_, out, st);
+  if (bidir_) k::merge_dirs(merge_, B, H_, a, H_, a + B * H_, H_, out, st);
   else CUDA_CHECK(cudaMemcpyAsync(out, a, sizeof(float) * B * H_, cudaMemcpyDeviceToDevice, st));
   if (empty_) k::zero_empty_rows(out, B, width, lens_dev_.get(), st);
   return DevTensor{out, {B, width}};
@@ -440,7 +440,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     const float* src = dy.ptr;
     if (bidir_ && merge_ != MergeMode::Concat) {
       float* u = dy2_.ensure(B * T * DH);
-      k::unmerge_dirs(static_cast<int>(merge_), B * T, H_, dy.ptr, cat_, DH, cat_ + H_, DH, u, DH, u + H_, DH, st);
+      k::unmerge_dirs(merge_, B * T, H_, dy.ptr, cat_, DH, cat_ + H_, DH, u, DH, u + H_, DH, st);
       src = u;
     }
     if (padded_) {
@@ -457,7 +457,7 @@ DevTensor CudnnStackStage::backward(const DevTensor& dy, bool need_dx) {
     float* a = dhy + (L_ - 1) * D_ * B * H_;
     const float* ha = hy_.get() + (L_ - 1) * D_ * B * H_;
     if (bidir_) {
-      k::unmerge_dirs(static_cast<int>(merge_), B, H_, dy.ptr, ha, H_, ha + B * H_, H_, a, H_, a + B * H_, H_, st);
+      k::unmerge_dirs(merge_, B, H_, dy.ptr, ha, H_, ha + B * H_, H_, a, H_, a + B * H_, H_, st);
       if (empty_) k::zero_empty_rows(a + B * H_, B, H_, lens_dev_.get(), st);
     } else {
       CUDA_CHECK(cudaMemcpyAsync(a, dy.ptr, sizeof(float) * B * H_, cudaMemcpyDeviceToDevice, st));

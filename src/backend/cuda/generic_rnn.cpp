@@ -20,12 +20,12 @@ class GenericDirection {
   GenericDirection(Gpu& gpu, ParamStore& store, const LayerSpec& cell, bool go_backwards, bool zero_masked,
                    int64_t input)
       : gpu_(gpu), store_(store), spec_(cell), backwards_(go_backwards), zero_masked_(zero_masked), I_(input),
-        H_(cell.units), G_(gates(cell.kind)) {}
+        H_(cell.units), G_(cell_traits(cell.kind).gates) {}
 
   void reserve(ParamStore& s) {
     k_off_ = s.reserve(I_ * G_ * H_);
     r_off_ = s.reserve(H_ * G_ * H_);
-    if (spec_.use_bias) b_off_ = s.reserve(reset_after() ? 2 * G_ * H_ : G_ * H_);
+    if (const int rows = bias_rows(spec_); rows > 0) b_off_ = s.reserve(rows * G_ * H_);
   }
   // Keras weights in order: kernel, recurrent_kernel, bias. Returns the next free index.
   size_t place(ParamStore& s, size_t first) {
@@ -88,7 +88,7 @@ DevTensor GenericDirection::forward(const DevTensor& x, const uint8_t* mask, con
   float* h = h_.ensure((T + 1) * BH);
   CUDA_CHECK(cudaMemsetAsync(h, 0, sizeof(float) * BH, st));
   float* c = nullptr;
-  if (spec_.kind == LayerKind::LSTM) {
+  if (cell_traits(spec_.kind).cell_state) {
     c = c_.ensure((T + 1) * BH);
     CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * BH, st));
   }
@@ -106,7 +106,7 @@ DevTensor GenericDirection::forward(const DevTensor& x, const uint8_t* mask, con
       hin = hd + s * BH;
     }
     float* zs = z + s * B * GH;
-    const k::CellStep cs{B, H, static_cast<int>(spec_.activation), static_cast<int>(spec_.recurrent_activation),
+    const k::CellStep cs{B, H, spec_.activation, spec_.recurrent_activation,
                          step + s * B};
     switch (spec_.kind) {
       case LayerKind::LSTM:
@@ -147,7 +147,7 @@ void GenericDirection::backward(const DevTensor& dy, float* dx, bool accumulate)
   float* dhr = dhr_.ensure(BH);
   CUDA_CHECK(cudaMemsetAsync(dh, 0, sizeof(float) * BH, st));
   float* dc = nullptr;
-  if (spec_.kind == LayerKind::LSTM) {
+  if (cell_traits(spec_.kind).cell_state) {
     dc = dc_.ensure(BH);
     CUDA_CHECK(cudaMemsetAsync(dc, 0, sizeof(float) * BH, st));
   }
@@ -158,7 +158,7 @@ void GenericDirection::backward(const DevTensor& dy, float* dx, bool accumulate)
   float* dU = store_.g() + r_off_;
 
   for (int64_t s = T - 1; s >= 0; --s) {
-    const k::CellStep cs{B, H, static_cast<int>(spec_.activation), static_cast<int>(spec_.recurrent_activation),
+    const k::CellStep cs{B, H, spec_.activation, spec_.recurrent_activation,
                          step + s * B};
     const float* zs = z_.get() + s * B * GH;
     float* dzs = dz + s * B * GH;
@@ -258,7 +258,7 @@ class GenericRnnStage final : public DeviceStage {
     Shape shape = yf.shape;
     if (concat) shape.back() = 2 * H;
     DevTensor y{out_.ensure(rows * (concat ? 2 * H : H)), shape};
-    k::merge_dirs(static_cast<int>(spec_.merge_mode), rows, H, yf.ptr, H, yb.ptr, H, y.ptr, gpu_.stream());
+    k::merge_dirs(spec_.merge_mode, rows, H, yf.ptr, H, yb.ptr, H, y.ptr, gpu_.stream());
     return y;
   }
 
@@ -272,7 +272,7 @@ class GenericRnnStage final : public DeviceStage {
     const int64_t H = cell_.units, rows = yf_.numel() / H;
     float* df = dyf_.ensure(rows * H);
     float* db = dyb_.ensure(rows * H);
-    k::unmerge_dirs(static_cast<int>(spec_.merge_mode), rows, H, dy.ptr, yf_.ptr, H, yb_.ptr, H, df, H, db, H,
+    k::unmerge_dirs(spec_.merge_mode, rows, H, dy.ptr, yf_.ptr, H, yb_.ptr, H, df, H, db, H,
                     gpu_.stream());
     if (cell_.return_sequences) {
       k::flip_time(db, dybp_.ensure(rows * H), B, T, H, gpu_.stream());

@@ -1,12 +1,12 @@
 // Launchers of the CUDA backend's own kernels (the .cu files hold kernels, then launchers). Every
 // launcher takes the stream, checks the launch, and mirrors a CPU-backend function; shapes are
-// row-major, batch-major unless noted. Activation codes are the values of rnntrain::Activation, merge
-// codes those of MergeMode (checked in cuda_model.cpp). Not cuBLAS or cuDNN calls: blas.h, cudnn_stack.h.
+// row-major, batch-major unless noted. Not cuBLAS or cuDNN calls: blas.h, cudnn_stack.h.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "spec/activations.h"
 #include "spec/losses.h"
 #include "spec/optimizers.h"
 
@@ -14,8 +14,8 @@ namespace rnntrain::cuda::k {
 
 // ---- layers (kernels_layers.cu) ----
 void fill_rows(float* out, const float* vec, int64_t rows, int64_t cols, cudaStream_t s);  // out[r, :] = vec
-void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, int act, cudaStream_t s);  // y = act(y + bias)
-void act_grad(float* d, const float* y, int64_t n, int act, cudaStream_t s);  // d *= act'(pre), y = act(pre)
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s);  // y = act(y + bias)
+void act_grad(float* d, const float* y, int64_t n, Activation act, cudaStream_t s);  // d *= act'(pre), y = act(pre)
 void softmax_rows(float* x, int64_t rows, int64_t cols, cudaStream_t s);
 void softmax_rows_grad(const float* y, const float* dy, float* dpre, int64_t rows, int64_t cols, cudaStream_t s);
 // ids: [n] token ids as floats; emb: [V, E]; y: [n, E]. Backward adds dy rows into demb (atomics).
@@ -34,10 +34,10 @@ void add_inplace(float* a, const float* b, int64_t n, cudaStream_t s);
 // x, out: [B, T, F]; m: [B, F] (one mask per sequence).
 void mul_per_sequence(const float* x, const float* m, float* out, int64_t B, int64_t T, int64_t F, cudaStream_t s);
 // a, b: [rows, H] with row strides lda, ldb; out: [rows, 2H] (concat) or [rows, H] (sum, mul, ave).
-void merge_dirs(int mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b, int64_t ldb, float* out,
+void merge_dirs(MergeMode mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b, int64_t ldb, float* out,
                 cudaStream_t s);
 // The gradients of merge_dirs: dy like its out; a, b the merged inputs (read for mul only).
-void unmerge_dirs(int mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda, const float* b,
+void unmerge_dirs(MergeMode mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda, const float* b,
                   int64_t ldb, float* da, int64_t ldda, float* db, int64_t lddb, cudaStream_t s);
 void flip_time(const float* in, float* out, int64_t B, int64_t T, int64_t F, cudaStream_t s);  // [B, T, F]
 // y: [B, T, F]; lens: [B]. Steps t >= lens[b] become y[b, lens[b]-1] (carry_last) or 0.
@@ -77,7 +77,7 @@ void rnn_output_grads(const float* dy, const uint8_t* step, float* dyp, int64_t 
                       bool sequences, bool zero_masked, cudaStream_t s);
 struct CellStep {
   int64_t B = 0, H = 0;
-  int act = 0, ract = 0;
+  Activation act = Activation::Tanh, ract = Activation::Sigmoid;
   const uint8_t* step = nullptr;  // [B] this step's used flags
 };
 // z: [B, 4H] x@W + b + h@U on entry, the activated gates on exit; aux: act(c) [B, H].

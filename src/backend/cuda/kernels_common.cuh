@@ -7,10 +7,9 @@
 
 #include <cstdint>
 
-namespace rnntrain::cuda::k {
+#include "spec/activations.h"
 
-// Values of rnntrain::Activation (static_assert in cuda_model.cpp).
-enum ActCode : int { kLinear = 0, kTanh = 1, kSigmoid = 2, kHardSigmoid = 3, kHardSigmoidKeras2 = 4, kRelu = 5 };
+namespace rnntrain::cuda::k {
 
 constexpr int kThreads = 256;
 
@@ -43,25 +42,25 @@ __device__ inline bool bit_set(const uint32_t* bits, int64_t i) { return (bits[i
 // fminf/fmaxf drop NaN operands; these keep NaN, as the CPU backend does, so bad weights surface.
 __device__ inline float clamp01_nan(float v) { return v != v ? v : fminf(1.0f, fmaxf(0.0f, v)); }
 
-__device__ inline float act_f(int act, float x) {
+__device__ inline float act_f(Activation act, float x) {
   switch (act) {
-    case kTanh: return tanhf(x);
-    case kSigmoid: return 1.0f / (1.0f + expf(-x));
-    case kHardSigmoid: return clamp01_nan(x * (1.0f / 6.0f) + 0.5f);
-    case kHardSigmoidKeras2: return clamp01_nan(0.2f * x + 0.5f);
-    case kRelu: return x != x ? x : fmaxf(0.0f, x);
+    case Activation::Tanh: return tanhf(x);
+    case Activation::Sigmoid: return 1.0f / (1.0f + expf(-x));
+    case Activation::HardSigmoid: return clamp01_nan(x * (1.0f / 6.0f) + 0.5f);
+    case Activation::HardSigmoidKeras2: return clamp01_nan(0.2f * x + 0.5f);
+    case Activation::Relu: return x != x ? x : fmaxf(0.0f, x);
     default: return x;
   }
 }
 
 // d * act'(pre), from y = act(pre).
-__device__ inline float act_grad_f(int act, float y, float d) {
+__device__ inline float act_grad_f(Activation act, float y, float d) {
   switch (act) {
-    case kTanh: return d * (1.0f - y * y);
-    case kSigmoid: return d * (y * (1.0f - y));
-    case kHardSigmoid: return (y > 0.0f && y < 1.0f) ? d * (1.0f / 6.0f) : 0.0f;
-    case kHardSigmoidKeras2: return (y > 0.0f && y < 1.0f) ? d * 0.2f : 0.0f;
-    case kRelu: return y > 0.0f ? d : 0.0f;
+    case Activation::Tanh: return d * (1.0f - y * y);
+    case Activation::Sigmoid: return d * (y * (1.0f - y));
+    case Activation::HardSigmoid: return (y > 0.0f && y < 1.0f) ? d * (1.0f / 6.0f) : 0.0f;
+    case Activation::HardSigmoidKeras2: return (y > 0.0f && y < 1.0f) ? d * 0.2f : 0.0f;
+    case Activation::Relu: return y > 0.0f ? d : 0.0f;
     default: return d;
   }
 }

@@ -16,7 +16,7 @@ __global__ void fill_rows_k(float* out, const float* vec, int64_t rows, int64_t 
   GRID_LOOP(i, rows * cols) out[i] = vec[i % cols];
 }
 
-__global__ void bias_act_k(float* y, const float* bias, int64_t rows, int64_t cols, int act) {
+__global__ void bias_act_k(float* y, const float* bias, int64_t rows, int64_t cols, Activation act) {
   GRID_LOOP(i, rows * cols) {
     float v = y[i];
     if (bias) v += bias[i % cols];
@@ -24,7 +24,7 @@ __global__ void bias_act_k(float* y, const float* bias, int64_t rows, int64_t co
   }
 }
 
-__global__ void act_grad_k(float* d, const float* y, int64_t n, int act) {
+__global__ void act_grad_k(float* d, const float* y, int64_t n, Activation act) {
   GRID_LOOP(i, n) d[i] = act_grad_f(act, y[i], d[i]);
 }
 
@@ -110,34 +110,33 @@ __global__ void mul_per_sequence_k(const float* x, const float* m, float* out, i
   }
 }
 
-// mode: 0 concat, 1 sum, 2 mul, 3 ave (MergeMode).
-__global__ void merge_dirs_k(int mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b,
+__global__ void merge_dirs_k(MergeMode mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b,
                              int64_t ldb, float* out) {
   GRID_LOOP(i, rows * H) {
     const int64_t r = i / H, j = i % H;
     const float x = a[r * lda + j], y = b[r * ldb + j];
     switch (mode) {
-      case 0:
+      case MergeMode::Concat:
         out[r * 2 * H + j] = x;
         out[r * 2 * H + H + j] = y;
         break;
-      case 1: out[i] = x + y; break;
-      case 2: out[i] = x * y; break;
-      default: out[i] = (x + y) * 0.5f;
+      case MergeMode::Sum: out[i] = x + y; break;
+      case MergeMode::Mul: out[i] = x * y; break;
+      case MergeMode::Ave: out[i] = (x + y) * 0.5f; break;
     }
   }
 }
 
-__global__ void unmerge_dirs_k(int mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda,
+__global__ void unmerge_dirs_k(MergeMode mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda,
                                const float* b, int64_t ldb, float* da, int64_t ldda, float* db, int64_t lddb) {
   GRID_LOOP(i, rows * H) {
     const int64_t r = i / H, j = i % H;
     float ga, gb;
     switch (mode) {
-      case 0: ga = dy[r * 2 * H + j], gb = dy[r * 2 * H + H + j]; break;
-      case 1: ga = gb = dy[i]; break;
-      case 2: ga = dy[i] * b[r * ldb + j], gb = dy[i] * a[r * lda + j]; break;
-      default: ga = gb = 0.5f * dy[i];
+      case MergeMode::Concat: ga = dy[r * 2 * H + j], gb = dy[r * 2 * H + H + j]; break;
+      case MergeMode::Sum: ga = gb = dy[i]; break;
+      case MergeMode::Mul: ga = dy[i] * b[r * ldb + j], gb = dy[i] * a[r * lda + j]; break;
+      default: ga = gb = 0.5f * dy[i];  // Ave
     }
     da[r * ldda + j] = ga;
     db[r * lddb + j] = gb;
@@ -230,14 +229,14 @@ void fill_rows(float* out, const float* vec, int64_t rows, int64_t cols, cudaStr
   LAUNCH_CHECK("fill_rows");
 }
 
-void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, int act, cudaStream_t s) {
-  if (rows * cols == 0 || (!bias && act == kLinear)) return;
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s) {
+  if (rows * cols == 0 || (!bias && act == Activation::Linear)) return;
   bias_act_k<<<blocks_for(rows * cols), kThreads, 0, s>>>(y, bias, rows, cols, act);
   LAUNCH_CHECK("bias_act");
 }
 
-void act_grad(float* d, const float* y, int64_t n, int act, cudaStream_t s) {
-  if (n == 0 || act == kLinear) return;
+void act_grad(float* d, const float* y, int64_t n, Activation act, cudaStream_t s) {
+  if (n == 0 || act == Activation::Linear) return;
   act_grad_k<<<blocks_for(n), kThreads, 0, s>>>(d, y, n, act);
   LAUNCH_CHECK("act_grad");
 }
@@ -304,14 +303,14 @@ void mul_per_sequence(const float* x, const float* m, float* out, int64_t B, int
   LAUNCH_CHECK("mul_per_sequence");
 }
 
-void merge_dirs(int mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b, int64_t ldb, float* out,
+void merge_dirs(MergeMode mode, int64_t rows, int64_t H, const float* a, int64_t lda, const float* b, int64_t ldb, float* out,
                 cudaStream_t s) {
   if (rows * H == 0) return;
   merge_dirs_k<<<blocks_for(rows * H), kThreads, 0, s>>>(mode, rows, H, a, lda, b, ldb, out);
   LAUNCH_CHECK("merge_dirs");
 }
 
-void unmerge_dirs(int mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda, const float* b,
+void unmerge_dirs(MergeMode mode, int64_t rows, int64_t H, const float* dy, const float* a, int64_t lda, const float* b,
                   int64_t ldb, float* da, int64_t ldda, float* db, int64_t lddb, cudaStream_t s) {
   if (rows * H == 0) return;
   unmerge_dirs_k<<<blocks_for(rows * H), kThreads, 0, s>>>(mode, rows, H, dy, a, lda, b, ldb, da, ldda, db, lddb);

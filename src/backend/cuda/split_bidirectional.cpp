@@ -52,7 +52,7 @@ class SplitBidirectionalStage final : public DeviceStage {
       float* yb = yb_.ensure(B * T * H);
       k::reverse_in_lengths(yr_, yb, B, T, H, lens, true, false, st);
       float* out = out_.ensure(B * T * W);
-      k::merge_dirs(static_cast<int>(merge_), B * T, H, yf_, H, yb, H, out, st);
+      k::merge_dirs(merge_, B * T, H, yf_, H, yb, H, out, st);
       // Keras' Bidirectional outputs 0 at padded steps; the forward stage repeats its last state there.
       k::zero_padded(out, B, T, W, lens, st);
       return DevTensor{out, {B, T, W}};  // the mask goes on
@@ -61,7 +61,7 @@ class SplitBidirectionalStage final : public DeviceStage {
     k::last_step_gather(yf_, B, T, H, lens, last, st);
     k::last_step_gather(yr_, B, T, H, lens, last + B * H, st);
     float* out = out_.ensure(B * W);
-    k::merge_dirs(static_cast<int>(merge_), B, H, last, H, last + B * H, H, out, st);
+    k::merge_dirs(merge_, B, H, last, H, last + B * H, H, out, st);
     mask.clear();
     return DevTensor{out, {B, W}};
   }
@@ -74,13 +74,13 @@ class SplitBidirectionalStage final : public DeviceStage {
     float* dyr = dyr_.ensure(B * T * H);
     float* tmp = dtmp_.ensure(std::max(B * T, 2 * B) * H);
     if (sequences_) {
-      k::unmerge_dirs(static_cast<int>(merge_), B * T, H, dy.ptr, yf_, H, yb_.get(), H, dyf, H, tmp, H, st);
+      k::unmerge_dirs(merge_, B * T, H, dy.ptr, yf_, H, yb_.get(), H, dyf, H, tmp, H, st);
       // The output is a constant 0 at padded steps: no gradient reaches either direction there.
       k::zero_padded(dyf, B, T, H, lens, st);
       k::reverse_in_lengths(tmp, dyr, B, T, H, lens, true, false, st);
     } else {
       const float* last = last_.get();
-      k::unmerge_dirs(static_cast<int>(merge_), B, H, dy.ptr, last, H, last + B * H, H, tmp, H, tmp + B * H, H, st);
+      k::unmerge_dirs(merge_, B, H, dy.ptr, last, H, last + B * H, H, tmp, H, tmp + B * H, H, st);
       k::last_step_scatter(tmp, B, T, H, lens, dyf, st);
       k::last_step_scatter(tmp + B * H, B, T, H, lens, dyr, st);
     }

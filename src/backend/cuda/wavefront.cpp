@@ -19,12 +19,10 @@ std::atomic<int64_t> passes{0};
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
 
-int gates_of(LayerKind cell) { return cell == LayerKind::GRU ? 3 : 4; }
-
 // How one launch of `layers` layers over batch slices of Bs sequences divides the GPU: S = 0 when
 // its weights and buffers do not fit in one block's shared memory. Mirrors Smem in the kernels.
 wf::Split split(const WavefrontShape& s, int64_t layers, int64_t Bs, bool fwd) {
-  const int64_t rows = layers * s.dirs, H = s.hidden, G = gates_of(s.cell);
+  const int64_t rows = layers * s.dirs, H = s.hidden, G = cell_traits(s.cell).gates;
   const int64_t Hp = round_up(H, 16), GHp = round_up(G * H, 16);
   if (rows > wf::kMaxRows) return {};
   int64_t S = wf::sm_count() / rows;
@@ -77,8 +75,8 @@ GroupPlan plan_group(const WavefrontShape& s, int64_t first, int64_t B) {
 int64_t wavefront_passes() { return passes.load(); }
 
 std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precision, int64_t batch) {
-  if (s.cell != LayerKind::LSTM && s.cell != LayerKind::GRU)
-    return fmt::format("the wavefront kernels have LSTM and GRU cells, not {}", layer_kind_name(s.cell));
+  if (!cell_traits(s.cell).wavefront)
+    return fmt::format("the wavefront kernels do not have {} cells", layer_kind_name(s.cell));
   if (precision != Precision::Fp16 && precision != Precision::Bf16)
     return fmt::format("the wavefront kernels compute in fp16 or bf16, not {} (set plan.precision)",
                        precision_name(precision));
@@ -94,7 +92,7 @@ std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precisi
 }
 
 WavefrontRnn::WavefrontRnn(Gpu& gpu, const WavefrontShape& shape) : gpu_(gpu), s_(shape) {
-  G_ = gates_of(s_.cell);
+  G_ = cell_traits(s_.cell).gates;
   const int64_t H = s_.hidden;
   Hp_ = round_up(H, 16), GH_ = G_ * H, GHp_ = round_up(GH_, 16);
   int64_t at = 0;
@@ -109,7 +107,7 @@ WavefrontRnn::WavefrontRnn(Gpu& gpu, const WavefrontShape& shape) : gpu_(gpu), s
       Offsets o;
       o.kernel = take(in * GH_);
       o.recurrent = take(H * GH_);
-      o.bias = take(s_.cell == LayerKind::GRU ? 2 * GH_ : GH_);
+      o.bias = take(cell_traits(s_.cell).two_biases ? 2 * GH_ : GH_);  // a GRU here has reset_after
       off_.push_back(o);
     }
   }

@@ -12,7 +12,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gpu.h"
 #include "backend/cuda/wavefront_kernels.h"
-#include "spec/config.h"
+#include "spec/cells.h"
 
 namespace rnntrain::cuda {
 

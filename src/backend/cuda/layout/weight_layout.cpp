@@ -5,19 +5,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "spec/shapes.h"
+#include "spec/cells.h"
 
 namespace rnntrain::cuda {
-
-int cell_gates(LayerKind cell) {
-  if (const int g = gates(cell); g > 0) return g;
-  throw RuntimeError("internal: cuDNN weight layout of a non-recurrent layer");
-}
-
-int cudnn_gate(LayerKind cell, int keras_gate) {
-  if (cell == LayerKind::GRU && keras_gate < 2) return 1 - keras_gate;  // Keras z,r,h -> cuDNN r,z,h
-  return keras_gate;                                                    // LSTM i,f,c,o in both
-}
 
 namespace {
 
@@ -38,17 +28,18 @@ const CudnnSlot& slot_of(const CudnnLayout& L, int64_t pl, int id, int64_t rows,
 }  // namespace
 
 KerasPlacement place_keras(const CudnnLayout& L, int64_t layer, int64_t dir) {
-  const int G = cell_gates(L.cell);
+  const CellTraits& cell = cell_traits(L.cell);
+  const int G = cell.gates;
   const int64_t H = L.hidden, GH = G * H;
   const int64_t in = layer == 0 ? L.input : L.dirs * H;
   const int64_t pl = layer * L.dirs + dir;
   KerasPlacement p;
   p.kernel.resize(in * GH);
   p.recurrent.resize(H * GH);
-  const bool gru = L.cell == LayerKind::GRU;
-  p.bias.resize(gru ? 2 * GH : GH);
+  const bool two_biases = cell.two_biases != nullptr;  // the cuDNN stack runs the flag at its fused value
+  p.bias.resize(two_biases ? 2 * GH : GH);
   for (int g = 0; g < G; ++g) {
-    const int cg = cudnn_gate(L.cell, g);
+    const int cg = cell.cudnn_gate[g];
     const CudnnSlot& w = slot_of(L, pl, cg, H, in, true);
     const CudnnSlot& r = slot_of(L, pl, G + cg, H, H, true);
     // Keras kernel[c][g*H + row] is cuDNN W_g[row][c]: the per-gate transpose.
@@ -57,8 +48,8 @@ KerasPlacement place_keras(const CudnnLayout& L, int64_t layer, int64_t dir) {
     for (int64_t c = 0; c < H; ++c)
       for (int64_t row = 0; row < H; ++row) p.recurrent[c * GH + g * H + row] = r.m_off + row * H + c;
     for (int64_t row = 0; row < H; ++row) {
-      p.bias[g * H + row] = w.b_off + row;                // input bias (the only one for LSTM, SimpleRNN)
-      if (gru) p.bias[GH + g * H + row] = r.b_off + row;  // GRU: Keras bias row 1 is the recurrent bias
+      p.bias[g * H + row] = w.b_off + row;                       // input bias (the only one for LSTM, SimpleRNN)
+      if (two_biases) p.bias[GH + g * H + row] = r.b_off + row;  // GRU: Keras bias row 1 is the recurrent bias
     }
   }
   return p;
@@ -77,7 +68,7 @@ void mark_trained(const CudnnLayout& L, std::vector<uint8_t>& trained) {
 CudnnLayout packed_layout(LayerKind cell, int64_t layers, int64_t dirs, int64_t input, int64_t hidden, int64_t gap) {
   CudnnLayout L;
   L.cell = cell, L.layers = layers, L.dirs = dirs, L.input = input, L.hidden = hidden;
-  const int G = cell_gates(cell);
+  const int G = cell_traits(cell).gates;
   int64_t off = 0;
   L.slots.assign(layers * dirs, std::vector<CudnnSlot>(2 * G));
   for (int64_t l = 0; l < layers; ++l)

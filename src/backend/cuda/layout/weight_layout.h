@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "spec/config.h"
+#include "spec/cells.h"
 
 namespace rnntrain::cuda {
 
@@ -26,12 +26,6 @@ struct CudnnLayout {
   int64_t size = 0;  // floats in the weight space
   std::vector<std::vector<CudnnSlot>> slots;
 };
-
-// Gates per cell (spec's gates(): LSTM 4, GRU 3, SimpleRNN 1), refusing other layers; cuDNN has
-// 2 * gates linear layers (input, recurrent).
-int cell_gates(LayerKind cell);
-// The cuDNN gate index (0-based, input side) of Keras gate g.
-int cudnn_gate(LayerKind cell, int keras_gate);
 
 // Where the elements of one Keras layer direction live, each vector in Keras element order.
 struct KerasPlacement {
