@@ -121,6 +121,7 @@ TEST(Resume, ADifferentModelIsRefusedAndTheRunIsLeftIntact) {
   CmdResult r = run_rnntrain("train -q --resume " + run + " " + cfg + " model.layers.3.units=7", tmp);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("model differs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("units is 7, was"), std::string::npos) << r.err;
   r = run_rnntrain("train -q --resume " + run + " train.optimizer.type=sgd", tmp);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("optimizer"), std::string::npos) << r.err;

@@ -276,13 +276,13 @@ struct Reader {
       }
       if (l.kind == LayerKind::Bidirectional) {
         const std::string mode = str(c, "merge_mode", c.contains("merge_mode") ? "" : "concat");
-        const char* modes[] = {"concat", "sum", "mul", "ave"};
-        auto m = std::find(std::begin(modes), std::end(modes), mode);
+        constexpr MergeMode modes[] = {MergeMode::Concat, MergeMode::Sum, MergeMode::Mul, MergeMode::Ave};
+        auto m = std::find_if(std::begin(modes), std::end(modes), [&](MergeMode x) { return mode == merge_mode_name(x); });
         if (m == std::end(modes))
           refused.push_back(fmt::format("{}: merge_mode '{}' is not supported (concat, sum, mul, ave)", who,
                                         mode.empty() ? "None" : mode));
         else
-          l.merge_mode = static_cast<MergeMode>(m - std::begin(modes));
+          l.merge_mode = *m;
         auto back = c.find("backward_layer");
         if (back != c.end() && back->is_object() && l.inner &&
             (str(*back, "class_name") != str(*inner, "class_name") ||

@@ -164,10 +164,7 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
     case LayerKind::Bidirectional:
     case LayerKind::TimeDistributed: {
       Json c = base_config(l.name);
-      if (l.kind == LayerKind::Bidirectional) {
-        const char* modes[] = {"concat", "sum", "mul", "ave"};
-        c["merge_mode"] = modes[static_cast<int>(l.merge_mode)];
-      }
+      if (l.kind == LayerKind::Bidirectional) c["merge_mode"] = merge_mode_name(l.merge_mode);
       // Keras 3 resolves a wrapped layer only through its "module" key, in either dialect.
       c["layer"] = layer_json(*l.inner, style, true);
       if (l.kind == LayerKind::Bidirectional) {

@@ -29,6 +29,7 @@ const char* layer_snake_name(LayerKind k);  // its snake_case: "lstm", "simple_r
 bool is_recurrent(LayerKind k);            // LSTM, GRU, SimpleRNN (not Bidirectional)
 
 const char* activation_name(Activation a);  // "linear", "tanh", ..., "hard_sigmoid_keras2"
+const char* merge_mode_name(MergeMode m);   // "concat", "sum", "mul", "ave" (configs and Keras alike)
 
 enum class InitKind { Zeros, Ones, Constant, GlorotUniform, GlorotNormal, Orthogonal, RandomUniform, RandomNormal, HeUniform, HeNormal, LecunUniform };
 struct Initializer {

@@ -18,6 +18,7 @@ const char* layer_kind_name(LayerKind k) { return spec::enum_name(spec::layer_ki
 const char* precision_name(Precision p) { return spec::enum_name(spec::precisions(), p); }
 const char* rnn_algo_name(RnnAlgo a) { return spec::enum_name(spec::rnn_algos(), a); }
 const char* fuse_mode_name(FuseMode f) { return spec::enum_name(spec::fuse_modes(), f); }
+const char* merge_mode_name(MergeMode m) { return spec::enum_name(spec::merge_modes(), m); }
 
 const char* layer_snake_name(LayerKind k) {
   if (const CellTraits* c = find_cell(k)) return c->snake;

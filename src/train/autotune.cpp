@@ -19,6 +19,7 @@
 #include "dist/comm.h"
 #include "io/checkpoint.h"
 #include "plan/plan.h"
+#include "spec/compare.h"
 #include "spec/parse.h"
 #include "spec/shapes.h"
 #include "backend/engine.h"
@@ -199,19 +200,11 @@ std::string cache_path(const Config& cfg) {
   return "";
 }
 
-// What the choice depends on: the GPU and its software, the model, the optimizer and loss (their
-// kernels are part of the step), the batch shape, and what the config leaves open.
+// What the choice depends on (spec/compare.h).
 std::string cache_key(const Config& cfg, int64_t T) {
-  Config c;
-  c.model = cfg.model;
-  c.model.init_from.reset();
-  c.train.optimizer = cfg.train.optimizer;
-  c.train.loss = cfg.train.loss;
-  c.plan = cfg.plan;
-  c.plan.cache.clear();
-  std::string text = emit_config(c);
-  text += fmt::format("\nbatch {} timesteps {}\n{}", cfg.train.batch_size, T, gpu_description());
-  return fmt::format("{:016x}", std::hash<std::string>{}(text));
+  return AutotuneKey{cfg.model, cfg.train.optimizer, cfg.train.loss, cfg.plan, cfg.train.batch_size, T,
+                     gpu_description()}
+      .hash();
 }
 
 nlohmann::json read_cache(const std::string& path, bool& usable) {

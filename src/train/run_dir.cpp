@@ -14,6 +14,7 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
+#include "spec/compare.h"
 #include "spec/parse.h"
 
 namespace fs = std::filesystem;
@@ -57,23 +58,10 @@ DataMeta read_meta(const std::string& dir) {
 
 void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path) {
   Config then = parse_config(then_yaml, path);
-  auto model_yaml = [](const ModelSpec& m) {
-    Config c;
-    c.model = m;
-    c.model.init_from.reset();
-    const std::string y = emit_config(c);
-    return y.substr(0, y.find("\ndata:"));
-  };
-  const std::string a = model_yaml(then.model), b = model_yaml(cfg.model);
-  if (a != b) {
-    size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    const size_t line = std::count(a.begin(), a.begin() + i, '\n');
-    const size_t from = a.rfind('\n', i), to = b.find('\n', i);
-    throw UsageError(fmt::format("--resume: the model differs from the one the run was trained with (line {} of the model "
-                                 "section: now '{}'); resume with the run's own config, or start a new run with --weights",
-                                 line + 1, b.substr(from == std::string::npos ? 0 : from + 1, to == std::string::npos ? std::string::npos : to - from - 1)));
-  }
+  if (const std::string diff = model_difference(then.model, cfg.model); !diff.empty())
+    throw UsageError(fmt::format("--resume: the model differs from the one the run was trained with ({}); resume with "
+                                 "the run's own config, or start a new run with --weights",
+                                 diff));
   if (then.train.optimizer.kind != cfg.train.optimizer.kind)
     throw UsageError("--resume: train.optimizer.type differs from the run's; its optimizer state cannot be carried over. "
                      "Start a new run with --weights RUN/last.h5 to change optimizers");
