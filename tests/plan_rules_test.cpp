@@ -62,14 +62,14 @@ TEST_P(PlanRules, StagesAndReasons) {
   const std::string yaml = std::string("model:\n  layers: [{type: Input, shape: [5, 3]}, ") + (c.layers + 1) + "\n";
   Config cfg = parse_config(yaml, std::string(c.name) + ".yaml");
   Plan p = make_plan(cfg.model, c.fuse);
-  EXPECT_EQ(compact(cfg.model, p), c.stages) << describe_plan(cfg.model, p);
+  EXPECT_EQ(compact(cfg.model, p), c.stages) << describe_plan(resolve_model(cfg.model, c.fuse));
   std::string first_reason;
   for (const Boundary& b : p.boundaries)
     if (!b.merged) {
       first_reason = b.reason;
       break;
     }
-  if (std::string(c.reason).empty()) EXPECT_EQ(first_reason, "") << describe_plan(cfg.model, p);
+  if (std::string(c.reason).empty()) EXPECT_EQ(first_reason, "") << describe_plan(resolve_model(cfg.model, c.fuse));
   else EXPECT_NE(first_reason.find(c.reason), std::string::npos) << "reason was: " << first_reason;
   // Every pair of consecutive recurrent layers has exactly one boundary.
   size_t rnn = 0;

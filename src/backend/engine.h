@@ -13,6 +13,7 @@
 #include "model/loss.h"
 #include "model/metrics.h"
 #include "model/optimizer.h"
+#include "plan/plan.h"
 
 namespace rnntrain {
 
@@ -29,6 +30,9 @@ class Engine {
   virtual ~Engine() = default;
   virtual std::string device_name() const = 0;  // for logs: "cpu", "cuda (NVIDIA H200 ...)"
   virtual EngineTraits traits() const { return {}; }
+  // The model it runs, resolved once (spec, shapes, plan, weight offsets): what callers read instead
+  // of inferring shapes or planning again.
+  virtual const ResolvedModel& model() const = 0;
   // One optimizer step on the batch; updates the metrics with the batch's predictions.
   virtual LossValue train_step(const Batch& batch, double lr, const std::vector<Metric*>& metrics) = 0;
   // The same step without waiting for a device: the metrics are updated, and the loss handed to

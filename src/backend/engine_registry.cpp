@@ -41,10 +41,11 @@ class CudaOptimizerView final : public Optimizer {
 class CudaEngine final : public Engine {
  public:
   CudaEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
-      : cfg_(cfg), params_(std::move(params)), rng_(rng), session_(cfg_, params_, ranks), opt_(session_),
-        shapes_(infer_shapes(cfg_.model)) {}
+      : cfg_(cfg), params_(std::move(params)), rng_(rng), model_(resolve_model(cfg_.model, cfg_.plan.fuse)),
+        session_(cfg_, model_, params_, ranks), opt_(session_) {}
 
   std::string device_name() const override { return session_.device_name(); }
+  const ResolvedModel& model() const override { return model_; }
   EngineTraits traits() const override { return {.async_steps = true, .device_memory = true}; }
 
   // A synchronous step is an enqueued one waited for; the losses of steps enqueued before it are kept
@@ -111,7 +112,7 @@ class CudaEngine final : public Engine {
 
  private:
   Shape pred_shape(const Batch& b) const {
-    Shape s = shapes_.back().out;
+    Shape s = model_.shapes.back().out;
     for (int64_t& d : s)
       if (d < 0) d = b.x.dim(1);
     s.insert(s.begin(), b.size());
@@ -130,9 +131,9 @@ class CudaEngine final : public Engine {
   Config cfg_;
   Params params_;
   Rng& rng_;
+  const ResolvedModel model_;
   cuda::Session session_;
   CudaOptimizerView opt_;
-  std::vector<LayerShape> shapes_;
   bool stale_ = false;  // the device has newer parameters than params_
   std::deque<std::vector<Metric*>> metrics_;  // of the steps enqueued and not collected, oldest first
   std::vector<LossValue> early_;               // collected by train_step() for the next collect_losses()

@@ -157,7 +157,8 @@ static std::string with_commas(int64_t n) {
 
 int cmd_plan(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
-  const auto shapes = infer_shapes(cfg.model);
+  const ResolvedModel m = resolve_model(cfg.model, cfg.plan.fuse);
+  const std::vector<LayerShape>& shapes = m.shapes;
   const std::string rule(80, '_'), dbl(80, '=');
   std::printf("Model: %s\n%s\n", cfg.path.c_str(), rule.c_str());
   std::printf(" %-40s %-26s %10s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl.c_str());
@@ -175,9 +176,8 @@ int cmd_plan(const CommandArgs& a) {
   std::printf("%s\n Total params: %s (%s)\n Trainable params: %s\n Non-trainable params: 0\n%s\n", dbl.c_str(),
               with_commas(total).c_str(), fmt::format("{:.2f} KB", total * 4 / 1024.0).c_str(), with_commas(total).c_str(),
               rule.c_str());
-  const Plan plan = make_plan(cfg.model, cfg.plan.fuse);
-  std::printf("%s", describe_plan(cfg.model, plan).c_str());
-  std::printf("%s", cpu::describe_cpu_plan(cfg.model, plan, cfg.plan.cpu).c_str());
+  std::printf("%s", describe_plan(m).c_str());
+  std::printf("%s", cpu::describe_cpu_plan(cfg.model, m.plan, cfg.plan.cpu).c_str());
   return 0;
 }
 

@@ -114,6 +114,18 @@ void add_dense(LayerParams& out, const LayerSpec& owner, const LayerSpec& d, int
 
 }  // namespace
 
+void check_params_fit(const Params& params, const std::vector<LayerShape>& shapes) {
+  if (params.layers.size() != shapes.size())
+    throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
+                                   "model (check the weights file or init_from)",
+                                   params.layers.size(), shapes.size()));
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (params.layers[i].params.size() != shapes[i].weights)
+      throw RuntimeError(fmt::format("the parameters of layer {} ('{}') are {} tensors, the model's layer has {}; they "
+                                     "were not made for this model (check the weights file or init_from)",
+                                     i, params.layers[i].layer, params.layers[i].params.size(), shapes[i].weights));
+}
+
 Params init_params(const ModelSpec& model, Rng& rng) {
   const std::vector<LayerShape> shapes = infer_shapes(model);
   Params params;

@@ -9,6 +9,7 @@
 
 #include "core/rng.h"
 #include "spec/config.h"
+#include "spec/shapes.h"
 
 namespace rnntrain {
 
@@ -36,6 +37,9 @@ struct Params {
 // initialisers (glorot_uniform, orthogonal, zeros, unit_forget_bias, ...), drawing from `rng`
 // in layer order, weight order.
 Params init_params(const ModelSpec& model, Rng& rng);
+// Throws RuntimeError unless params holds, per layer, the weights `shapes` (infer_shapes of the
+// model) count: parameters made for another model (a weights file or init_from).
+void check_params_fit(const Params& params, const std::vector<LayerShape>& shapes);
 
 // Fills one tensor with an initialiser; fan_in/fan_out are Keras' (rows, cols for a 2-D kernel).
 void fill_init(Tensor& t, const Initializer& init, Rng& rng);

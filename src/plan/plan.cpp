@@ -53,6 +53,13 @@ std::string cudnn_ineligible(const LayerSpec& layer) {
   return "";
 }
 
+ResolvedModel resolve_model(const ModelSpec& spec, FuseMode fuse) {
+  ResolvedModel m{spec, infer_shapes(spec), {}, {0}};
+  m.plan = make_plan(spec, fuse);
+  for (const LayerShape& s : m.shapes) m.first_weight.push_back(m.first_weight.back() + s.weights);
+  return m;
+}
+
 Plan make_plan(const ModelSpec& model, FuseMode fuse) {
   Plan plan;
   const auto& L = model.layers;
@@ -101,8 +108,10 @@ Plan make_plan(const ModelSpec& model, FuseMode fuse) {
   return plan;
 }
 
-std::string describe_plan(const ModelSpec& model, const Plan& plan) {
-  const auto shapes = infer_shapes(model);
+std::string describe_plan(const ResolvedModel& m) {
+  const ModelSpec& model = m.spec;
+  const Plan& plan = m.plan;
+  const std::vector<LayerShape>& shapes = m.shapes;
   std::string out = "Plan:\n";
   int n = 0;
   for (const Stage& s : plan.stages) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/config.h"
+#include "spec/shapes.h"
 
 namespace rnntrain {
 
@@ -40,7 +40,20 @@ std::string cudnn_ineligible(const LayerSpec& layer);
 
 Plan make_plan(const ModelSpec& model, FuseMode fuse);
 
+// A model resolved once: the spec, each layer's shapes (infer_shapes), the plan for one fusion mode
+// (make_plan) and where each layer's weights start among Params::all(). The engines are built from
+// one and hand theirs out (Engine::model()); the trainer, the memory estimate and the commands read
+// that, or resolve once themselves, instead of inferring shapes and planning wherever they are needed.
+struct ResolvedModel {
+  ModelSpec spec;
+  std::vector<LayerShape> shapes;
+  Plan plan;
+  std::vector<size_t> first_weight;  // [layers + 1]: layer i's weights are Params::all()[first_weight[i], first_weight[i + 1])
+};
+// Throws ConfigError as infer_shapes does.
+ResolvedModel resolve_model(const ModelSpec& spec, FuseMode fuse);
+
 // The plan as text: stages, their layers and parameter counts, and every unmerged boundary's reason.
-std::string describe_plan(const ModelSpec& model, const Plan& plan);
+std::string describe_plan(const ResolvedModel& model);
 
 }  // namespace rnntrain

@@ -75,6 +75,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.out = {s.in[0], l.output_dim};
         s.mask_out = l.mask_zero;
         s.params = params_or_fail(l, checked_mul(l.input_dim, l.output_dim));
+        s.weights = 1;
         break;
       case LayerKind::Masking:
         need_sequence(l, s.in, prev);
@@ -86,6 +87,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.out = l.return_sequences ? Shape{s.in[0], l.units} : Shape{l.units};
         s.mask_out = l.return_sequences && s.mask_in;
         s.params = recurrent_params(l, s.in[1]);
+        s.weights = l.use_bias ? 3 : 2;
         break;
       case LayerKind::Bidirectional: {
         // The parser and the Keras reader check wrappers with their own words; this is the one check
@@ -97,6 +99,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.out = r.return_sequences ? Shape{s.in[0], u} : Shape{u};
         s.mask_out = r.return_sequences && s.mask_in;
         s.params = params_or_fail(l, checked_mul(2, recurrent_params(r, s.in[1])));
+        s.weights = 2 * (r.use_bias ? 3 : 2);
         break;
       }
       case LayerKind::Dropout:
@@ -106,6 +109,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.out = s.in;
         s.out.back() = l.units;
         s.params = params_or_fail(l, mul_add(s.in.back(), l.units, l.use_bias ? l.units : 0));
+        s.weights = l.use_bias ? 2 : 1;
         break;
       case LayerKind::TimeDistributed: {
         if (!l.inner || l.inner->kind != LayerKind::Dense) shape_error(l, "must wrap a Dense layer");
@@ -113,6 +117,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         const LayerSpec& d = *l.inner;
         s.out = {s.in[0], d.units};
         s.params = params_or_fail(l, mul_add(s.in[1], d.units, d.use_bias ? d.units : 0));
+        s.weights = d.use_bias ? 2 : 1;
         break;
       }
     }

@@ -13,6 +13,7 @@ struct LayerShape {
   bool mask_in = false;   // a mask reaches this layer
   bool mask_out = false;  // this layer passes (or makes) a mask
   int64_t params = 0;
+  size_t weights = 0;  // its weight tensors (kernel, recurrent_kernel, bias, ...), as Params holds them
 };
 
 // One entry per model layer, in order (entry 0 is the Input layer).

@@ -30,12 +30,13 @@ struct CpuModel::Layer {
   bool covered = false;
 };
 
-CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan) : spec_(spec), params_(params) {
-  shapes_ = infer_shapes(spec);
-  if (params.layers.size() != spec.layers.size())
-    throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
-                                   "model (check the weights file or init_from)",
-                                   params.layers.size(), spec.layers.size()));
+CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan)
+    : CpuModel(resolve_model(spec, plan ? plan->fuse : FuseMode::Auto), params, plan) {}
+
+CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
+    : model_(std::move(model)), params_(params) {
+  const ModelSpec& spec = model_.spec;
+  check_params_fit(params, model_.shapes);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     auto layer = std::make_unique<Layer>();
@@ -55,16 +56,18 @@ CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan) 
     }
     layers_.push_back(std::move(layer));
   }
-  if (plan && plan->cpu == CpuRnn::Onednn) use_onednn(make_plan(spec, plan->fuse));
+  if (plan && plan->cpu == CpuRnn::Onednn) use_onednn();
 }
 
 // Each run of recurrent layers that plan_cpu() gives to oneDNN becomes one op at its first layer.
-void CpuModel::use_onednn(const Plan& plan) {
-  for (const cpu::CpuPlan::Run& r : cpu::plan_cpu(spec_, plan).runs) {
-    layers_[r.first]->op = cpu::make_onednn_stack(spec_, r.first, r.count, params_);
+void CpuModel::use_onednn() {
+  for (const cpu::CpuPlan::Run& r : cpu::plan_cpu(model_.spec, model_.plan).runs) {
+    const int64_t input = model_.shapes[r.first].in.back();
+    layers_[r.first]->op = cpu::make_onednn_stack(model_.spec, r.first, r.count, input, params_);
     layers_[r.first]->cover = r.count - 1;
     for (size_t k = r.first + 1; k < r.first + r.count; ++k) layers_[k]->op.reset(), layers_[k]->covered = true;
-    log_debug("cpu: layers {}..{} run on oneDNN", spec_.layers[r.first].name, spec_.layers[r.first + r.count - 1].name);
+    log_debug("cpu: layers {}..{} run on oneDNN", model_.spec.layers[r.first].name,
+              model_.spec.layers[r.first + r.count - 1].name);
   }
 }
 
@@ -72,7 +75,7 @@ CpuModel::~CpuModel() = default;
 
 Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
                          ForwardContext* ctx, Tensor* out_mask) {
-  check_input_batch(spec_.layers[0], x);
+  check_input_batch(model_.spec.layers[0], x);
   const int64_t B = x.dim(0), T = x.dim(1);
   cpu::Mask mask;  // [B, T]
   if (lengths && !lengths->empty()) {
@@ -96,7 +99,7 @@ Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, b
   }
   const size_t n = layers_.size();
   c->valid = false;
-  c->token_input = spec_.layers[0].shape.size() == 1;
+  c->token_input = model_.spec.layers[0].shape.size() == 1;
   c->saved.resize(n);
   c->acts.resize(ctx ? n : 0);
 

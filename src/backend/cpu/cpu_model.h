@@ -27,6 +27,8 @@ class CpuModel {
   // plan: where given and plan->cpu is onednn, the planner's stacks run on oneDNN where they can
   // (onednn_stack.h); null: every layer on the reference ops.
   CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan = nullptr);
+  // The same from a resolved model (its plan made for plan->fuse).
+  CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan);
   ~CpuModel();
 
   // x: [B, T, F] or token ids [B, T]; lengths: optional (size B), combined with any Masking or
@@ -41,14 +43,14 @@ class CpuModel {
   // gradient. Returns the gradient w.r.t. x for feature inputs (empty for token ids).
   Tensor backward(ForwardContext& ctx, const Tensor& dy);
 
-  const std::vector<LayerShape>& shapes() const { return shapes_; }
+  const ResolvedModel& model() const { return model_; }
+  const std::vector<LayerShape>& shapes() const { return model_.shapes; }
 
  private:
   struct Layer;
-  void use_onednn(const Plan& plan);
-  const ModelSpec& spec_;
+  void use_onednn();
+  const ResolvedModel model_;
   Params& params_;
-  std::vector<LayerShape> shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;
 };
 

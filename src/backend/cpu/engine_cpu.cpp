@@ -20,10 +20,12 @@ namespace {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
-      : cfg_(cfg), params_(std::move(params)), model_(cfg_.model, params_, &cfg_.plan), rng_(rng),
+      : cfg_(cfg), params_(std::move(params)),
+        model_(resolve_model(cfg_.model, cfg_.plan.fuse), params_, &cfg_.plan), rng_(rng),
         opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr) {}
 
   std::string device_name() const override { return "cpu"; }
+  const ResolvedModel& model() const override { return model_.model(); }
 
   // Under data parallelism (`ranks` of several processes) the batch is this rank's share of the
   // global batch: the loss is the global batch's (its sum and count reduced across the ranks), the

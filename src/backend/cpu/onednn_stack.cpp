@@ -104,7 +104,7 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
 
 #ifndef RNNTRAIN_WITH_ONEDNN
 
-std::unique_ptr<Op> make_onednn_stack(const ModelSpec&, size_t, size_t, Params&) {
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec&, size_t, size_t, int64_t, Params&) {
   throw RuntimeError("internal: a oneDNN stack in a build without oneDNN");
 }
 
@@ -161,7 +161,8 @@ std::vector<int32_t> right_padded_lengths(const Mask& m, int64_t B, int64_t T) {
 
 class OnednnStack : public Op {
  public:
-  OnednnStack(const ModelSpec& m, size_t first, size_t count, Params& params) : params_(params), first_(first) {
+  OnednnStack(const ModelSpec& m, size_t first, size_t count, int64_t input, Params& params)
+      : params_(params), first_(first) {
     std::vector<const LayerSpec*> layers_;
     for (size_t i = first; i < first + count; ++i) {
       layers_.push_back(&m.layers[i]);
@@ -187,7 +188,7 @@ class OnednnStack : public Op {
     for (int64_t l = 0; l < L; ++l) {
       const bool last_sum = sum && l == L - 1;
       const int64_t out = last_sum || D_ == 1 ? H_ : 2 * H_;
-      const int64_t in = l == 0 ? input_width(m, first) : D_ * H_;
+      const int64_t in = l == 0 ? input : D_ * H_;
       const dnnl::rnn_direction dir = bi(last_sum);
       if (D_ == 1 && !segs_.empty() && in == out && segs_.back().in == segs_.back().out) {
         ++segs_.back().n;
@@ -360,9 +361,6 @@ class OnednnStack : public Op {
     memory layer, iter, bias;
   };
 
-  static int64_t input_width(const ModelSpec& m, size_t first) {
-    return infer_shapes(m)[first].in.back();
-  }
   bool sum_last() const { return segs_.back().dir == dnnl::rnn_direction::bidirectional_sum; }
   int64_t bias_gates() const { return 4; }  // LSTM 4; linear-before-reset GRU 3 + the candidate's recurrent bias
 
@@ -506,8 +504,9 @@ class OnednnStack : public Op {
 
 }  // namespace
 
-std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, Params& params) {
-  return std::make_unique<OnednnStack>(model, first, count, params);
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, int64_t input,
+                                      Params& params) {
+  return std::make_unique<OnednnStack>(model, first, count, input, params);
 }
 
 #endif

@@ -39,7 +39,8 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
 // Layers first .. first + count - 1 of the model, consecutive recurrent layers that may share one
 // primitive chain (same cell, units and directions; concat between layers), as one Op placed at
 // `first`: its forward returns the last layer's output and its backward the first layer's input
-// gradient. It reads and accumulates into params.layers[first .. first + count - 1].
-std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, Params& params);
+// gradient. It reads and accumulates into params.layers[first .. first + count - 1]. input: the first
+// layer's input features.
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, int64_t input, Params& params);
 
 }  // namespace rnntrain::cpu

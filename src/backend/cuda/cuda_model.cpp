@@ -36,17 +36,14 @@ bool runs_bidirectional_wavefront(const ModelSpec& spec, const rnntrain::Stage& 
 
 }  // namespace
 
-CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Params& params, uint64_t seed)
-    : gpu_(gpu), spec_(spec), store_(gpu) {
+CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan, Params& params, uint64_t seed)
+    : gpu_(gpu), spec_(model.spec), store_(gpu) {
+  const ModelSpec& spec = model.spec;
   if (plan.precision == Precision::Auto || plan.algo == RnnAlgo::Auto)
     throw RuntimeError("internal: plan.precision or plan.algo is still auto when the CUDA model is built");
-  if (params.layers.size() != spec.layers.size())
-    throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "
-                                   "model (check the weights file or init_from)",
-                                   params.layers.size(), spec.layers.size()));
-  const std::vector<LayerShape> shapes = infer_shapes(spec);
-  std::vector<size_t> first(spec.layers.size() + 1, 0);  // Params::all() index of each layer's first weight
-  for (size_t i = 0; i < spec.layers.size(); ++i) first[i + 1] = first[i] + params.layers[i].params.size();
+  check_params_fit(params, model.shapes);
+  const std::vector<LayerShape>& shapes = model.shapes;
+  const std::vector<size_t>& first = model.first_weight;  // Params::all() index of each layer's first weight
   token_input_ = spec.layers[0].shape.size() == 1;
 
   // Masks the upload can make from the host batch: lengths, and the first layer's own (Masking, or
@@ -58,7 +55,7 @@ CudaModel::CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Para
   // sequence's end), where the model makes the mask (else most batches have none, and one cuDNN
   // call per stack is faster); otherwise, with dropout on a Bidirectional layer, and on the wavefront
   // kernels, bidirectional stacks keep host lengths and masked steps run uncaptured.
-  const rnntrain::Plan model_plan = make_plan(spec, plan.fuse);
+  const rnntrain::Plan& model_plan = model.plan;
   bool other_masks = false, bidir_stack = false, bidir_dropout = false, bidir_wavefront = false;
   for (size_t i = 1; i < spec.layers.size(); ++i) {
     const LayerSpec& c = spec.layers[i].kind == LayerKind::Bidirectional && spec.layers[i].inner ? *spec.layers[i].inner

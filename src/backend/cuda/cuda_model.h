@@ -15,9 +15,10 @@ namespace rnntrain::cuda {
 
 class CudaModel {
  public:
-  // Places and uploads `params` (canonical Keras layout; not kept). plan: fuse, and the stacks'
-  // precision and algorithm (not auto: the autotuner resolves those before an engine is built).
-  CudaModel(Gpu& gpu, const ModelSpec& spec, const PlanSpec& plan, Params& params, uint64_t seed);
+  // Places and uploads `params` (canonical Keras layout; not kept) for `model` (kept by reference: it
+  // must outlive this; its plan made for plan.fuse). plan: the stacks' precision and algorithm (not
+  // auto: the autotuner resolves those before an engine is built).
+  CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan, Params& params, uint64_t seed);
   ~CudaModel();
 
   // A batch's inputs on the device: x (and the length mask), uploaded after the host checks that the

@@ -31,8 +31,8 @@ int64_t graph_steps() { return g_graph_steps.load(); }
 int64_t graph_captures() { return g_graph_captures.load(); }
 
 struct Session::Impl {
-  Impl(const Config& c, Params& p, Comm* ranks)
-      : cfg(c), params(p), model(gpu, cfg.model, cfg.plan, p, cfg.train.seed),
+  Impl(const Config& c, const ResolvedModel& m, Params& p, Comm* ranks)
+      : cfg(c), params(p), model(gpu, m, cfg.plan, p, cfg.train.seed),
         opt(gpu, model.store(), cfg.train.optimizer, p) {
     if (cfg.plan.precision == Precision::Fp16) opt.enable_loss_scale();
     // One launched rank takes the NCCL path where the build has it (mpirun -np 1 checks it against a
@@ -441,7 +441,8 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   return g.count;
 }
 
-Session::Session(const Config& cfg, Params& params, Comm* ranks) : impl_(std::make_unique<Impl>(cfg, params, ranks)) {}
+Session::Session(const Config& cfg, const ResolvedModel& model, Params& params, Comm* ranks)
+    : impl_(std::make_unique<Impl>(cfg, model, params, ranks)) {}
 Session::~Session() {
   // A rank failing in a data-parallel run is about to end every rank (cli.cpp). Freeing device memory
   // or destroying the NCCL communicator waits for the GPU and the other ranks, which may be waiting

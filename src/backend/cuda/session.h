@@ -13,6 +13,7 @@
 #include "core/batch.h"
 #include "core/rng.h"
 #include "model/params.h"
+#include "plan/plan.h"
 #include "spec/config.h"
 #include "model/metrics.h"
 
@@ -48,7 +49,7 @@ class Session {
   // across the ranks on the device), and the gradients and the loss sum are summed across the ranks
   // before the update, all inside the step (and its CUDA graph). Every rank then takes the same update,
   // fp16 loss-scale skips included. A rank whose share is empty still takes part.
-  Session(const Config& cfg, Params& params, Comm* ranks = nullptr);
+  Session(const Config& cfg, const ResolvedModel& model, Params& params, Comm* ranks = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
