@@ -212,6 +212,14 @@ TEST_F(KerasFormats, OptimizerVariablesFollowKerasOrder) {
   // RMSprop: velocity, then momentum, then average_gradient lists.
   std::vector<std::string> rms{"velocity/0", "velocity/1", "momentum/0", "momentum/1"};
   EXPECT_EQ(keras_slot_order(rms), (std::vector<size_t>{0, 1, 2, 3}));
+  // Adamax and Adadelta create their two slots in one call too.
+  std::vector<std::string> adamax{"momentum/0", "momentum/1", "norm/0", "norm/1"};
+  EXPECT_EQ(keras_slot_order(adamax), (std::vector<size_t>{0, 2, 1, 3}));
+  std::vector<std::string> adadelta{"accumulated_grad/0", "accumulated_grad/1", "accumulated_delta_var/0",
+                                    "accumulated_delta_var/1"};
+  EXPECT_EQ(keras_slot_order(adadelta), (std::vector<size_t>{0, 2, 1, 3}));
+  // SGD's and Lion's one momentum slot: in order.
+  EXPECT_EQ(keras_slot_order({"momentum/0", "momentum/1"}), (std::vector<size_t>{0, 1}));
 }
 
 TEST_F(KerasFormats, TrainingConfigRoundTrips) {

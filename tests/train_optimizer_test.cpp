@@ -97,6 +97,19 @@ struct Reference {
           s0[j] = spec.beta_2 * s0[j] + (1 - spec.beta_2) * g[j];  // momentum
           break;
         }
+        case OptimizerKind::Adamax: {
+          s0[j] = spec.beta_1 * s0[j] + (1 - spec.beta_1) * g[j];  // momentum
+          s1[j] = std::max(spec.beta_2 * s1[j], std::fabs(g[j]));  // norm
+          p[j] -= lr / (1 - std::pow(spec.beta_1, t)) * s0[j] / (s1[j] + spec.epsilon);
+          break;
+        }
+        case OptimizerKind::Adadelta: {
+          s0[j] = spec.rho * s0[j] + (1 - spec.rho) * g[j] * g[j];  // accumulated_grad
+          const double delta = -std::sqrt(s1[j] + spec.epsilon) * g[j] / std::sqrt(s0[j] + spec.epsilon);
+          s1[j] = spec.rho * s1[j] + (1 - spec.rho) * delta * delta;  // accumulated_delta_var
+          p[j] += lr * delta;
+          break;
+        }
       }
     }
   }
@@ -209,6 +222,25 @@ TEST(Optimizer, Adagrad) {
 }
 
 TEST(Optimizer, Lion) { check_three_steps(optimizer_defaults(OptimizerKind::Lion)); }
+
+TEST(Optimizer, Adamax) { check_three_steps(optimizer_defaults(OptimizerKind::Adamax)); }
+
+TEST(Optimizer, AdamaxWithOtherBetasAndEpsilon) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Adamax);
+  s.beta_1 = 0.5, s.beta_2 = 0.8, s.epsilon = 1e-3;
+  check_three_steps(s);
+}
+
+// Adadelta's steps are small (sqrt(epsilon) times the gradient at first): a learning rate of 0.1
+// moves the weights by about 3e-5, so a wrong update shows against the 1e-6 tolerance only with
+// epsilon large; both are run.
+TEST(Optimizer, Adadelta) { check_three_steps(optimizer_defaults(OptimizerKind::Adadelta)); }
+
+TEST(Optimizer, AdadeltaWithLargeEpsilonAndOtherRho) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Adadelta);
+  s.rho = 0.5, s.epsilon = 0.5;
+  check_three_steps(s);
+}
 
 TEST(Optimizer, LionWithWeightDecayAndOtherBetas) {
   OptimizerSpec s = optimizer_defaults(OptimizerKind::Lion);

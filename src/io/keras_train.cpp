@@ -171,13 +171,13 @@ std::vector<size_t> keras_slot_order(const std::vector<std::string>& slot_names)
   }
   std::vector<size_t> out;
   size_t k = 0;
-  if (kinds.size() >= 2 && kinds[0] == "momentum" && kinds[1] == "velocity" &&
-      by_kind["momentum"].size() == by_kind["velocity"].size()) {
-    for (size_t p = 0; p < by_kind["momentum"].size(); ++p) {
-      out.push_back(by_kind["momentum"][p]);
-      out.push_back(by_kind["velocity"][p]);
-    }
-    k = 2;
+  size_t together = keras_interleaved_slots(kinds);
+  for (size_t q = 1; q < together; ++q)
+    if (by_kind[kinds[q]].size() != by_kind[kinds[0]].size()) together = 1;  // not one slot per variable each
+  if (together > 1) {
+    for (size_t p = 0; p < by_kind[kinds[0]].size(); ++p)
+      for (size_t q = 0; q < together; ++q) out.push_back(by_kind[kinds[q]][p]);
+    k = together;
   }
   for (; k < kinds.size(); ++k)
     for (size_t i : by_kind[kinds[k]]) out.push_back(i);

@@ -31,4 +31,15 @@ void check_clipping(const OptimizerSpec& o) {
                       "Keras); remove the others");
 }
 
+int keras_interleaved_slots(const std::vector<std::string>& kinds) {
+  for (const OptimizerInfo* info : Optimizers::infos) {
+    const SlotKinds sk = optimizer_slot_kinds(optimizer_defaults(info->kind));
+    if (sk.together < 2 || kinds.size() < static_cast<size_t>(sk.together)) continue;
+    bool same = true;
+    for (int i = 0; i < sk.together; ++i) same = same && kinds[i] == sk.at[i].name;
+    if (same) return sk.together;
+  }
+  return 1;
+}
+
 }  // namespace rnntrain

@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "spec/descriptor.h"
 
 namespace rnntrain {
 
 // Every optimizer; the order of the list at the end of this file is the order configs list them in.
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Lion };
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta };
 
 // Keras 3's hyperparameters, named as in Keras; a kind reads those its descriptor lists. The values
 // here are Keras' defaults where the kinds agree; optimizer_defaults() gives a kind's own.
@@ -75,6 +76,9 @@ struct SlotKinds {
   static constexpr int kMax = 3;
   OptimizerSlot at[kMax] = {};
   int n = 0;
+  // The first `together` slots Keras creates in one add_optimizer_variables call, so that its files
+  // interleave them variable by variable (Adam's momentum and velocity); the rest come slot by slot.
+  int together = 1;
   void add(const char* name, float init = 0.0f) { at[n++] = {name, init}; }
 };
 
@@ -87,8 +91,10 @@ struct SlotKinds {
 
 }  // namespace rnntrain
 
+#include "spec/optimizers/adadelta.h"
 #include "spec/optimizers/adagrad.h"
 #include "spec/optimizers/adam.h"
+#include "spec/optimizers/adamax.h"
 #include "spec/optimizers/lion.h"
 #include "spec/optimizers/rmsprop.h"
 #include "spec/optimizers/sgd.h"
@@ -102,7 +108,7 @@ struct OptimizerList {
   static decltype(auto) with(OptimizerKind k, F& f) { return with_descriptor<F, OptimizerKind, D...>(k, f); }
 };
 // Every descriptor, in the order configs and messages list them.
-using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion>;
+using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta>;
 
 // Calls f(D{}) with the descriptor D of kind k; returns what f returns.
 template <class F>
@@ -120,6 +126,10 @@ inline SlotKinds optimizer_slot_kinds(const OptimizerSpec& o) {
 // case) means, if any.
 inline const char* optimizer_name(OptimizerKind k) { return optimizer_info(k).name; }
 std::optional<OptimizerKind> optimizer_named(const std::string& name);
+// How many of the leading slot kinds (in rnntrain's order, e.g. {"momentum", "velocity", "velocity_hat"})
+// Keras' files interleave variable by variable: the descriptor's `together` of the kind whose slots
+// begin so; 1 when none does.
+int keras_interleaved_slots(const std::vector<std::string>& kinds);
 // Keras' defaults for kind k: what a config or a Keras file that names the kind and nothing else means.
 OptimizerSpec optimizer_defaults(OptimizerKind k);
 // Throws ConfigError when more than one of clipnorm, clipvalue and global_clipnorm is set (Keras

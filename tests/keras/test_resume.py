@@ -80,6 +80,9 @@ def main():
     case(s, "sgd_momentum", keras.optimizers.SGD(learning_rate=0.05, momentum=0.9),
          [L.GRU(4, reset_after=False), L.Dense(2)])
     case(s, "lion", keras.optimizers.Lion(learning_rate=0.003, beta_2=0.9), [L.LSTM(4), L.Dense(2)])
+    case(s, "adamax", keras.optimizers.Adamax(learning_rate=0.01, beta_2=0.99), [L.GRU(4), L.Dense(2)])
+    case(s, "adadelta", keras.optimizers.Adadelta(learning_rate=1.0, rho=0.9, epsilon=1e-3),
+         [L.LSTM(4), L.Dense(2)])
     s.finish("keras resume")
 
 

@@ -15,6 +15,7 @@ struct Adam {
 
   static SlotKinds slots(const OptimizerSpec& o) {
     SlotKinds s;
+    s.together = 2;  // one add_optimizer_variables call in Keras; velocity_hat comes from another
     s.add("momentum");
     s.add("velocity");
     if (o.amsgrad) s.add("velocity_hat");
