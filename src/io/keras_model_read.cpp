@@ -237,7 +237,7 @@ struct Reader {
         l.shape = shape_from(*it, who);
     } else if (const CellTraits* cell = cell_of_class(cls)) {
       l = recurrent(*cell, cls, c, who);
-      if (cls.rfind("CuDNN", 0) == 0) log_info("{}: {} is read as {} (its weights are converted)", origin.file, who, layer_kind_name(l.kind));
+      if (cell->cudnn_class && cls == cell->cudnn_class) log_info("{}: {} is read as {} (its weights are converted)", origin.file, who, layer_kind_name(l.kind));
     } else if (cls == "Dense") {
       l = dense(c, who);
     } else if (cls == "Dropout") {
