@@ -102,7 +102,7 @@ std::map<std::string, Tensor> state_of(const std::string& path) {
   };
   h5::File f = h5::File::open(path);
   collect(f.root().group("model_weights"), "model_weights");
-  if (f.root().has_group("optimizer_weights")) collect(f.root().group("optimizer_weights"), "optimizer_weights");
+  if (f.root().has_group("rnntrain/optimizer_weights")) collect(f.root().group("rnntrain/optimizer_weights"), "optimizer_weights");
   return out;
 }
 

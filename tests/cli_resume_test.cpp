@@ -46,7 +46,7 @@ std::map<std::string, Tensor> state_of(const std::string& path) {
   h5::File f = h5::File::open(path);
   std::map<std::string, Tensor> out;
   collect(f.root().group("model_weights"), "model_weights", out);
-  collect(f.root().group("optimizer_weights"), "optimizer_weights", out);
+  collect(f.root().group("rnntrain/optimizer_weights"), "optimizer_weights", out);
   return out;
 }
 
@@ -159,6 +159,65 @@ TEST(Resume, RestoreBestWeightsAppliesAtTheEndOfTraining) {
       ASSERT_TRUE(best.count(name)) << name;
       for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t[i], best[name][i]) << name;
     }
+  std::filesystem::remove_all(tmp);
+}
+
+// A file without rnntrain's run state (as Keras writes them; here an export of a checkpoint, which
+// carries the optimizer but no epochs) resumes at the epoch its optimizer steps make, as Keras'
+// fit(initial_epoch=...) would go on, and says so when the steps are not whole epochs.
+TEST(Resume, AFileWithoutEpochsGoesOnAtTheEpochItsStepsMake) {
+  auto tmp = scratch("resume_keras_epochs");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string(), keras = (tmp / "keras").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=2 output.dir=" + run, tmp).code, 0);  // 2 x 10 steps
+  std::filesystem::create_directories(keras);
+  CmdResult e = run_rnntrain("export -q " + cfg + " --weights " + run + "/last.h5 -o " + keras + "/last.h5", tmp);
+  ASSERT_EQ(e.code, 0) << e.err;
+  std::filesystem::copy_file(cfg, keras + "/config.yaml");
+  CmdResult r = run_rnntrain("train --resume " + keras + " train.epochs=3", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("optimizer step 20: 2 epochs of 10 steps done"), std::string::npos) << r.err;
+  {
+    h5::File f = h5::File::open(keras + "/final.h5");
+    EXPECT_EQ(f.root().group("rnntrain").attr_int64("epoch"), 3);
+    EXPECT_EQ(f.root().group("rnntrain").attr_int64("iterations"), 30);
+  }
+  // Batches of 24: 7 steps an epoch, and 20 steps are 2 epochs and 6 steps.
+  std::filesystem::remove(keras + "/final.h5");
+  ASSERT_EQ(run_rnntrain("export -q " + cfg + " --weights " + run + "/last.h5 -o " + keras + "/last.h5", tmp).code, 0);
+  r = run_rnntrain("train --resume " + keras + " train.epochs=3 train.batch_size=24", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("not a whole number of epochs of 7 steps"), std::string::npos) << r.err;
+  h5::File f = h5::File::open(keras + "/final.h5");
+  EXPECT_EQ(f.root().group("rnntrain").attr_int64("iterations"), 27);
+  std::filesystem::remove_all(tmp);
+}
+
+// Checkpoints and exports hold the learning rate the next step takes (after a per-epoch schedule
+// lowered it), in the optimizer's config and its variable; an export whose --weights hold another
+// optimizer's state says so and exports a fresh optimizer.
+TEST(Resume, FilesHoldTheLearningRateOfTheNextStep) {
+  auto tmp = scratch("resume_lr");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=2 output.dir=" + run +
+                             " 'train.schedule={type: step, step_size: 1, gamma: 0.5}'", tmp).code, 0);
+  const std::string out = (tmp / "out.h5").string();
+  ASSERT_EQ(run_rnntrain("export -q " + cfg + " --weights " + run + "/last.h5 -o " + out, tmp).code, 0);
+  for (const std::string& file : {run + "/last.h5", run + "/final.h5", out}) {
+    SCOPED_TRACE(file);
+    h5::File f = h5::File::open(file);
+    const auto j = nlohmann::json::parse(f.root().attr_string("training_config"));
+    EXPECT_FLOAT_EQ(j["optimizer_config"]["config"]["learning_rate"].get<float>(), 0.0025f);  // exports: read as float32
+    EXPECT_EQ(j["metrics"], nlohmann::json::parse(R"(["mae"])"));
+    EXPECT_FLOAT_EQ(f.root().group("rnntrain/optimizer_weights").read("adam/learning_rate")[0], 0.0025f);
+    EXPECT_EQ(f.root().group("rnntrain/optimizer_weights").read_int64("adam/iteration").at(0), 20);
+  }
+  CmdResult r = run_rnntrain("export " + cfg + " train.optimizer.type=sgd --weights " + run + "/last.h5 -o " + out, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("is not exported"), std::string::npos) << r.err;
+  h5::File f = h5::File::open(out);
+  EXPECT_EQ(f.root().group("rnntrain/optimizer_weights").read_int64("sgd/iteration").at(0), 0);
   std::filesystem::remove_all(tmp);
 }
 

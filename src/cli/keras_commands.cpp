@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "io/keras_file.h"
+#include "model/optimizer.h"
 #include "spec/parse.h"
 #include "train/trainer.h"
 
@@ -20,11 +21,33 @@ namespace fs = std::filesystem;
 
 namespace rnntrain {
 
+// The export is compiled with the config's training settings. The optimizer's state (its step, the
+// learning rate now, the slots) comes from --weights when that is a checkpoint whose optimizer fits
+// train.optimizer; otherwise it is a fresh optimizer's.
 int cmd_export(const CommandArgs& a) {
   Config cfg = load_config_args(a.args);
   const KerasFormat f = keras_format_for_output(a.output);  // a usage error before any work
   Params params = initial_params(cfg, a.weights);
-  export_keras(a.output, cfg.model, params);
+  std::unique_ptr<Optimizer> optimizer;
+  KerasTraining kt{cfg.train, cfg.train.optimizer.learning_rate, 0, {}};
+  auto fresh_optimizer = [&] {
+    optimizer = make_optimizer(cfg.train.optimizer, params.all());
+    kt.slots.clear();
+    for (const NamedTensor& s : optimizer->slots()) kt.slots.emplace_back(s.name, s.tensor);
+  };
+  fresh_optimizer();
+  if (!a.weights.empty() && has_optimizer_state(a.weights)) {
+    try {
+      const ResumeState st = load_checkpoint(a.weights, cfg.model, params, kt.slots);
+      kt.iterations = st.iterations;
+      kt.learning_rate = st.learning_rate.value_or(kt.learning_rate);
+    } catch (const DataError& e) {
+      log_warn("the optimizer state in {} is not exported ({}); the export holds a fresh {} optimizer", a.weights,
+               e.what(), optimizer_name(cfg.train.optimizer.kind));
+      fresh_optimizer();
+    }
+  }
+  export_keras(a.output, cfg.model, params, &kt);
   nlohmann::ordered_json j;
   j["output"] = a.output;
   j["format"] = keras_format_name(f);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -34,59 +35,11 @@ std::optional<TrainSpec> train_of(const ResumeState& st) {
   }
 }
 
-// Keras 3's variable path of each parameter with '/' as '_', in Params::all() order, as Keras names
-// optimizer slots: "sequential_lstm_lstm_cell_kernel", "sequential_bidirectional_forward_lstm_lstm_cell_bias",
-// "sequential_time_distributed_dense_kernel".
-std::vector<std::string> param_paths(const ModelSpec& model, const Params& params) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < params.layers.size() && i < model.layers.size(); ++i) {
-    const LayerSpec& l = model.layers[i];
-    for (const Param& p : params.layers[i].params) {
-      std::string w = p.name;
-      if (is_recurrent(l.kind)) {
-        w = fmt::format("{}/{}", cell_traits(l.kind).keras_cell, w);
-      } else if (l.kind == LayerKind::Bidirectional) {
-        const size_t slash = w.find('/');
-        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_traits(l.inner->kind).keras_cell, w.substr(slash + 1));
-      } else if (l.kind == LayerKind::TimeDistributed) {
-        w = l.inner->name + "/" + w;
-      }
-      std::string s = "sequential/" + l.name + "/" + w;
-      std::replace(s.begin(), s.end(), '/', '_');
-      out.push_back(s);
-    }
-  }
-  return out;
-}
-
-void write_optimizer(const h5::Group& root, const ModelSpec& model, const Params& params, const OptimizerSlots& slots,
-                     const ResumeState& st, const std::optional<TrainSpec>& train) {
-  h5::Group og = root.create_group("optimizer_weights");
-  const std::string scope = train ? keras_optimizer_name(train->optimizer.kind) : "optimizer";
-  std::vector<std::string> names{scope + "/iteration"};
-  og.write_int64(names.back(), {st.iterations}, true);
-  if (train) {
-    names.push_back(scope + "/learning_rate");
-    Tensor lr(Shape{});
-    lr.data = {static_cast<float>(train->optimizer.learning_rate)};
-    og.write(names.back(), lr);
-  }
-  std::vector<std::string> slot_names;
-  for (const auto& s : slots) slot_names.push_back(s.first);
-  const std::vector<std::string> paths = param_paths(model, params);
-  for (size_t i : keras_slot_order(slot_names)) {
-    const std::string& n = slots[i].first;  // "momentum/3"
-    const size_t slash = n.rfind('/');
-    const size_t p = std::stoul(n.substr(slash + 1));
-    names.push_back(fmt::format("{}/{}_{}", scope, p < paths.size() ? paths[p] : std::to_string(p), n.substr(0, slash)));
-    og.write(names.back(), *slots[i].second);
-  }
-  write_name_list(og, "weight_names", names);
-}
-
 // Restores optimizer slots from /optimizer_weights: positional in Keras' order after the iteration
-// counter and (when present) the learning rate; rnntrain's older "<slot>/<i>:0" names by name.
-int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const std::string& path) {
+// counter and (when present) the learning rate, which goes to *lr; rnntrain's older "<slot>/<i>:0"
+// names by name. Returns the iteration count.
+int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const std::string& path,
+                       std::optional<double>* lr) {
   if (og.has_dataset("iteration:0")) {
     for (const auto& [name, t] : slots) {
       const std::string ds = name + ":0";
@@ -124,6 +77,10 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
     values[order[q]] = std::move(v);
   }
   for (size_t i = 0; i < slots.size(); ++i) *slots[i].second = std::move(values[i]);
+  if (first == 2 && og.has_dataset(names[1])) {
+    const Tensor v = og.read(names[1]);
+    if (v.numel() == 1 && std::isfinite(v.data[0]) && v.data[0] > 0) *lr = v.data[0];
+  }
   if (!og.has_dataset(names[0])) throw DataError(fmt::format("{}: optimizer variable '{}' is listed but missing", path, names[0]));
   return og.read_int64(names[0]).at(0);
 }
@@ -158,6 +115,8 @@ void check_history(const std::string& text, const std::string& path) {
 void save_checkpoint(const std::string& path, const ModelSpec& model, const Params& params,
                      const OptimizerSlots& slots, const ResumeState& st) {
   const std::optional<TrainSpec> train = train_of(st);
+  KerasTraining kt{train.value_or(TrainSpec{}), 0.0, st.iterations, slots};
+  kt.learning_rate = st.learning_rate.value_or(kt.train.optimizer.learning_rate);
   const std::string version = keras_version_for(model);
   write_atomically(path, [&](const std::string& tmp) {
     h5::File f = h5::File::create(tmp);
@@ -165,11 +124,10 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
     root.set_attr("keras_version", version);
     root.set_attr("backend", std::string("tensorflow"));
     root.set_attr("model_config", model_to_keras_json(model, KerasJsonStyle::Legacy).dump());
-    if (train) root.set_attr("training_config", training_config_json(*train).dump());
+    if (train) root.set_attr("training_config", training_config_json(kt).dump());
     write_legacy_weights(root.create_group("model_weights"), model, params, version);
-    write_optimizer(root, model, params, slots, st, train);
-
     h5::Group rg = root.create_group("rnntrain");
+    write_legacy_optimizer(rg, model, params, kt);
     rg.set_attr("epoch", st.epoch);
     rg.set_attr("iterations", st.iterations);
     rg.set_attr_u64("rng", std::vector<uint64_t>(st.rng.begin(), st.rng.end()));
@@ -191,26 +149,45 @@ void load_weights(const std::string& path, const ModelSpec& model, Params& param
   load_keras_weights(path, model, params);
 }
 
+// Where a file keeps its optimizer variables: rnntrain's files in /rnntrain, Keras' (and rnntrain's
+// before 2026-12) at the root.
+std::optional<h5::Group> optimizer_group(const h5::Group& root) {
+  if (root.has_group("rnntrain") && root.group("rnntrain").has_group("optimizer_weights"))
+    return root.group("rnntrain").group("optimizer_weights");
+  if (root.has_group("optimizer_weights")) return root.group("optimizer_weights");
+  return std::nullopt;
+}
+
+bool has_optimizer_state(const std::string& path) {
+  if (!h5::is_hdf5(path)) return false;
+  h5::File f = h5::File::open(path);
+  return optimizer_group(f.root()).has_value();
+}
+
 ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Params& params,
                             const OptimizerSlots& slots) {
   load_weights(path, model, params);
   h5::File f = h5::File::open(path);
   h5::Group root = f.root();
-  if (!root.has_group("optimizer_weights"))
+  const std::optional<h5::Group> og = optimizer_group(root);
+  if (!og)
     throw DataError(fmt::format("{}: no /optimizer_weights: not a training checkpoint (a Keras model saved with its "
                                 "optimizer, or rnntrain's last.h5); use --weights to start from its weights instead "
                                 "of --resume", path));
   ResumeState st;
-  const int64_t iterations = read_optimizer(root.group("optimizer_weights"), slots, path);
-  if (!root.has_group("rnntrain")) {  // written by Keras: its optimizer state, nothing of rnntrain's
+  const int64_t iterations = read_optimizer(*og, slots, path, &st.learning_rate);
+  // Written by Keras, or an rnntrain export (whose /rnntrain holds the optimizer alone): no run state.
+  const auto run_state = [](const h5::Group& rg) {
+    return rg.has_attr("epoch") || rg.has_attr("iterations") || rg.has_dataset("history") || rg.has_dataset("config");
+  };
+  if (!root.has_group("rnntrain") || !run_state(root.group("rnntrain"))) {
+    st.keras = true;
     st.iterations = iterations;
     st.rng = Rng(0).state();
     // The states of a fresh run, in the layouts of Schedule::state() and BestTracker::state()
     // (train/schedule.cpp, train/callbacks.cpp); early stopping starts fresh from an empty state.
     st.schedule = {1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     st.checkpoint = {0.0, 0.0};
-    log_info("{}: a Keras checkpoint: resuming from its weights and optimizer state (step {}), at epoch 1", path,
-             iterations);
     return st;
   }
   h5::Group rg = root.group("rnntrain");

@@ -192,7 +192,8 @@ KerasFormat keras_format_for_output(const std::string& path) {
                                ".keras (Keras 3 archive) or .weights.h5 (Keras 3 weights only)", path));
 }
 
-void export_keras(const std::string& path, const ModelSpec& model, const Params& params) {
+void export_keras(const std::string& path, const ModelSpec& model, const Params& params,
+                  const KerasTraining* training) {
   const KerasFormat f = keras_format_for_output(path);
   const std::string version = keras_version_for(model);
   if (version == kKeras2Version) {
@@ -206,6 +207,7 @@ void export_keras(const std::string& path, const ModelSpec& model, const Params&
     {
       h5::File h = h5::File::create(w.path());
       write_keras3_weights(h.root(), model, params);
+      if (training) write_keras3_optimizer(h.root(), *training);
       h.flush();
     }
     std::vector<std::pair<std::string, std::string>> members;
@@ -213,7 +215,9 @@ void export_keras(const std::string& path, const ModelSpec& model, const Params&
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", std::localtime(&now));
     members.emplace_back("metadata.json", Json{{"keras_version", kKeras3Version}, {"date_saved", date}}.dump());
-    members.emplace_back("config.json", model_to_keras_json(model, KerasJsonStyle::Keras3).dump());
+    Json config = model_to_keras_json(model, KerasJsonStyle::Keras3);
+    if (training) config["compile_config"] = compile_config_json(*training);
+    members.emplace_back("config.json", config.dump());
     members.emplace_back("model.weights.h5", read_text(w.path()));
     write_atomically(path, [&](const std::string& tmp) { write_zip(tmp, members, false); });
   } else {
@@ -226,7 +230,9 @@ void export_keras(const std::string& path, const ModelSpec& model, const Params&
         root.set_attr("keras_version", version);
         root.set_attr("backend", std::string("tensorflow"));
         root.set_attr("model_config", model_to_keras_json(model, KerasJsonStyle::Legacy).dump());
+        if (training) root.set_attr("training_config", training_config_json(*training).dump());
         write_legacy_weights(root.create_group("model_weights"), model, params, version);
+        if (training) write_legacy_optimizer(root.create_group("rnntrain"), model, params, *training);
       }
       h.flush();
     });

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "io/keras_train.h"
 #include "model/params.h"
 
 namespace rnntrain {
@@ -16,10 +17,13 @@ const char* keras_format_name(KerasFormat f);  // "legacy .h5", ".weights.h5", "
 // The format an output path asks for by its suffix (.keras, .weights.h5, .h5/.hdf5); UsageError otherwise.
 KerasFormat keras_format_for_output(const std::string& path);
 
-// Writes the model and its weights. LegacyH5: model_config + model_weights (no training_config, so
-// Keras loads it uncompiled); WeightsH5: weights only; KerasZip: config.json, metadata.json and
-// model.weights.h5. DataError when the model cannot be expressed (hard_sigmoid_keras2 in a .keras).
-void export_keras(const std::string& path, const ModelSpec& model, const Params& params);
+// Writes the model and its weights. LegacyH5: model_config + model_weights; WeightsH5: weights only;
+// KerasZip: config.json, metadata.json and model.weights.h5. With `training`, the model is compiled
+// as Keras saves a compiled one: LegacyH5 adds training_config and /optimizer_weights, KerasZip adds
+// compile_config and /optimizer/vars (WeightsH5 holds weights only). DataError when the model cannot
+// be expressed (hard_sigmoid_keras2 in a .keras).
+void export_keras(const std::string& path, const ModelSpec& model, const Params& params,
+                  const KerasTraining* training = nullptr);
 
 struct ImportedKeras {
   ModelSpec model;

@@ -10,6 +10,9 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/keras_weights.h"
+#include "spec/cells.h"
+#include "spec/parse.h"
 
 namespace rnntrain {
 
@@ -26,8 +29,14 @@ std::string lower_alnum(const std::string& s) {
 
 Json opt_or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
-// Always a {class_name, config} map: Keras 3's legacy loader cannot resolve the short names ("mse").
-Json loss_json(const LossSpec& l) {
+// Keras' class_name/config form, with module and registered_name as Keras 3 writes it.
+Json keras_object(const char* module, const char* class_name, Json config, KerasJsonStyle style) {
+  if (style == KerasJsonStyle::Legacy) return Json{{"class_name", class_name}, {"config", std::move(config)}};
+  return Json{{"module", module}, {"class_name", class_name}, {"config", std::move(config)}, {"registered_name", nullptr}};
+}
+
+// Always a class_name/config object: Keras 3's legacy loader cannot resolve the short names ("mse").
+Json loss_json(const LossSpec& l, KerasJsonStyle style) {
   const LossInfo& info = loss_info(l.kind);
   Json cfg = Json::object();
   cfg["name"] = info.keras_name;
@@ -37,7 +46,7 @@ Json loss_json(const LossSpec& l) {
     if (k.number) cfg[k.name] = l.*k.number;
     else cfg[k.name] = l.*k.flag;
   }
-  return Json{{"class_name", info.keras_class}, {"config", cfg}};
+  return keras_object("keras.losses", info.keras_class, std::move(cfg), style);
 }
 
 // The loss a Keras name means: a config name, its alias, Keras' class or its config name, compared
@@ -73,21 +82,126 @@ std::optional<double> number(const json& c, const char* key) {
   return std::nullopt;
 }
 
-std::optional<OptimizerSpec> optimizer_from(const json& j, const std::string& file) {
-  if (!j.is_object()) return std::nullopt;
+// The optimizer's learning_rate: the schedule for those Keras runs per optimizer step, else the rate
+// now. A schedule in Keras 3's form in either dialect: Keras 3's legacy loader needs the module.
+Json learning_rate_json(const KerasTraining& t) {
+  const KerasJsonStyle style = KerasJsonStyle::Keras3;
+  const ScheduleSpec& s = t.train.schedule;
+  const double lr = t.train.optimizer.learning_rate;
+  const char* module = "keras.optimizers.schedules";
+  if (s.kind == ScheduleKind::Exponential)
+    return keras_object(module, "ExponentialDecay",
+                        Json{{"initial_learning_rate", lr}, {"decay_steps", s.decay_steps}, {"decay_rate", s.decay_rate},
+                             {"staircase", s.staircase}, {"name", "ExponentialDecay"}},
+                        style);
+  if (s.kind == ScheduleKind::Cosine) {  // rnntrain warms up from 0 to the rate: Keras' warmup_target
+    const bool warm = s.warmup_steps > 0;
+    return keras_object(module, "CosineDecay",
+                        Json{{"initial_learning_rate", warm ? 0.0 : lr}, {"decay_steps", s.decay_steps}, {"alpha", s.alpha},
+                             {"name", "CosineDecay"}, {"warmup_target", warm ? Json(lr) : Json(nullptr)},
+                             {"warmup_steps", s.warmup_steps}},
+                        style);
+  }
+  return t.learning_rate;
+}
+
+Json optimizer_json(const KerasTraining& t, KerasJsonStyle style) {
+  const OptimizerSpec& o = t.train.optimizer;
+  Json c;
+  c["name"] = keras_optimizer_name(o.kind);
+  c["learning_rate"] = learning_rate_json(t);
+  c["weight_decay"] = o.weight_decay > 0 ? Json(o.weight_decay) : Json(nullptr);
+  c["clipnorm"] = opt_or_null(o.clipnorm);
+  c["global_clipnorm"] = opt_or_null(o.global_clipnorm);
+  c["clipvalue"] = opt_or_null(o.clipvalue);
+  c["use_ema"] = false;
+  c["ema_momentum"] = 0.99;
+  c["ema_overwrite_frequency"] = nullptr;  // no Keras-3-only keys (loss_scale_factor, ...): tf-keras reads this too
+  const OptimizerInfo& info = optimizer_info(o.kind);
+  for (int i = 0; i < info.num_keys; ++i) {
+    const OptimizerKey& k = info.keys[i];
+    if (k.number) c[k.name] = o.*k.number;
+    else c[k.name] = o.*k.flag;
+  }
+  return keras_object("keras.optimizers", info.keras_class, std::move(c), style);
+}
+
+// The metrics as Keras names them: as configs do, but for perplexity, which Keras does not have.
+Json metrics_json(const std::vector<MetricSpec>& metrics) {
+  Json out = Json::array();
+  for (const MetricSpec& m : metrics)
+    if (m.kind != MetricKind::Perplexity) out.push_back(m.name);
+  return out.empty() ? Json(nullptr) : out;
+}
+
+// Keras' metrics by name or class ("acc", "MeanAbsoluteError"); the others are logged and left out.
+void metrics_from(const json& list, const std::string& file, std::vector<MetricSpec>& out) {
+  for (const json& m : list) {
+    const std::string name = m.is_string() ? m.get<std::string>() : m.is_object() ? m.value("class_name", "") : "";
+    const std::optional<MetricSpec> spec = metric_named(name);
+    if (!spec || spec->kind == MetricKind::Perplexity) {
+      log_warn("{}: metric {} is not imported (rnntrain has accuracy, binary_accuracy, categorical_accuracy, "
+               "sparse_categorical_accuracy, mae, mse); training is unchanged: metrics are only reported",
+               file, m.dump().substr(0, 80));
+      continue;
+    }
+    if (std::none_of(out.begin(), out.end(), [&](const MetricSpec& o) { return o.kind == spec->kind; }))
+      out.push_back(*spec);
+  }
+}
+
+// A Keras schedule as rnntrain's: ExponentialDecay and CosineDecay (warming up from 0, or not at all);
+// false when it has no equivalent.
+bool schedule_from(const json& j, double& lr, ScheduleSpec& s, const std::string& file) {
+  const std::string name = j.value("class_name", "");
+  const json c = j.value("config", json::object());
+  const auto num = [&](const char* key, double fallback) { return number(c, key).value_or(fallback); };
+  // A step count; -1 (which the config check then refuses, naming the key) when out of range.
+  const auto steps = [&](const char* key) {
+    const double v = num(key, 0);
+    return v >= 0 && v <= 1e15 ? static_cast<int64_t>(v) : int64_t{-1};
+  };
+  if (name == "ExponentialDecay") {
+    s.kind = ScheduleKind::Exponential;
+    lr = num("initial_learning_rate", lr);
+    s.decay_steps = steps("decay_steps");
+    s.decay_rate = num("decay_rate", s.decay_rate);
+    s.staircase = c.value("staircase", false);
+    return true;
+  }
+  if (name == "CosineDecay") {
+    s.kind = ScheduleKind::Cosine;
+    s.decay_steps = steps("decay_steps");
+    s.alpha = num("alpha", 0.0);
+    const std::optional<double> target = number(c, "warmup_target");
+    lr = target ? *target : num("initial_learning_rate", lr);
+    s.warmup_steps = target ? steps("warmup_steps") : 0;
+    if (target && num("initial_learning_rate", 0.0) != 0.0)
+      log_warn("{}: CosineDecay warms up from initial_learning_rate {}; rnntrain's cosine schedule warms up from 0 "
+               "(to warmup_target {}): the first {} steps differ", file, num("initial_learning_rate", 0.0), lr,
+               s.warmup_steps);
+    return true;
+  }
+  return false;
+}
+
+// The optimizer (into t.optimizer) and its schedule (into t.schedule); t is left as it is when
+// Keras' optimizer has no equivalent.
+void optimizer_from(const json& j, const std::string& file, TrainSpec& t) {
+  if (!j.is_object()) return;
   const std::string name = j.value("class_name", "");
   const json c = j.value("config", json::object());
   const std::string k = lower_alnum(name);
   const std::optional<OptimizerKind> kind = optimizer_named(k);
   if (!kind) {
     log_warn("{}: optimizer '{}' has no rnntrain equivalent; the config keeps adam: set train.optimizer", file, name);
-    return std::nullopt;
+    return;
   }
   OptimizerSpec o = optimizer_defaults(*kind);
   auto lr = c.find("learning_rate");
   if (lr == c.end()) lr = c.find("lr");  // Keras 2.2
   if (lr != c.end() && lr->is_number()) o.learning_rate = lr->get<double>();
-  else if (lr != c.end() && lr->is_object()) {
+  else if (lr != c.end() && lr->is_object() && !schedule_from(*lr, o.learning_rate, t.schedule, file)) {
     const json sc = lr->value("config", json::object());
     if (auto v = number(sc, "initial_learning_rate")) o.learning_rate = *v;
     log_warn("{}: the learning-rate schedule '{}' is not imported; the config starts from learning_rate {} with a "
@@ -106,38 +220,102 @@ std::optional<OptimizerSpec> optimizer_from(const json& j, const std::string& fi
   o.global_clipnorm = number(c, "global_clipnorm");
   if (auto d = number(c, "decay"); d && *d != 0)
     log_warn("{}: the Keras 2 optimizer 'decay' {} is not imported: set train.schedule", file, *d);
-  return o;
+  t.optimizer = o;
 }
+
+// Keras 3's variable path of each parameter with '/' as '_', in Params::all() order, as Keras names
+// optimizer slots: "sequential_lstm_lstm_cell_kernel", "sequential_bidirectional_forward_lstm_lstm_cell_bias",
+// "sequential_time_distributed_dense_kernel".
+std::vector<std::string> param_paths(const ModelSpec& model, const Params& params) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < params.layers.size() && i < model.layers.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    for (const Param& p : params.layers[i].params) {
+      std::string w = p.name;
+      if (is_recurrent(l.kind)) {
+        w = fmt::format("{}/{}", cell_traits(l.kind).keras_cell, w);
+      } else if (l.kind == LayerKind::Bidirectional) {
+        const size_t slash = w.find('/');
+        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_traits(l.inner->kind).keras_cell, w.substr(slash + 1));
+      } else if (l.kind == LayerKind::TimeDistributed) {
+        w = l.inner->name + "/" + w;
+      }
+      std::string s = "sequential/" + l.name + "/" + w;
+      std::replace(s.begin(), s.end(), '/', '_');
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// Calls f(name, param, value) for each optimizer variable in Keras 3's order: "iteration" (an int64),
+// "learning_rate" (unless a schedule gives it), then each slot ("momentum", its parameter's index,
+// the tensor) in Keras' creation order; param is -1 for the first two.
+template <class F>
+void for_each_variable(const KerasTraining& t, F f) {
+  f("iteration", -1, t.iterations);
+  if (learning_rate_json(t).is_number()) {
+    Tensor lr(Shape{});
+    lr.data = {static_cast<float>(t.learning_rate)};
+    f("learning_rate", -1, lr);
+  }
+  std::vector<std::string> slot_names;
+  for (const auto& s : t.slots) slot_names.push_back(s.first);
+  for (size_t i : keras_slot_order(slot_names)) {
+    const std::string& n = t.slots[i].first;  // "momentum/3"
+    const size_t slash = n.rfind('/');
+    f(n.substr(0, slash), std::stoi(n.substr(slash + 1)), *t.slots[i].second);
+  }
+}
+
+void write_variable(const h5::Group& g, const std::string& name, int64_t v) { g.write_int64(name, {v}, true); }
+void write_variable(const h5::Group& g, const std::string& name, const Tensor& v) { g.write(name, v); }
 
 }  // namespace
 
 const char* keras_optimizer_name(OptimizerKind k) { return optimizer_name(k); }
 
-Json training_config_json(const TrainSpec& t) {
-  const OptimizerSpec& o = t.optimizer;
-  Json c;
-  c["name"] = keras_optimizer_name(o.kind);
-  c["learning_rate"] = o.learning_rate;
-  c["weight_decay"] = o.weight_decay > 0 ? Json(o.weight_decay) : Json(nullptr);
-  c["clipnorm"] = opt_or_null(o.clipnorm);
-  c["global_clipnorm"] = opt_or_null(o.global_clipnorm);
-  c["clipvalue"] = opt_or_null(o.clipvalue);
-  c["use_ema"] = false;
-  c["ema_momentum"] = 0.99;
-  c["ema_overwrite_frequency"] = nullptr;  // no Keras-3-only keys (loss_scale_factor, ...): tf-keras reads this too
-  const OptimizerInfo& info = optimizer_info(o.kind);
-  for (int i = 0; i < info.num_keys; ++i) {
-    const OptimizerKey& k = info.keys[i];
-    if (k.number) c[k.name] = o.*k.number;
-    else c[k.name] = o.*k.flag;
-  }
+Json training_config_json(const KerasTraining& t) {
   Json j;
-  j["loss"] = loss_json(t.loss);
-  j["metrics"] = nullptr;
+  j["loss"] = loss_json(t.train.loss, KerasJsonStyle::Legacy);
+  j["metrics"] = metrics_json(t.train.metrics);
   j["weighted_metrics"] = nullptr;
   j["loss_weights"] = nullptr;
-  j["optimizer_config"] = Json{{"class_name", info.keras_class}, {"config", c}};
+  j["optimizer_config"] = optimizer_json(t, KerasJsonStyle::Legacy);
   return j;
+}
+
+Json compile_config_json(const KerasTraining& t) {
+  Json j;
+  j["optimizer"] = optimizer_json(t, KerasJsonStyle::Keras3);
+  j["loss"] = loss_json(t.train.loss, KerasJsonStyle::Keras3);
+  j["loss_weights"] = nullptr;
+  j["metrics"] = metrics_json(t.train.metrics);
+  j["weighted_metrics"] = nullptr;
+  j["run_eagerly"] = false;
+  j["steps_per_execution"] = 1;
+  j["jit_compile"] = false;
+  return j;
+}
+
+void write_legacy_optimizer(const h5::Group& g, const ModelSpec& model, const Params& params, const KerasTraining& t) {
+  h5::Group og = g.create_group("optimizer_weights");
+  const std::string scope = keras_optimizer_name(t.train.optimizer.kind);
+  const std::vector<std::string> paths = param_paths(model, params);
+  std::vector<std::string> names;
+  for_each_variable(t, [&](const std::string& var, int param, const auto& value) {
+    if (param < 0) names.push_back(scope + "/" + var);
+    else names.push_back(fmt::format("{}/{}_{}", scope, param < static_cast<int>(paths.size()) ? paths[param] : std::to_string(param), var));
+    write_variable(og, names.back(), value);
+  });
+  write_name_list(og, "weight_names", names);
+}
+
+void write_keras3_optimizer(const h5::Group& root, const KerasTraining& t) {
+  h5::Group vars = root.create_group("optimizer/vars");
+  vars.set_attr("name", std::string(keras_optimizer_name(t.train.optimizer.kind)));
+  int i = 0;
+  for_each_variable(t, [&](const std::string&, int, const auto& value) { write_variable(vars, std::to_string(i++), value); });
 }
 
 static std::optional<TrainSpec> train_from_keras_json_unchecked(const nlohmann::json& j, const std::string& file) {
@@ -145,19 +323,10 @@ static std::optional<TrainSpec> train_from_keras_json_unchecked(const nlohmann::
   const json* opt = j.contains("optimizer_config") ? &j["optimizer_config"] : j.contains("optimizer") ? &j["optimizer"] : nullptr;
   if (!opt && !j.contains("loss")) return std::nullopt;
   TrainSpec t;
-  if (opt)
-    if (auto o = optimizer_from(*opt, file)) t.optimizer = *o;
+  if (opt) optimizer_from(*opt, file, t);
   if (j.contains("loss"))
     if (auto l = loss_from(j["loss"], file)) t.loss = *l;
-  if (j.contains("metrics") && j["metrics"].is_array()) {
-    for (const json& m : j["metrics"]) {
-      const std::string k = m.is_string() ? lower_alnum(m.get<std::string>()) : "";
-      if (k == "accuracy" || k == "acc") t.metrics.push_back({MetricKind::Accuracy, "accuracy"});
-      else if (k == "mae" || k == "meanabsoluteerror") t.metrics.push_back({MetricKind::MAE, "mae"});
-      else if (k == "mse" || k == "meansquarederror") t.metrics.push_back({MetricKind::MSE, "mse"});
-      else log_warn("{}: metric {} is not imported", file, m.dump());
-    }
-  }
+  if (j.contains("metrics") && j["metrics"].is_array()) metrics_from(j["metrics"], file, t.metrics);
   return t;
 }
 

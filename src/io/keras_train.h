@@ -7,14 +7,41 @@
 #include <string>
 #include <vector>
 
+#include "io/h5.h"
 #include "io/keras_model.h"
+#include "model/params.h"
 
 namespace rnntrain {
 
-// {"loss", "metrics", "weighted_metrics", "loss_weights", "optimizer_config"} for a legacy .h5.
-Json training_config_json(const TrainSpec& train);
+// An optimizer's slots: "<slot>/<i>" (Keras' slot name, the parameter's index in Params::all()) and
+// the tensor, in the optimizer's order.
+using OptimizerSlots = std::vector<std::pair<std::string, Tensor*>>;
 
-// Optimizer and loss (and simple metrics) from a legacy training_config or a Keras 3 compile_config;
+// What a compiled Keras model holds besides the model: the compile arguments and the optimizer's
+// variables now.
+struct KerasTraining {
+  TrainSpec train;             // optimizer, loss, metrics, schedule
+  double learning_rate = 0.0;  // of the next step: what the file stores for constant and per-epoch schedules
+  int64_t iterations = 0;      // optimizer steps taken
+  OptimizerSlots slots;        // every slot of train.optimizer over the model's parameters
+};
+
+// {"loss", "metrics", "weighted_metrics", "loss_weights", "optimizer_config"} for a legacy .h5.
+// The learning rate is Keras' schedule object for schedules Keras has per optimizer step
+// (exponential, cosine), else the current rate (step and reduce_on_plateau are callbacks in Keras).
+// Metrics Keras does not have (perplexity) are left out.
+Json training_config_json(const KerasTraining& t);
+// The `compile_config` of a .keras config.json, with the same content.
+Json compile_config_json(const KerasTraining& t);
+
+// The optimizer's variables in Keras 3's order (iteration, learning_rate unless a schedule sets it,
+// then the slots): for a legacy .h5, an optimizer_weights group under `g` with weight_names (Keras
+// 3's variable names, which need the model), as Keras' legacy_h5_format reads it from the group it
+// is given; for a Keras 3 weights file, /optimizer/vars/<i>.
+void write_legacy_optimizer(const h5::Group& g, const ModelSpec& model, const Params& params, const KerasTraining& t);
+void write_keras3_optimizer(const h5::Group& root, const KerasTraining& t);
+
+// Optimizer (with an ExponentialDecay or CosineDecay schedule), loss and metrics from a legacy training_config or a Keras 3 compile_config;
 // std::nullopt when the JSON has neither. What does not map is logged and left at rnntrain's default.
 std::optional<TrainSpec> train_from_keras_json(const nlohmann::json& j, const std::string& file);
 

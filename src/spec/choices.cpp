@@ -4,7 +4,10 @@
 
 #include "spec/cells.h"
 
+#include <cctype>
 #include <vector>
+
+#include "spec/parse.h"
 
 namespace rnntrain::spec {
 
@@ -131,3 +134,19 @@ std::span<const Choice<CpuRnn>> cpu_rnns() { return kCpuRnns; }
 std::span<const Choice<Device>> devices() { return kDevices; }
 
 }  // namespace rnntrain::spec
+
+namespace rnntrain {
+
+std::optional<MetricSpec> metric_named(const std::string& name) {
+  auto squash = [](const std::string& s) {
+    std::string out;
+    for (char c : s)
+      if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  for (const spec::Choice<MetricKind>& c : spec::metric_kinds())
+    if (squash(c.name) == squash(name)) return MetricSpec{c.value, spec::enum_name(spec::metric_kinds(), c.value)};
+  return std::nullopt;
+}
+
+}  // namespace rnntrain

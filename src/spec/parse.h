@@ -2,6 +2,7 @@
 // tree before typing, so they get the same checks. Every error names file:line:column and the key,
 // with a did-you-mean for misspelt keys and enum values. The effective config is emitted as YAML.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,5 +17,10 @@ Config parse_config(const std::string& yaml_text, const std::string& filename,
                     const std::vector<std::string>& overrides = {});
 // The effective config, every key explicit, as YAML that parse_config reads back to an equal Config.
 std::string emit_config(const Config& cfg);
+
+// The metric a name means, as train.metrics spells it or its alias ("acc", "mean_absolute_error"),
+// compared in lower case without underscores (so Keras' class names match too: "MeanAbsoluteError");
+// MetricSpec::name is the config's spelling. std::nullopt when no metric is called so.
+std::optional<MetricSpec> metric_named(const std::string& name);
 
 }  // namespace rnntrain

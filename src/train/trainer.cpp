@@ -226,6 +226,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     ResumeState st;
     st.epoch = epochs_done;
     st.iterations = optimizer.iterations();
+    st.learning_rate = schedule.lr(st.iterations);
     st.rng = rng.state();
     for (const EpochObserver* o : observers) o->save_state(st);
     st.history_json = result.history.to_json();
@@ -261,6 +262,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   observers.push_back(&checkpoints);  // one rank writes the run directory: every rank holds the same weights
   if (comm.root()) observers.push_back(&history);
 
+  const int64_t n = data.train.size(), bs = cfg.train.batch_size;
+  int64_t steps = (n + bs - 1) / bs;
+  if (cfg.train.steps_per_epoch > 0) steps = std::min(steps, cfg.train.steps_per_epoch);
   int64_t start_epoch = 0;
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
   bool finished = false;  // a resumed run that had nothing left to train
@@ -273,6 +277,14 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, step {}, optimizer step {}); start a new "
                                   "run from its weights with --weights instead", last_path, st.epoch, st.step,
                                   st.iterations));
+    if (st.keras) {  // Keras' files count optimizer steps, not epochs: go on as fit(initial_epoch=...) would
+      st.epoch = st.iterations / steps;
+      log_info("{}: no epoch count (a file Keras wrote), optimizer step {}: {} epochs of {} steps done", last_path,
+               st.iterations, st.epoch, steps);
+      if (st.iterations % steps)
+        log_warn("{}: its {} optimizer steps are not a whole number of epochs of {} steps (train.batch_size {}, {} "
+                 "samples); epoch {} is trained in full", last_path, st.iterations, steps, bs, n, st.epoch + 1);
+    }
     engine->params_changed();
     optimizer.set_iterations(st.iterations);
     rng.set_state(st.step > 0 ? st.epoch_rng : st.rng);  // inside an epoch: its shuffle draws again first
@@ -311,9 +323,6 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
 
   auto metrics = make_metrics(cfg);
   auto ms = raw(metrics);
-  const int64_t n = data.train.size(), bs = cfg.train.batch_size;
-  int64_t steps = (n + bs - 1) / bs;
-  if (cfg.train.steps_per_epoch > 0) steps = std::min(steps, cfg.train.steps_per_epoch);
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
   if (comm.distributed())
@@ -455,13 +464,14 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     return result;
   }
   if (early) early->restore_best();
-  ResumeState fin;  // the end of the run: no optimizer, schedule or callback state to go on from
+  ResumeState fin;  // the end of the run: no schedule or callback state to go on from; the optimizer's, for Keras
   fin.epoch = result.epochs_done;
   fin.iterations = optimizer.iterations();
+  fin.learning_rate = schedule.lr(fin.iterations);
   fin.rng = rng.state();
   fin.history_json = result.history.to_json();
   fin.config_yaml = emit_config(cfg);
-  if (comm.root()) save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), {}, fin);
+  if (comm.root()) save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), slots, fin);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

@@ -1,6 +1,7 @@
 # Keras -> rnntrain resume: Keras trains a few steps with Adam (and SGD with momentum), saves a legacy
 # .h5 checkpoint with its optimizer state, and takes one more step. rnntrain imports the checkpoint,
-# resumes from it (`train --resume`) for one step, and its weights must match Keras' within
+# resumes from it (`train --resume`: at epoch 4, as Keras' initial_epoch would) for its one step, and
+# its weights must match Keras' within
 # 1e-5 + 1e-4·|ref| (one optimizer step of float32 gradients computed in a different order).
 # Usage: test_resume.py RNNTRAIN_BINARY
 import os
@@ -45,7 +46,7 @@ def case(s, name, optimizer, layers):
         return
     shutil.copy(d + "ckpt.h5", run + "last.h5")
     code, _, _ = s.rnntrain("train", "--resume", run, f"data.train={{format: npy, inputs: {d}x.npy, targets: {d}y.npy}}",
-                            "train.epochs=1", f"train.batch_size={N}", "train.shuffle=false")
+                            "train.epochs=4", f"train.batch_size={N}", "train.shuffle=false")
     if code != 0:
         return
     got = legacy_weights(run + "final.h5")
@@ -66,9 +67,11 @@ def case(s, name, optimizer, layers):
     if gap < 1e-4:
         s.fail(f"{name}: the test cannot tell restored optimizer state from a fresh one (gap {gap:.3g})")
     with h5py.File(run + "final.h5", "r") as f:
-        it = int(f["rnntrain"].attrs["iterations"])
+        it, epoch = int(f["rnntrain"].attrs["iterations"]), int(f["rnntrain"].attrs["epoch"])
     if it != 4:
         s.fail(f"{name}: rnntrain's optimizer is at step {it} after resuming from step 3, expected 4")
+    if epoch != 4:  # 3 epochs of one step in Keras, then one more: Keras' fit(initial_epoch=3, epochs=4)
+        s.fail(f"{name}: rnntrain's run ends at epoch {epoch}, expected 4 (Keras' 3 epochs and one more)")
 
 
 def main():
