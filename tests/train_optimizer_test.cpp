@@ -2,6 +2,7 @@
 // closed form written out here in double; clipping (clipnorm, clipvalue, global_clipnorm); slots.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -110,6 +111,25 @@ struct Reference {
           p[j] += lr * delta;
           break;
         }
+        case OptimizerKind::Nadam: {  // u_t and their product from step 1 on, as Keras keeps them
+          auto u = [&](int k) { return spec.beta_1 * (1 - 0.5 * std::pow(0.96, k)); };
+          double pi = 1;
+          for (int k = 1; k <= t; ++k) pi *= u(k);
+          s0[j] = spec.beta_1 * s0[j] + (1 - spec.beta_1) * g[j];         // momentum
+          s1[j] = spec.beta_2 * s1[j] + (1 - spec.beta_2) * g[j] * g[j];  // velocity
+          const double m_hat = u(t + 1) * s0[j] / (1 - pi * u(t + 1)) + (1 - u(t)) * g[j] / (1 - pi);
+          const double v_hat = s1[j] / (1 - std::pow(spec.beta_2, t));
+          p[j] -= m_hat * lr / (std::sqrt(v_hat) + spec.epsilon);
+          break;
+        }
+        case OptimizerKind::Ftrl: {  // s0: accumulator n, s1: linear z
+          const double c = -spec.learning_rate_power, n2 = s0[j] + g[j] * g[j];
+          s1[j] += g[j] + 2 * spec.l2_shrinkage * p[j] - (std::pow(n2, c) - std::pow(s0[j], c)) / lr * p[j];
+          const double quadratic = std::pow(n2, c) / lr + 2 * (spec.l2 + spec.beta / (2 * lr));
+          p[j] = (std::clamp(s1[j], -spec.l1, spec.l1) - s1[j]) / quadratic;
+          s0[j] = n2;
+          break;
+        }
       }
     }
   }
@@ -124,7 +144,8 @@ void check_three_steps(const OptimizerSpec& spec, double shrink = 1.0) {
   for (const Param& p : m.params)
     for (float x : p.value.data) ref.p.push_back(x);
   const size_t n = ref.p.size();
-  ref.s0.assign(n, spec.kind == OptimizerKind::Adagrad ? static_cast<float>(spec.initial_accumulator_value) : 0.0);
+  const bool accumulator = spec.kind == OptimizerKind::Adagrad || spec.kind == OptimizerKind::Ftrl;
+  ref.s0.assign(n, accumulator ? static_cast<float>(spec.initial_accumulator_value) : 0.0);
   ref.s1.assign(n, 0.0);
   ref.s2.assign(n, 0.0);
   const double lrs[] = {0.1, 0.05, 0.02};
@@ -240,6 +261,38 @@ TEST(Optimizer, AdadeltaWithLargeEpsilonAndOtherRho) {
   OptimizerSpec s = optimizer_defaults(OptimizerKind::Adadelta);
   s.rho = 0.5, s.epsilon = 0.5;
   check_three_steps(s);
+}
+
+TEST(Optimizer, Nadam) { check_three_steps(optimizer_defaults(OptimizerKind::Nadam)); }
+
+TEST(Optimizer, NadamWithOtherBetasAndEpsilon) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Nadam);
+  s.beta_1 = 0.8, s.beta_2 = 0.99, s.epsilon = 1e-3;
+  check_three_steps(s);
+}
+
+// Ftrl's defaults (no regularization) and each of its terms: l1 (which zeroes small weights), l2,
+// shrinkage, beta, another learning_rate_power and accumulator start.
+TEST(Optimizer, Ftrl) { check_three_steps(optimizer_defaults(OptimizerKind::Ftrl)); }
+
+TEST(Optimizer, FtrlWithEveryRegularization) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Ftrl);
+  s.l1 = 0.01, s.l2 = 0.05, s.l2_shrinkage = 0.02, s.beta = 0.1, s.learning_rate_power = -0.7;
+  s.initial_accumulator_value = 0.3;
+  check_three_steps(s);
+  s.learning_rate_power = 0.0;
+  check_three_steps(s);
+}
+
+// Nadam's momentum schedule product, which Keras keeps and rnntrain derives from the step: the
+// closed form, cut off where 0.96^k no longer changes it, equals the running product.
+TEST(Optimizer, NadamMomentumScheduleProductMatchesTheRunningProduct) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Nadam);
+  double pi = 1;
+  for (int64_t t = 1; t <= 3000; ++t) {
+    pi *= s.beta_1 * (1 - 0.5 * std::pow(0.96, static_cast<double>(t)));
+    if (t % 500 == 0 || t < 5) EXPECT_NEAR(Nadam::u_product(s, t), pi, 1e-12 * pi) << t;
+  }
 }
 
 TEST(Optimizer, LionWithWeightDecayAndOtherBetas) {

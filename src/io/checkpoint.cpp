@@ -54,9 +54,12 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
   }
   const std::vector<std::string> names = read_name_list(og, "weight_names");
   if (names.empty()) throw DataError(fmt::format("{}: /optimizer_weights lists no variables", path));
-  size_t first = 1;
-  if (names.size() == slots.size() + 2) first = 2;  // iteration, learning_rate, slots...
-  else if (names.size() != slots.size() + 1)
+  // iteration, learning_rate (a scalar, unless a schedule gives it), the slots (never scalars), and
+  // the scalar some kinds keep after them (Nadam's u_product, which rnntrain derives from the step).
+  const auto scalar = [&](const std::string& n) { return og.has_dataset(n) && og.shape(n).empty(); };
+  const size_t first = names.size() > 1 && scalar(names[1]) ? 2 : 1;
+  const size_t after = names.size() == first + slots.size() + 1 && scalar(names.back()) ? 1 : 0;
+  if (names.size() != first + slots.size() + after)
     throw DataError(fmt::format("{}: the file's optimizer has {} variables; the configured optimizer needs the iteration "
                                 "counter, optionally the learning rate, and {} slots. Was it written with another "
                                 "optimizer (or amsgrad, momentum, centered set differently)? Set train.optimizer to match",

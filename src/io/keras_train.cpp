@@ -250,7 +250,8 @@ std::vector<std::string> param_paths(const ModelSpec& model, const Params& param
 
 // Calls f(name, param, value) for each optimizer variable in Keras 3's order: "iteration" (an int64),
 // "learning_rate" (unless a schedule gives it), then each slot ("momentum", its parameter's index,
-// the tensor) in Keras' creation order; param is -1 for the first two.
+// the tensor) in Keras' creation order, then the scalar some kinds keep after them (SlotKinds::after).
+// param is -1 for the first two and -2 for the last, which is outside the optimizer's name scope.
 template <class F>
 void for_each_variable(const KerasTraining& t, F f) {
   f("iteration", -1, t.iterations);
@@ -265,6 +266,11 @@ void for_each_variable(const KerasTraining& t, F f) {
     const std::string& n = t.slots[i].first;  // "momentum/3"
     const size_t slash = n.rfind('/');
     f(n.substr(0, slash), std::stoi(n.substr(slash + 1)), *t.slots[i].second);
+  }
+  if (const SlotKinds::After after = optimizer_slot_kinds(t.train.optimizer).after; after.name) {
+    Tensor v(Shape{});
+    v.data = {static_cast<float>(after.value(t.train.optimizer, t.iterations))};
+    f(after.name, -2, v);
   }
 }
 
@@ -304,7 +310,8 @@ void write_legacy_optimizer(const h5::Group& g, const ModelSpec& model, const Pa
   const std::vector<std::string> paths = param_paths(model, params);
   std::vector<std::string> names;
   for_each_variable(t, [&](const std::string& var, int param, const auto& value) {
-    if (param < 0) names.push_back(scope + "/" + var);
+    if (param == -2) names.push_back(var);
+    else if (param < 0) names.push_back(scope + "/" + var);
     else names.push_back(fmt::format("{}/{}_{}", scope, param < static_cast<int>(paths.size()) ? paths[param] : std::to_string(param), var));
     write_variable(og, names.back(), value);
   });

@@ -44,14 +44,14 @@ class RuleOptimizer : public Optimizer {
         for (float& x : p->value.data) x -= x * f;
     }
     const int64_t t = iterations_ + 1;
-    const float lr_f = static_cast<float>(lr), alpha = static_cast<float>(D::alpha(spec_, lr, t));
+    const StepScalars scalars = D::scalars(spec_, lr, t);
     const typename D::Rule rule = rule_;  // a local: the stores through p and s cannot change it
     for (size_t i = 0; i < params_.size(); ++i) {
       float* s[SlotKinds::kMax] = {};
       for (size_t k = 0; k < slots_.size(); ++k) s[k] = slots_[k].second[i].ptr();
       float* p = params_[i]->value.ptr();
       const float* g = params_[i]->grad.ptr();
-      for (int64_t j = 0, n = params_[i]->value.numel(); j < n; ++j) rule(p[j], g[j], s, j, lr_f, alpha);
+      for (int64_t j = 0, n = params_[i]->value.numel(); j < n; ++j) rule(p[j], g[j], s, j, scalars);
     }
     iterations_ = t;
   }

@@ -15,7 +15,7 @@
 namespace rnntrain {
 
 // Every optimizer; the order of the list at the end of this file is the order configs list them in.
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta };
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl };
 
 // Keras 3's hyperparameters, named as in Keras; a kind reads those its descriptor lists. The values
 // here are Keras' defaults where the kinds agree; optimizer_defaults() gives a kind's own.
@@ -29,7 +29,8 @@ struct OptimizerSpec {
   double weight_decay = 0.0;
   double rho = 0.9;  // RMSprop
   bool centered = false;
-  double initial_accumulator_value = 0.1;  // Adagrad
+  double initial_accumulator_value = 0.1;  // Adagrad, Ftrl
+  double learning_rate_power = -0.5, l1 = 0.0, l2 = 0.0, l2_shrinkage = 0.0, beta = 0.0;  // Ftrl
   std::optional<double> clipnorm, clipvalue, global_clipnorm;  // at most one (Keras' rule)
 };
 
@@ -79,15 +80,29 @@ struct SlotKinds {
   // The first `together` slots Keras creates in one add_optimizer_variables call, so that its files
   // interleave them variable by variable (Adam's momentum and velocity); the rest come slot by slot.
   int together = 1;
+  // A scalar Keras keeps after the slots, outside the optimizer's name scope (Nadam's u_product):
+  // its name in Keras' files and its value after step t. Not state here: the rule has it from t.
+  struct After {
+    const char* name = nullptr;
+    double (*value)(const OptimizerSpec&, int64_t t) = nullptr;
+  } after;
   void add(const char* name, float init = 0.0f) { at[n++] = {name, init}; }
 };
 
+// The numbers of one optimizer step that are the same for every element, computed once per step on
+// the host in double: the learning rate, and up to three more that a kind's rule needs (Adam's
+// bias-corrected step size, Nadam's momentum schedule, Ftrl's l2 term).
+struct StepScalars {
+  float lr = 0.0f;
+  float k[3] = {};
+};
+
 // A descriptor D has: static constexpr OptimizerInfo info; static SlotKinds slots(const
-// OptimizerSpec&); static double alpha(const OptimizerSpec&, double lr, int64_t t), the step size
-// of optimizer step t (1-based) for the rule's `alpha` (lr when the kind has no bias correction);
-// and struct Rule, built from an OptimizerSpec, whose RNNTRAIN_HD operator()(float& p, float g,
-// float* const* s, int64_t i, float lr, float alpha) updates one element i: p its value, g its
-// clipped gradient, s[k][i] its slot k. Weight decay and clipping are applied before, for every kind.
+// OptimizerSpec&); static StepScalars scalars(const OptimizerSpec&, double lr, int64_t t), the
+// numbers of optimizer step t (1-based) at learning rate lr; and struct Rule, built from an
+// OptimizerSpec, whose RNNTRAIN_HD operator()(float& p, float g, float* const* s, int64_t i, const
+// StepScalars& sc) updates one element i: p its value, g its clipped gradient, s[k][i] its slot k.
+// Weight decay and clipping are applied before, for every kind.
 
 }  // namespace rnntrain
 
@@ -95,7 +110,9 @@ struct SlotKinds {
 #include "spec/optimizers/adagrad.h"
 #include "spec/optimizers/adam.h"
 #include "spec/optimizers/adamax.h"
+#include "spec/optimizers/ftrl.h"
 #include "spec/optimizers/lion.h"
+#include "spec/optimizers/nadam.h"
 #include "spec/optimizers/rmsprop.h"
 #include "spec/optimizers/sgd.h"
 
@@ -108,7 +125,7 @@ struct OptimizerList {
   static decltype(auto) with(OptimizerKind k, F& f) { return with_descriptor<F, OptimizerKind, D...>(k, f); }
 };
 // Every descriptor, in the order configs and messages list them.
-using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta>;
+using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl>;
 
 // Calls f(D{}) with the descriptor D of kind k; returns what f returns.
 template <class F>

@@ -45,6 +45,7 @@ void read_key(const Value& x, KeyRange range, double* number, bool* flag) {
     case KeyRange::Flag: *flag = x.as_bool(); return;
     case KeyRange::Positive: *number = positive(x); return;
     case KeyRange::NonNegative: *number = non_negative(x); return;
+    case KeyRange::NonPositive: *number = x.as_double(-kFloatMax, 0.0, false, false); return;
     case KeyRange::Unit: *number = x.as_double(0.0, 1.0, false, false); return;
     case KeyRange::UnitOpen: *number = unit_open(x); return;
   }

@@ -50,7 +50,7 @@ def optimizer_values(path):
         return [og[dec(n)][()] for n in og.attrs["weight_names"]]
 
 
-def case(s, name, schedule, lr_now):
+def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
     d = s.path(name, "x")[:-1]
     np.save(d + "x.npy", X)
     np.save(d + "y.npy", Y)
@@ -60,7 +60,7 @@ def case(s, name, schedule, lr_now):
                 "    - {type: Dense, units: 3, activation: softmax}\n"
                 f"data:\n  train: {{format: npy, inputs: {d}x.npy, targets: {d}y.npy}}\n"
                 "train:\n  epochs: 2\n  batch_size: 16\n  shuffle: false\n  loss: categorical_crossentropy\n"
-                "  metrics: [accuracy, mae]\n  optimizer: {type: adam, learning_rate: 0.01}\n"
+                f"  metrics: [accuracy, mae]\n  optimizer: {{type: {optimizer}, learning_rate: 0.01}}\n"
                 f"  schedule: {schedule}\n"
                 f"output: {{dir: {d}run}}\n")
     if s.rnntrain("train", cfg)[0] != 0:
@@ -99,7 +99,7 @@ def case(s, name, schedule, lr_now):
     # .keras: Keras restores every slot itself. .h5: the docs' recipe, verbatim but for the path.
     if "out.keras" in models:
         got = [np.asarray(v.numpy()) for v in models["out.keras"].optimizer.variables]
-        got = got[2:] if len(got) == len(slots) + 2 else got[1:]
+        got = got[2:] if len(got) == len(slots) + 2 else got[1:]  # Nadam: slots ends in its u_product
         if len(got) != len(slots):
             s.fail(f"{name}: the .keras optimizer has {len(got)} slots, the checkpoint {len(slots)}")
         for i, (g, r) in enumerate(zip(got, slots)):
@@ -130,7 +130,7 @@ def case(s, name, schedule, lr_now):
     # The check can fail: a fresh optimizer's step from the same weights lands elsewhere.
     fresh = keras.models.clone_model(models["out.h5"])
     fresh.set_weights(legacy_weights(d + "ckpt.h5"))
-    fresh.compile(optimizer=keras.optimizers.Adam(lr_now), loss="categorical_crossentropy")
+    fresh.compile(optimizer=(fresh_optimizer or keras.optimizers.Adam)(lr_now), loss="categorical_crossentropy")
     fresh.fit(X, Y, batch_size=N, epochs=1, shuffle=False, verbose=0)
     gap = max(float(np.abs(a - b).max()) for a, b in zip(fresh.get_weights(), ref))
     print(f"{name}: a fresh optimizer's step would differ from rnntrain's by up to {gap:.3g}")
@@ -151,6 +151,8 @@ def main():
     case(s, "step", "{type: step, step_size: 1, gamma: 0.5}", 0.0025)
     # exponential per step: 0.01 * 0.5^(2/1) at step 2.
     case(s, "exponential", "{type: exponential, decay_steps: 1, decay_rate: 0.5}", 0.0025)
+    # Nadam: Keras keeps its momentum schedule's product after the slots; Keras' next step reads it.
+    case(s, "nadam", "constant", 0.01, "nadam", keras.optimizers.Nadam)
     s.finish("keras compiled")
 
 

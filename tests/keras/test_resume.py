@@ -86,6 +86,11 @@ def main():
     case(s, "adamax", keras.optimizers.Adamax(learning_rate=0.01, beta_2=0.99), [L.GRU(4), L.Dense(2)])
     case(s, "adadelta", keras.optimizers.Adadelta(learning_rate=1.0, rho=0.9, epsilon=1e-3),
          [L.LSTM(4), L.Dense(2)])
+    case(s, "nadam", keras.optimizers.Nadam(learning_rate=0.01, beta_2=0.99), [L.GRU(4), L.Dense(2)])
+    case(s, "ftrl", keras.optimizers.Ftrl(learning_rate=0.05, l1_regularization_strength=0.001,
+                                          l2_regularization_strength=0.01, l2_shrinkage_regularization_strength=0.01,
+                                          beta=0.1, learning_rate_power=-0.6, initial_accumulator_value=0.2),
+         [L.LSTM(4), L.Dense(2)])
     s.finish("keras resume")
 
 

@@ -16,7 +16,7 @@ bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
 }  // namespace
 
 DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params)
-    : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * 3, "learning rate") {
+    : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * k::kSchedFloats, "learning rate") {
   check_clipping(spec);
   const SlotKinds kinds = optimizer_slot_kinds(spec);  // the descriptor's slots, as model/optimizer.cpp
   groups_.resize(kinds.n);
@@ -30,9 +30,9 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
 }
 
 void DeviceOptimizer::set_step(double lr, int64_t t) {
-  const double alpha = with_optimizer(spec_.kind, [&](auto d) { return decltype(d)::alpha(spec_, lr, t); });
-  const float v[3] = {static_cast<float>(lr), static_cast<float>(alpha),
-                      spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f};
+  const StepScalars sc = with_optimizer(spec_.kind, [&](auto d) { return decltype(d)::scalars(spec_, lr, t); });
+  const float v[k::kSchedFloats] = {sc.lr, sc.k[0], sc.k[1], sc.k[2],
+                                    spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f};
   sched_.set(v);
 }
 

@@ -62,7 +62,7 @@ class DeviceOptimizer {
   bool scaled_ = false;
   DeviceBuffer<float> scale_{"loss scale"};
   DeviceBuffer<int> scale_state_{"loss scale state"};  // [0]: finite steps in a row, [1]: non-finite flag
-  StepValues sched_;  // set_step()'s lr, alpha and decay
+  StepValues sched_;  // set_step()'s StepScalars and decay (k::OptArgs::sched)
   std::function<void(float*, int64_t)> share_;
 };
 

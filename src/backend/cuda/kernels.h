@@ -142,6 +142,7 @@ struct AccuracyArgs {
 void accuracy(const AccuracyArgs& a, cudaStream_t s);
 // sums[var[i]] += g[i]^2 for var[i] >= 0.
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
+constexpr int kSchedFloats = 5;
 struct OptArgs {
   float* p = nullptr;
   float* g = nullptr;
@@ -153,8 +154,8 @@ struct OptArgs {
   int clip = 0;
   const float* factors = nullptr;  // per variable (clip 1)
   float factor = 1.0f, clipvalue = 0.0f;
-  // On the device, so that a captured step reads each step's values: the learning rate, the
-  // descriptor's alpha (Adam's lr with the bias corrections) and lr * weight_decay (0: none).
+  // On the device, so that a captured step reads each step's values: the descriptor's StepScalars
+  // (lr, k[0..2]) and lr * weight_decay (0: none), kSchedFloats floats.
   const float* sched = nullptr;
   const int* skip = nullptr;  // one int on the device: non-zero skips the update (non-finite fp16 grads)
   double* nonfinite = nullptr;  // set to 1 when an updated parameter is inf or NaN (null: not checked)

@@ -108,7 +108,8 @@ __global__ void accuracy_k(AccuracyArgs a) {
 template <class Rule>
 __global__ void optimizer_k(OptArgs a, Rule rule) {
   if (a.skip && *a.skip) return;
-  const float lr = a.sched[0], alpha = a.sched[1], decay = a.sched[2];
+  const StepScalars sc = {a.sched[0], {a.sched[1], a.sched[2], a.sched[3]}};
+  const float decay = a.sched[4];
   GRID_LOOP(i, a.n) {
     if (!bit_set(a.trained, i)) continue;
     float g = a.g[i];
@@ -117,7 +118,7 @@ __global__ void optimizer_k(OptArgs a, Rule rule) {
     else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
     float p = a.p[i];
     if (decay > 0.0f) p -= p * decay;
-    rule(p, g, a.s, i, lr, alpha);
+    rule(p, g, a.s, i, sc);
     a.p[i] = p;
     if (a.nonfinite && !isfinite(p)) *a.nonfinite = 1.0;  // every writer stores the same value
   }

@@ -17,13 +17,14 @@ struct Adadelta {
     s.add("accumulated_delta_var");
     return s;
   }
-  static double alpha(const OptimizerSpec&, double lr, int64_t) { return lr; }
+  static StepScalars scalars(const OptimizerSpec&, double lr, int64_t) { return {static_cast<float>(lr)}; }
 
   struct Rule {
     float rho, c, eps;  // rho, 1 - rho (from double)
     explicit Rule(const OptimizerSpec& o)
         : rho(static_cast<float>(o.rho)), c(static_cast<float>(1.0 - o.rho)), eps(static_cast<float>(o.epsilon)) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float lr, float) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float lr = sc.lr;
       const float a = rho * s[0][i] + c * (g * g);
       const float delta = -(sqrtf(s[1][i] + eps) * g) / sqrtf(a + eps);
       s[0][i] = a;

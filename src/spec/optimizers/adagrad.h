@@ -15,12 +15,13 @@ struct Adagrad {
     s.add("accumulator", static_cast<float>(o.initial_accumulator_value));
     return s;
   }
-  static double alpha(const OptimizerSpec&, double lr, int64_t) { return lr; }
+  static StepScalars scalars(const OptimizerSpec&, double lr, int64_t) { return {static_cast<float>(lr)}; }
 
   struct Rule {
     float eps;
     explicit Rule(const OptimizerSpec& o) : eps(static_cast<float>(o.epsilon)) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float lr, float) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float lr = sc.lr;
       const float acc = s[0][i] + g * g;
       s[0][i] = acc;
       p -= lr * g / sqrtf(acc + eps);

@@ -21,9 +21,10 @@ struct Adam {
     if (o.amsgrad) s.add("velocity_hat");
     return s;
   }
-  static double alpha(const OptimizerSpec& o, double lr, int64_t t) {
+  static StepScalars scalars(const OptimizerSpec& o, double lr, int64_t t) {  // k[0]: alpha
     const double td = static_cast<double>(t);
-    return lr * std::sqrt(1.0 - std::pow(o.beta_2, td)) / (1.0 - std::pow(o.beta_1, td));
+    return {static_cast<float>(lr), {static_cast<float>(lr * std::sqrt(1.0 - std::pow(o.beta_2, td)) /
+                                                        (1.0 - std::pow(o.beta_1, td)))}};
   }
 
   struct Rule {
@@ -34,7 +35,8 @@ struct Adam {
           c2(static_cast<float>(1.0 - o.beta_2)),
           eps(static_cast<float>(o.epsilon)),
           amsgrad(o.amsgrad) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float, float alpha) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float alpha = sc.k[0];
       const float m = s[0][i] + (g - s[0][i]) * c1;
       const float v = s[1][i] + (g * g - s[1][i]) * c2;
       s[0][i] = m, s[1][i] = v;

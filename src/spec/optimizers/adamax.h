@@ -17,15 +17,16 @@ struct Adamax {
     s.add("norm");
     return s;
   }
-  static double alpha(const OptimizerSpec& o, double lr, int64_t t) {
-    return lr / (1.0 - std::pow(o.beta_1, static_cast<double>(t)));
+  static StepScalars scalars(const OptimizerSpec& o, double lr, int64_t t) {  // k[0]: alpha
+    return {static_cast<float>(lr), {static_cast<float>(lr / (1.0 - std::pow(o.beta_1, static_cast<double>(t))))}};
   }
 
   struct Rule {
     float c1, b2, eps;  // 1 - beta_1 (from double), beta_2
     explicit Rule(const OptimizerSpec& o)
         : c1(static_cast<float>(1.0 - o.beta_1)), b2(static_cast<float>(o.beta_2)), eps(static_cast<float>(o.epsilon)) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float, float alpha) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float alpha = sc.k[0];
       const float m = s[0][i] + (g - s[0][i]) * c1;
       const float b = b2 * s[1][i], a = fabsf(g);
       const float u = b != b ? b : b > a ? b : a;  // max, NaN kept

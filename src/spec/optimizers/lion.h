@@ -14,7 +14,7 @@ struct Lion {
     s.add("momentum");
     return s;
   }
-  static double alpha(const OptimizerSpec&, double lr, int64_t) { return lr; }
+  static StepScalars scalars(const OptimizerSpec&, double lr, int64_t) { return {static_cast<float>(lr)}; }
 
   struct Rule {
     float b1, c1, b2, c2;  // beta and 1 - beta (from double)
@@ -23,7 +23,8 @@ struct Lion {
           c1(static_cast<float>(1.0 - o.beta_1)),
           b2(static_cast<float>(o.beta_2)),
           c2(static_cast<float>(1.0 - o.beta_2)) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float lr, float) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float lr = sc.lr;
       const float m = s[0][i];
       const float c = m * b1 + g * c1;
       p -= lr * (c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : c);  // sign, NaN kept

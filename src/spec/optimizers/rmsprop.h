@@ -19,7 +19,7 @@ struct RMSprop {
     if (o.centered) s.add("average_gradient");
     return s;
   }
-  static double alpha(const OptimizerSpec&, double lr, int64_t) { return lr; }
+  static StepScalars scalars(const OptimizerSpec&, double lr, int64_t) { return {static_cast<float>(lr)}; }
 
   struct Rule {
     float rho, c, eps, mu;
@@ -31,7 +31,8 @@ struct RMSprop {
           mu(static_cast<float>(o.momentum)),
           mom(o.momentum > 0 ? 1 : -1),
           avg(o.centered ? (o.momentum > 0 ? 2 : 1) : -1) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float lr, float) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float lr = sc.lr;
       const float v = rho * s[0][i] + c * g * g;
       s[0][i] = v;
       float denom = v + eps;

@@ -14,7 +14,7 @@ struct Sgd {
     if (o.momentum != 0) s.add("momentum");
     return s;
   }
-  static double alpha(const OptimizerSpec&, double lr, int64_t) { return lr; }
+  static StepScalars scalars(const OptimizerSpec&, double lr, int64_t) { return {static_cast<float>(lr)}; }
 
   struct Rule {
     bool momentum;
@@ -22,7 +22,8 @@ struct Sgd {
     bool nesterov;
     explicit Rule(const OptimizerSpec& o)
         : momentum(o.momentum != 0), mu(static_cast<float>(o.momentum)), nesterov(o.nesterov) {}
-    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, float lr, float) const {
+    RNNTRAIN_HD void operator()(float& p, float g, float* const* s, int64_t i, const StepScalars& sc) const {
+      const float lr = sc.lr;
       if (!momentum) {
         p -= lr * g;
         return;
