@@ -285,6 +285,13 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(s.min_delta, r.min_delta);
   EXPECT_EQ(s.cooldown, r.cooldown);
   EXPECT_EQ(s.min_lr, r.min_lr);
+  EXPECT_EQ(s.end_learning_rate, r.end_learning_rate);
+  EXPECT_EQ(s.power, r.power);
+  EXPECT_EQ(s.cycle, r.cycle);
+  EXPECT_EQ(s.boundaries, r.boundaries);
+  EXPECT_EQ(s.values, r.values);
+  EXPECT_EQ(s.t_mul, r.t_mul);
+  EXPECT_EQ(s.m_mul, r.m_mul);
   ASSERT_EQ(t.early_stopping.has_value(), u.early_stopping.has_value());
   if (t.early_stopping) {
     const EarlyStoppingSpec &e = *t.early_stopping, &f = *u.early_stopping;
@@ -338,6 +345,11 @@ TEST(RoundTrip, EveryOptimizerLossAndScheduleComesBackEqual) {
                                   "data.validation=null", "data.validation_split=0.2"});
   expect_round_trip(kRichTokens, {"train.optimizer={type: adagrad, initial_accumulator_value: 0.2, epsilon: 1e-5}",
                                   "train.loss=mae", "train.schedule=constant", "data=null"});
+  for (const char* schedule : {"{type: polynomial, decay_steps: 50, end_learning_rate: 1e-5, power: 0.5, cycle: true}",
+                               "{type: inverse_time, decay_steps: 7, decay_rate: 0.3, staircase: true}",
+                               "{type: piecewise_constant, boundaries: [10, 300], values: [0.01, 0.005, 1.5e-4]}",
+                               "{type: cosine_restarts, decay_steps: 20, t_mul: 1.5, m_mul: 0.8, alpha: 0.01}"})
+    expect_round_trip(kRichTokens, {std::string("train.schedule=") + schedule});
 }
 
 TEST(RoundTrip, EveryOptimizerDescriptorAndKeyComesBackEqual) {

@@ -64,9 +64,69 @@ TEST(Schedule, CosineWithWarmup) {
   EXPECT_NEAR(nowarm.lr(25), 0.2 * (0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25)) + 0.1), 1e-15);
 }
 
+TEST(Schedule, PolynomialHeldAtTheEndOrCycling) {
+  ScheduleSpec p = spec_of(ScheduleKind::Polynomial);
+  p.decay_steps = 10, p.end_learning_rate = 0.01, p.power = 2.0;
+  Schedule held(p, 0.1);
+  EXPECT_DOUBLE_EQ(held.lr(0), 0.1);
+  EXPECT_NEAR(held.lr(4), 0.09 * 0.36 + 0.01, 1e-15);
+  EXPECT_NEAR(held.lr(10), 0.01, 1e-15);
+  EXPECT_NEAR(held.lr(50), 0.01, 1e-15);
+  p.cycle = true;  // past the end the decay stretches to the next multiple of decay_steps: 30 at step 25
+  Schedule cycling(p, 0.1);
+  EXPECT_DOUBLE_EQ(cycling.lr(0), 0.1);
+  EXPECT_NEAR(cycling.lr(25), 0.09 * std::pow(1 - 25.0 / 30, 2) + 0.01, 1e-15);
+  EXPECT_NEAR(cycling.lr(20), 0.01, 1e-15);
+}
+
+TEST(Schedule, InverseTimeSmoothAndStaircase) {
+  ScheduleSpec i = spec_of(ScheduleKind::InverseTime);
+  i.decay_steps = 4, i.decay_rate = 0.5;
+  Schedule smooth(i, 0.1);
+  EXPECT_NEAR(smooth.lr(6), 0.1 / (1 + 0.5 * 1.5), 1e-15);
+  i.staircase = true;
+  Schedule stairs(i, 0.1);
+  EXPECT_NEAR(stairs.lr(6), 0.1 / 1.5, 1e-15);
+  EXPECT_NEAR(stairs.lr(8), 0.1 / 2, 1e-15);
+}
+
+TEST(Schedule, PiecewiseConstantIncludesEachBoundaryInThePieceBeforeIt) {
+  ScheduleSpec p = spec_of(ScheduleKind::PiecewiseConstant);
+  p.boundaries = {3, 7};
+  p.values = {0.3, 0.2, 0.1};
+  Schedule s(p, 99.0);  // the values are the rates: the optimizer's learning_rate is not used
+  EXPECT_EQ(s.lr(0), 0.3);
+  EXPECT_EQ(s.lr(3), 0.3);
+  EXPECT_EQ(s.lr(4), 0.2);
+  EXPECT_EQ(s.lr(7), 0.2);
+  EXPECT_EQ(s.lr(8), 0.1);
+  p.values.pop_back();
+  EXPECT_THROW(Schedule(p, 0.1), ConfigError);
+}
+
+// Periods of 10, 20, 40 steps (t_mul 2), each peak half the one before (m_mul 0.5); and t_mul 1.
+TEST(Schedule, CosineRestartsPeriodsGrowAndPeaksShrink) {
+  ScheduleSpec c = spec_of(ScheduleKind::CosineRestarts);
+  c.decay_steps = 10, c.t_mul = 2.0, c.m_mul = 0.5, c.alpha = 0.1;
+  Schedule s(c, 0.2);
+  auto at = [&](double peak, double fraction) {
+    return 0.2 * (0.9 * 0.5 * peak * (1 + std::cos(std::numbers::pi * fraction)) + 0.1);
+  };
+  EXPECT_NEAR(s.lr(0), at(1, 0), 1e-15);
+  EXPECT_NEAR(s.lr(5), at(1, 0.5), 1e-15);
+  EXPECT_NEAR(s.lr(10), at(0.5, 0), 1e-12);   // the first restart
+  EXPECT_NEAR(s.lr(20), at(0.5, 0.5), 1e-12);
+  EXPECT_NEAR(s.lr(30), at(0.25, 0), 1e-12);  // the second, after 10 + 20 steps
+  EXPECT_NEAR(s.lr(50), at(0.25, 0.5), 1e-12);
+  c.t_mul = 1.0;
+  Schedule same(c, 0.2);
+  EXPECT_NEAR(same.lr(25), at(0.25, 0.5), 1e-12);
+}
+
 TEST(Schedule, DecayingSchedulesNeedDecaySteps) {
-  EXPECT_THROW(Schedule(spec_of(ScheduleKind::Exponential), 0.1), ConfigError);
-  EXPECT_THROW(Schedule(spec_of(ScheduleKind::Cosine), 0.1), ConfigError);
+  for (ScheduleKind k : {ScheduleKind::Exponential, ScheduleKind::Cosine, ScheduleKind::Polynomial,
+                         ScheduleKind::InverseTime, ScheduleKind::CosineRestarts})
+    EXPECT_THROW(Schedule(spec_of(k), 0.1), ConfigError);
   ScheduleSpec p = spec_of(ScheduleKind::ReduceOnPlateau);
   p.factor = 1.5;
   EXPECT_THROW(Schedule(p, 0.1), ConfigError);

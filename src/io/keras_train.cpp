@@ -82,25 +82,65 @@ std::optional<double> number(const json& c, const char* key) {
   return std::nullopt;
 }
 
+// Keras' schedules of the optimizer's step and rnntrain's of the same numbers: each config key
+// Keras' class has besides initial_learning_rate (which is train.optimizer.learning_rate) and the
+// field it sets. CosineDecay's warmup and PiecewiseConstantDecay's lists are handled where read and
+// written.
+struct KerasScheduleKey {
+  const char* name;
+  double ScheduleSpec::*number = nullptr;
+  int64_t ScheduleSpec::*count = nullptr;
+  bool ScheduleSpec::*flag = nullptr;
+};
+struct KerasSchedule {
+  ScheduleKind kind;
+  const char* keras_class;
+  const char* name;  // Keras' default `name`
+  std::vector<KerasScheduleKey> keys;
+};
+const KerasSchedule kKerasSchedules[] = {
+    {ScheduleKind::Exponential, "ExponentialDecay", "ExponentialDecay",
+     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "decay_rate", .number = &ScheduleSpec::decay_rate},
+      {.name = "staircase", .flag = &ScheduleSpec::staircase}}},
+    {ScheduleKind::Cosine, "CosineDecay", "CosineDecay",
+     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "alpha", .number = &ScheduleSpec::alpha}}},
+    {ScheduleKind::Polynomial, "PolynomialDecay", "PolynomialDecay",
+     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps},
+      {.name = "end_learning_rate", .number = &ScheduleSpec::end_learning_rate},
+      {.name = "power", .number = &ScheduleSpec::power},
+      {.name = "cycle", .flag = &ScheduleSpec::cycle}}},
+    {ScheduleKind::InverseTime, "InverseTimeDecay", "InverseTimeDecay",
+     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "decay_rate", .number = &ScheduleSpec::decay_rate},
+      {.name = "staircase", .flag = &ScheduleSpec::staircase}}},
+    {ScheduleKind::PiecewiseConstant, "PiecewiseConstantDecay", "PiecewiseConstant", {}},
+    {ScheduleKind::CosineRestarts, "CosineDecayRestarts", "SGDRDecay",
+     {{.name = "first_decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "t_mul", .number = &ScheduleSpec::t_mul},
+      {.name = "m_mul", .number = &ScheduleSpec::m_mul}, {.name = "alpha", .number = &ScheduleSpec::alpha}}},
+};
+
 // The optimizer's learning_rate: the schedule for those Keras runs per optimizer step, else the rate
 // now. A schedule in Keras 3's form in either dialect: Keras 3's legacy loader needs the module.
 Json learning_rate_json(const KerasTraining& t) {
-  const KerasJsonStyle style = KerasJsonStyle::Keras3;
   const ScheduleSpec& s = t.train.schedule;
   const double lr = t.train.optimizer.learning_rate;
-  const char* module = "keras.optimizers.schedules";
-  if (s.kind == ScheduleKind::Exponential)
-    return keras_object(module, "ExponentialDecay",
-                        Json{{"initial_learning_rate", lr}, {"decay_steps", s.decay_steps}, {"decay_rate", s.decay_rate},
-                             {"staircase", s.staircase}, {"name", "ExponentialDecay"}},
-                        style);
-  if (s.kind == ScheduleKind::Cosine) {  // rnntrain warms up from 0 to the rate: Keras' warmup_target
-    const bool warm = s.warmup_steps > 0;
-    return keras_object(module, "CosineDecay",
-                        Json{{"initial_learning_rate", warm ? 0.0 : lr}, {"decay_steps", s.decay_steps}, {"alpha", s.alpha},
-                             {"name", "CosineDecay"}, {"warmup_target", warm ? Json(lr) : Json(nullptr)},
-                             {"warmup_steps", s.warmup_steps}},
-                        style);
+  for (const KerasSchedule& k : kKerasSchedules) {
+    if (k.kind != s.kind) continue;
+    Json c;
+    if (s.kind == ScheduleKind::PiecewiseConstant) c["boundaries"] = s.boundaries, c["values"] = s.values;
+    else c["initial_learning_rate"] = lr;
+    for (const KerasScheduleKey& key : k.keys) {
+      if (key.number) c[key.name] = s.*key.number;
+      else if (key.count) c[key.name] = s.*key.count;
+      else c[key.name] = s.*key.flag;
+    }
+    c["name"] = k.name;
+    if (s.kind == ScheduleKind::Cosine) {  // rnntrain warms up from 0 to the rate: Keras' warmup_target
+      const bool warm = s.warmup_steps > 0;
+      c["initial_learning_rate"] = warm ? 0.0 : lr;
+      c["warmup_target"] = warm ? Json(lr) : Json(nullptr);
+      c["warmup_steps"] = s.warmup_steps;
+    }
+    return keras_object("keras.optimizers.schedules", k.keras_class, std::move(c), KerasJsonStyle::Keras3);
   }
   return t.learning_rate;
 }
@@ -150,39 +190,41 @@ void metrics_from(const json& list, const std::string& file, std::vector<MetricS
   }
 }
 
-// A Keras schedule as rnntrain's: ExponentialDecay and CosineDecay (warming up from 0, or not at all);
-// false when it has no equivalent.
+// A Keras schedule as rnntrain's (kKerasSchedules; CosineDecay warming up from 0, or not at all);
+// false when it has no equivalent. Values out of range are kept for the config check to refuse
+// with its message.
 bool schedule_from(const json& j, double& lr, ScheduleSpec& s, const std::string& file) {
   const std::string name = j.value("class_name", "");
   const json c = j.value("config", json::object());
   const auto num = [&](const char* key, double fallback) { return number(c, key).value_or(fallback); };
   // A step count; -1 (which the config check then refuses, naming the key) when out of range.
-  const auto steps = [&](const char* key) {
-    const double v = num(key, 0);
-    return v >= 0 && v <= 1e15 ? static_cast<int64_t>(v) : int64_t{-1};
-  };
-  if (name == "ExponentialDecay") {
-    s.kind = ScheduleKind::Exponential;
-    lr = num("initial_learning_rate", lr);
-    s.decay_steps = steps("decay_steps");
-    s.decay_rate = num("decay_rate", s.decay_rate);
-    s.staircase = c.value("staircase", false);
-    return true;
+  const auto steps = [](double v) { return v >= 0 && v <= 1e15 ? static_cast<int64_t>(v) : int64_t{-1}; };
+  const auto found = std::find_if(std::begin(kKerasSchedules), std::end(kKerasSchedules),
+                                  [&](const KerasSchedule& k) { return name == k.keras_class; });
+  if (found == std::end(kKerasSchedules)) return false;
+  s.kind = found->kind;
+  lr = num("initial_learning_rate", lr);
+  for (const KerasScheduleKey& key : found->keys) {
+    if (key.number) s.*key.number = num(key.name, s.*key.number);
+    else if (key.count) s.*key.count = steps(num(key.name, 0));
+    else s.*key.flag = c.value(key.name, s.*key.flag);
   }
-  if (name == "CosineDecay") {
-    s.kind = ScheduleKind::Cosine;
-    s.decay_steps = steps("decay_steps");
-    s.alpha = num("alpha", 0.0);
+  if (s.kind == ScheduleKind::Cosine) {
     const std::optional<double> target = number(c, "warmup_target");
-    lr = target ? *target : num("initial_learning_rate", lr);
-    s.warmup_steps = target ? steps("warmup_steps") : 0;
-    if (target && num("initial_learning_rate", 0.0) != 0.0)
+    s.warmup_steps = target ? steps(num("warmup_steps", 0)) : 0;
+    if (target && lr != 0.0)
       log_warn("{}: CosineDecay warms up from initial_learning_rate {}; rnntrain's cosine schedule warms up from 0 "
-               "(to warmup_target {}): the first {} steps differ", file, num("initial_learning_rate", 0.0), lr,
-               s.warmup_steps);
-    return true;
+               "(to warmup_target {}): the first {} steps differ", file, lr, *target, s.warmup_steps);
+    if (target) lr = *target;
   }
-  return false;
+  if (s.kind == ScheduleKind::PiecewiseConstant) {  // too many pieces: the config check refuses the count
+    for (const json& b : c.value("boundaries", json::array()))
+      if (s.boundaries.size() < 100000) s.boundaries.push_back(b.is_number() ? steps(b.get<double>()) : -1);
+    for (const json& v : c.value("values", json::array()))
+      if (s.values.size() < 100001) s.values.push_back(v.is_number() ? v.get<double>() : -1.0);
+    if (!s.values.empty()) lr = s.values[0];
+  }
+  return true;
 }
 
 // The optimizer (into t.optimizer) and its schedule (into t.schedule); t is left as it is when

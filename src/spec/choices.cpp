@@ -74,7 +74,9 @@ constexpr Choice<MetricKind> kMetrics[] = {
 constexpr Choice<ScheduleKind> kSchedules[] = {
     {"constant", ScheduleKind::Constant}, {"exponential", ScheduleKind::Exponential},
     {"cosine", ScheduleKind::Cosine},     {"step", ScheduleKind::Step},
-    {"reduce_on_plateau", ScheduleKind::ReduceOnPlateau},
+    {"reduce_on_plateau", ScheduleKind::ReduceOnPlateau}, {"polynomial", ScheduleKind::Polynomial},
+    {"inverse_time", ScheduleKind::InverseTime},          {"piecewise_constant", ScheduleKind::PiecewiseConstant},
+    {"cosine_restarts", ScheduleKind::CosineRestarts},
 };
 
 constexpr Choice<MonitorMode> kModes[] = {{"auto", MonitorMode::Auto}, {"min", MonitorMode::Min}, {"max", MonitorMode::Max}};

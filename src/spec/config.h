@@ -126,16 +126,31 @@ struct MetricSpec {
 
 // OptimizerKind and OptimizerSpec: spec/optimizers.h, with the optimizers' descriptors.
 
-enum class ScheduleKind { Constant, Exponential, Cosine, Step, ReduceOnPlateau };
+enum class ScheduleKind {
+  Constant, Exponential, Cosine, Step, ReduceOnPlateau, Polynomial, InverseTime, PiecewiseConstant, CosineRestarts
+};
+// The per-step kinds are Keras' schedules of the same names (ExponentialDecay, CosineDecay with
+// warmup, PolynomialDecay, InverseTimeDecay, PiecewiseConstantDecay, CosineDecayRestarts) of the
+// optimizer's step, from train.optimizer.learning_rate (piecewise_constant: from its values).
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::Constant;
-  // exponential (per optimizer step): lr * decay_rate ^ (step / decay_steps), floor() if staircase
+  // exponential (per optimizer step): lr * decay_rate ^ (step / decay_steps), floor() if staircase;
+  // inverse_time: lr / (1 + decay_rate * step / decay_steps), floor() if staircase
   int64_t decay_steps = 0;
   double decay_rate = 0.96;
   bool staircase = false;
   // cosine (per step): linear warmup over warmup_steps from 0, then cosine to alpha*lr over decay_steps
   int64_t warmup_steps = 0;
   double alpha = 0.0;
+  // polynomial: (lr - end_learning_rate) * (1 - step/decay_steps)^power + end_learning_rate, the
+  // step held at decay_steps, or with cycle, decay_steps stretched to the next multiple past the step
+  double end_learning_rate = 0.0001, power = 1.0;
+  bool cycle = false;
+  // piecewise_constant: values[i] up to and including step boundaries[i], values.back() after
+  std::vector<int64_t> boundaries;
+  std::vector<double> values;
+  // cosine_restarts: cosine periods from decay_steps, each t_mul times longer and m_mul times lower
+  double t_mul = 2.0, m_mul = 1.0;
   // step (per epoch): lr * gamma ^ floor(epoch / step_size)
   int64_t step_size = 10;
   double gamma = 0.1;

@@ -197,6 +197,25 @@ void put_schedule(Emitter& e, const ScheduleSpec& s) {
       put_str(e, "monitor", s.monitor), put_num(e, "factor", s.factor), put_int(e, "patience", s.patience);
       put_num(e, "min_delta", s.min_delta), put_int(e, "cooldown", s.cooldown), put_num(e, "min_lr", s.min_lr);
       break;
+    case ScheduleKind::Polynomial:
+      put_int(e, "decay_steps", s.decay_steps), put_num(e, "end_learning_rate", s.end_learning_rate);
+      put_num(e, "power", s.power), put_bool(e, "cycle", s.cycle);
+      break;
+    case ScheduleKind::InverseTime:
+      put_int(e, "decay_steps", s.decay_steps), put_num(e, "decay_rate", s.decay_rate), put_bool(e, "staircase", s.staircase);
+      break;
+    case ScheduleKind::PiecewiseConstant:
+      key(e, "boundaries") << YAML::Flow << YAML::BeginSeq;
+      for (int64_t b : s.boundaries) e << b;
+      e << YAML::EndSeq;
+      key(e, "values") << YAML::Flow << YAML::BeginSeq;
+      for (double v : s.values) e << num(v);
+      e << YAML::EndSeq;
+      break;
+    case ScheduleKind::CosineRestarts:
+      put_int(e, "decay_steps", s.decay_steps), put_num(e, "t_mul", s.t_mul), put_num(e, "m_mul", s.m_mul);
+      put_num(e, "alpha", s.alpha);
+      break;
   }
   e << YAML::EndMap;
 }

@@ -131,30 +131,72 @@ constexpr const char* kExponentialKeys[] = {"type", "decay_steps", "decay_rate",
 constexpr const char* kCosineKeys[] = {"type", "warmup_steps", "decay_steps", "alpha"};
 constexpr const char* kStepKeys[] = {"type", "step_size", "gamma"};
 constexpr const char* kPlateauKeys[] = {"type", "monitor", "factor", "patience", "min_delta", "cooldown", "min_lr"};
+constexpr const char* kPolynomialKeys[] = {"type", "decay_steps", "end_learning_rate", "power", "cycle"};
+constexpr const char* kInverseTimeKeys[] = {"type", "decay_steps", "decay_rate", "staircase"};
+constexpr const char* kPiecewiseKeys[] = {"type", "boundaries", "values"};
+constexpr const char* kRestartsKeys[] = {"type", "decay_steps", "t_mul", "m_mul", "alpha"};
+
+Keys schedule_keys(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::Constant: return kConstantKeys;
+    case ScheduleKind::Exponential: return kExponentialKeys;
+    case ScheduleKind::Cosine: return kCosineKeys;
+    case ScheduleKind::Step: return kStepKeys;
+    case ScheduleKind::ReduceOnPlateau: return kPlateauKeys;
+    case ScheduleKind::Polynomial: return kPolynomialKeys;
+    case ScheduleKind::InverseTime: return kInverseTimeKeys;
+    case ScheduleKind::PiecewiseConstant: return kPiecewiseKeys;
+    case ScheduleKind::CosineRestarts: return kRestartsKeys;
+  }
+  return kConstantKeys;
+}
+
+// piecewise_constant's boundaries (increasing optimizer steps) and values (one more, each a rate).
+void read_pieces(const Value& v, ScheduleSpec& s) {
+  const Value b = v.need("boundaries", "; e.g. {type: piecewise_constant, boundaries: [1000, 5000], values: [1e-3, "
+                                       "5e-4, 1e-4]}");
+  b.require_seq(" of optimizer steps, e.g. [1000, 5000]");
+  for (const Value& x : b.items()) {
+    s.boundaries.push_back(x.as_int(s.boundaries.empty() ? 0 : s.boundaries.back() + 1, kMaxCount));
+  }
+  if (s.boundaries.empty()) b.fail("needs at least one step, e.g. [1000]");
+  const Value vals = v.need("values", "; one learning rate more than boundaries");
+  vals.require_seq(" of learning rates, one more than boundaries");
+  for (const Value& x : vals.items()) s.values.push_back(positive(x));
+  if (s.values.size() != s.boundaries.size() + 1)
+    vals.fail(fmt::format("holds {} learning rates; with {} boundaries it needs {} (the rate up to the first boundary, "
+                          "between each two, and after the last)", s.values.size(), s.boundaries.size(),
+                          s.boundaries.size() + 1));
+}
 
 ScheduleSpec read_schedule(const Value& v, const std::vector<MetricSpec>& metrics) {
   const Value tv = type_of(v, "{type: cosine, decay_steps: 1000}");
   ScheduleSpec s;
   s.kind = read_enum(tv, schedule_kinds(), "schedule");
-  const bool decays = s.kind == ScheduleKind::Exponential || s.kind == ScheduleKind::Cosine;
+  const Keys keys = schedule_keys(s.kind);
+  const bool decays = std::find(keys.begin(), keys.end(), std::string_view("decay_steps")) != keys.end();
   if (!v.is_map()) {
     if (decays) v.fail(fmt::format("the {} schedule needs decay_steps; write {{type: {}, decay_steps: 1000}}", v.as_string(), v.as_string()));
+    if (s.kind == ScheduleKind::PiecewiseConstant)
+      v.fail("the piecewise_constant schedule needs boundaries and values; write {type: piecewise_constant, "
+             "boundaries: [1000], values: [1e-3, 1e-4]}");
     return s;
   }
-  const Keys keys = s.kind == ScheduleKind::Exponential ? Keys(kExponentialKeys)
-                    : s.kind == ScheduleKind::Cosine    ? Keys(kCosineKeys)
-                    : s.kind == ScheduleKind::Step      ? Keys(kStepKeys)
-                    : s.kind == ScheduleKind::ReduceOnPlateau ? Keys(kPlateauKeys)
-                                                              : Keys(kConstantKeys);
-  const Value::Sibling others[] = {{"exponential", kExponentialKeys}, {"cosine", kCosineKeys}, {"step", kStepKeys},
-                                   {"reduce_on_plateau", kPlateauKeys}};
+  std::vector<Value::Sibling> others;
+  for (const spec::Choice<ScheduleKind>& c : schedule_kinds()) others.push_back({c.name, schedule_keys(c.value)});
   const std::string name = tv.as_string();
   v.check_keys(keys, name, others);
   if (decays) s.decay_steps = v.need("decay_steps", fmt::format("; the {} schedule needs decay_steps, e.g. 1000", name)).as_int(1, kMaxCount);
+  if (s.kind == ScheduleKind::PiecewiseConstant) read_pieces(v, s);
   if (auto x = v.get("decay_rate")) s.decay_rate = positive(*x);
   if (auto x = v.get("staircase")) s.staircase = x->as_bool();
   if (auto x = v.get("warmup_steps")) s.warmup_steps = x->as_int(0, kMaxCount);
   if (auto x = v.get("alpha")) s.alpha = x->as_double(0.0, 1.0, false, false);
+  if (auto x = v.get("end_learning_rate")) s.end_learning_rate = non_negative(*x);
+  if (auto x = v.get("power")) s.power = positive(*x);
+  if (auto x = v.get("cycle")) s.cycle = x->as_bool();
+  if (auto x = v.get("t_mul")) s.t_mul = positive(*x);
+  if (auto x = v.get("m_mul")) s.m_mul = positive(*x);
   if (auto x = v.get("step_size")) s.step_size = x->as_int(1, kMaxCount);
   if (auto x = v.get("gamma")) s.gamma = positive(*x);
   if (auto x = v.get("monitor")) check_monitor(*x, s.monitor = x->as_string(), metrics);

@@ -1,5 +1,6 @@
 // Learning-rate schedules as Keras 3 computes them: ExponentialDecay, CosineDecay with a linear
-// warmup from 0 to the base rate, a per-epoch step decay, and ReduceLROnPlateau. Not the optimizer.
+// warmup from 0 to the base rate, PolynomialDecay, InverseTimeDecay, PiecewiseConstantDecay,
+// CosineDecayRestarts, a per-epoch step decay, and ReduceLROnPlateau. Not the optimizer.
 #include "train/schedule.h"
 
 #include <algorithm>
@@ -25,8 +26,16 @@ void require(bool ok, const std::string& what) {
 Schedule::Schedule(const ScheduleSpec& spec, double base_lr) : spec_(spec), base_lr_(base_lr) {
   switch (spec_.kind) {
     case ScheduleKind::Constant: break;
+    case ScheduleKind::PiecewiseConstant:
+      require(!spec_.boundaries.empty() && spec_.values.size() == spec_.boundaries.size() + 1 &&
+                  std::is_sorted(spec_.boundaries.begin(), spec_.boundaries.end()),
+              "piecewise_constant needs increasing boundaries and one value more than boundaries");
+      break;
     case ScheduleKind::Exponential:
     case ScheduleKind::Cosine:
+    case ScheduleKind::Polynomial:
+    case ScheduleKind::InverseTime:
+    case ScheduleKind::CosineRestarts:
       require(spec_.decay_steps > 0, fmt::format("decay_steps must be a positive number of optimizer steps (found "
                                                  "{}); set train.schedule.decay_steps",
                                                  spec_.decay_steps));
@@ -59,6 +68,35 @@ double Schedule::lr(int64_t step) const {
       const double x = std::min(s, warm + decay);
       if (x < warm) return base_lr_ * x / warm;
       const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * (x - warm) / decay));
+      return base_lr_ * ((1.0 - spec_.alpha) * cosine + spec_.alpha);
+    }
+    case ScheduleKind::Polynomial: {
+      double decay = static_cast<double>(spec_.decay_steps), x = s;
+      if (spec_.cycle) decay *= s == 0 ? 1.0 : std::ceil(s / decay);
+      else x = std::min(s, decay);
+      return (base_lr_ - spec_.end_learning_rate) * std::pow(1.0 - x / decay, spec_.power) + spec_.end_learning_rate;
+    }
+    case ScheduleKind::InverseTime: {
+      double p = s / static_cast<double>(spec_.decay_steps);
+      if (spec_.staircase) p = std::floor(p);
+      return base_lr_ / (1.0 + spec_.decay_rate * p);
+    }
+    case ScheduleKind::PiecewiseConstant: {
+      size_t i = 0;  // the first boundary at or past the step
+      while (i < spec_.boundaries.size() && s > static_cast<double>(spec_.boundaries[i])) ++i;
+      return spec_.values[i];
+    }
+    case ScheduleKind::CosineRestarts: {  // Keras' CosineDecayRestarts
+      double fraction = s / static_cast<double>(spec_.decay_steps), restart;
+      if (spec_.t_mul == 1.0) {
+        restart = std::floor(fraction);
+        fraction -= restart;
+      } else {
+        restart = std::floor(std::log(1.0 - fraction * (1.0 - spec_.t_mul)) / std::log(spec_.t_mul));
+        const double before = (1.0 - std::pow(spec_.t_mul, restart)) / (1.0 - spec_.t_mul);
+        fraction = (fraction - before) / std::pow(spec_.t_mul, restart);
+      }
+      const double cosine = 0.5 * std::pow(spec_.m_mul, restart) * (1.0 + std::cos(std::numbers::pi * fraction));
       return base_lr_ * ((1.0 - spec_.alpha) * cosine + spec_.alpha);
     }
     case ScheduleKind::Constant:

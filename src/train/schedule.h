@@ -1,5 +1,6 @@
-// Learning-rate schedules: per optimizer step (constant, exponential, cosine with warmup) or per
-// epoch (step, reduce_on_plateau). State is a vector of numbers, saved in checkpoints for resume.
+// Learning-rate schedules: per optimizer step (constant, exponential, cosine with warmup,
+// polynomial, inverse_time, piecewise_constant, cosine_restarts) or per epoch (step,
+// reduce_on_plateau). State is a vector of numbers, saved in checkpoints for resume.
 #pragma once
 #include <map>
 #include <string>
