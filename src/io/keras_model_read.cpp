@@ -1,7 +1,8 @@
 // Keras model JSON -> ModelSpec: Sequential, or a Functional model that is a single chain. Every
 // argument rnntrain cannot honour is refused by layer name (stateful, return_state, other
-// activations); what does not change the numbers (regularizers, constraints, initializer seeds) is
-// dropped with a warning. Lambda and custom classes are refused: nothing from a file is run.
+// activations); what does not change the predictions (regularizers and constraints, which change
+// training; initializers rnntrain lacks) is dropped with a warning saying what rnntrain does instead.
+// Lambda and custom classes are refused: nothing from a file is run.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -111,10 +112,19 @@ struct Reader {
     for (const char* k : keys)
       if (flag(c, k, false)) refused.push_back(fmt::format("{}: {}=true is not supported", who, k));
   }
-  // Arguments that only matter to Keras' own training and are dropped.
+  // Regularizers and constraints, which change training in Keras and which rnntrain does not have:
+  // dropped, each with a warning that names it and says what rnntrain does instead.
   void drop_set(const json& c, const std::string& who, std::initializer_list<const char*> keys) {
-    for (const char* k : keys)
-      if (set_non_null(c, k)) log_warn("{}: {}: '{}' is ignored (rnntrain has no equivalent)", origin.file, who, k);
+    for (const char* k : keys) {
+      if (!set_non_null(c, k)) continue;
+      const json& v = c.at(k);
+      const std::string what = v.is_object() ? str(v, "class_name") + " " + config_of(v).dump() : v.dump();
+      const bool constraint = std::string_view(k).ends_with("_constraint");
+      log_warn("{}: {}: {} {} is not imported: rnntrain trains without it ({}), so training from this model differs "
+               "from Keras'; predictions from the imported weights are the same", origin.file, who, k,
+               what.substr(0, 120),
+               constraint ? "no projection of the weights after each step" : "no penalty added to the loss");
+    }
   }
   void check_dtype(const json& c, const std::string& who) {
     auto it = c.find("dtype");

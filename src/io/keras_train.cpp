@@ -49,6 +49,17 @@ Json loss_json(const LossSpec& l, KerasJsonStyle style) {
   return keras_object("keras.losses", info.keras_class, std::move(cfg), style);
 }
 
+// Warns about each key of a Keras config that is set (not null, not false) and not in `known`:
+// "<file>: <owner>: '<key>' <value> is not imported: <instead>".
+void warn_unknown(const json& cfg, const std::vector<const char*>& known, const std::string& file,
+                  const std::string& owner, const std::string& instead) {
+  for (const auto& [key, v] : cfg.items()) {
+    if (v.is_null() || (v.is_boolean() && !v.get<bool>())) continue;
+    if (std::any_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) continue;
+    log_warn("{}: {}: '{}' {} is not imported: {}", file, owner, key.substr(0, 60), v.dump().substr(0, 80), instead);
+  }
+}
+
 // The loss a Keras name means: a config name, its alias, Keras' class or its config name, compared
 // in lower case without underscores ("MeanSquaredError", "mean_squared_error", "mse").
 std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
@@ -67,12 +78,22 @@ std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
     return std::nullopt;
   }
   LossSpec l = loss_defaults(found->kind);
+  std::vector<const char*> known{"name", "dtype"};
   for (int i = 0; i < found->num_keys; ++i) {
     const LossKey& key = found->keys[i];
+    if (key.keras) known.push_back(key.name);
     auto it = cfg.find(key.name);
     if (it != cfg.end() && key.number && it->is_number()) l.*key.number = it->get<double>();
     if (it != cfg.end() && key.flag && it->is_boolean()) l.*key.flag = it->get<bool>();
   }
+  const std::string reduction = cfg.contains("reduction") && cfg["reduction"].is_string() ? cfg["reduction"].get<std::string>() : "";
+  if (!reduction.empty() && reduction != "sum_over_batch_size" && reduction != "auto")
+    log_warn("{}: the loss's reduction '{}' is not imported: rnntrain averages the loss over the batch's unmasked "
+             "positions (Keras' sum_over_batch_size)", file, reduction.substr(0, 40));
+  known.push_back("reduction");
+  if (cfg.contains("axis") && cfg["axis"] == -1) known.push_back("axis");  // the last axis, as rnntrain
+  warn_unknown(cfg, known, file, fmt::format("the loss {}", found->keras_class),
+               fmt::format("rnntrain's {} has no such setting and trains as if it were at Keras' default", found->name));
   return l;
 }
 
@@ -182,7 +203,7 @@ void metrics_from(const json& list, const std::string& file, std::vector<MetricS
     if (!spec || spec->kind == MetricKind::Perplexity) {
       log_warn("{}: metric {} is not imported (rnntrain has accuracy, binary_accuracy, categorical_accuracy, "
                "sparse_categorical_accuracy, mae, mse); training is unchanged: metrics are only reported",
-               file, m.dump().substr(0, 80));
+               file, name.empty() ? m.dump().substr(0, 80) : name.substr(0, 80));
       continue;
     }
     if (std::none_of(out.begin(), out.end(), [&](const MetricSpec& o) { return o.kind == spec->kind; }))
@@ -261,7 +282,24 @@ void optimizer_from(const json& j, const std::string& file, TrainSpec& t) {
   o.clipvalue = number(c, "clipvalue");
   o.global_clipnorm = number(c, "global_clipnorm");
   if (auto d = number(c, "decay"); d && *d != 0)
-    log_warn("{}: the Keras 2 optimizer 'decay' {} is not imported: set train.schedule", file, *d);
+    log_warn("{}: the Keras 2 optimizer 'decay' {} is not imported: rnntrain keeps the learning rate (set "
+             "train.schedule, e.g. inverse_time, for a decaying one)", file, *d);
+  const std::string owner = fmt::format("the optimizer {}", info.keras_class);
+  if (c.value("use_ema", false) == true)
+    log_warn("{}: {}: use_ema true is not imported: rnntrain keeps no moving average of the weights and evaluates "
+             "and saves the weights themselves", file, owner);
+  if (auto v = number(c, "gradient_accumulation_steps"); v && *v > 1)
+    log_warn("{}: {}: gradient_accumulation_steps {} is not imported: rnntrain updates after every batch (raise "
+             "train.batch_size by that factor for the same effective batch)", file, owner, *v);
+  if (auto v = number(c, "loss_scale_factor"); v && *v != 1)
+    log_warn("{}: {}: loss_scale_factor {} is not imported: rnntrain scales the loss itself only in fp16 (dynamic "
+             "scaling), which does not change the update", file, owner, *v);
+  std::vector<const char*> known{"name", "learning_rate", "lr", "weight_decay", "clipnorm", "clipvalue",
+                                 "global_clipnorm", "decay", "use_ema", "ema_momentum", "ema_overwrite_frequency",
+                                 "gradient_accumulation_steps", "loss_scale_factor", "jit_compile",
+                                 "is_legacy_optimizer"};
+  for (int i = 0; i < info.num_keys; ++i) known.push_back(info.keys[i].name);
+  warn_unknown(c, known, file, owner, fmt::format("rnntrain's {} has no such setting", info.name));
   t.optimizer = o;
 }
 
@@ -376,6 +414,10 @@ static std::optional<TrainSpec> train_from_keras_json_unchecked(const nlohmann::
   if (j.contains("loss"))
     if (auto l = loss_from(j["loss"], file)) t.loss = *l;
   if (j.contains("metrics") && j["metrics"].is_array()) metrics_from(j["metrics"], file, t.metrics);
+  for (const char* key : {"loss_weights", "weighted_metrics"})
+    if (j.contains(key) && !j[key].is_null())
+      log_warn("{}: {} {} is not imported: rnntrain weighs the one output's loss by 1 and reports unweighted metrics",
+               file, key, j[key].dump().substr(0, 80));
   return t;
 }
 

@@ -171,8 +171,42 @@ def cudnn_file(s, name, cls, keras_layer, convert):
         s.close(f"{name}: {cls} weights via --weights", np.load(d + "p2.npy"), ref)
 
 
+def warnings(s):
+    """Issue 17 item 8: what import cannot carry is named with what rnntrain does instead; a model
+    with nothing of the kind imports without a warning."""
+    x = np.zeros((4, 5, 3), "float32")
+    y = np.zeros((4,), "int32")
+    plain = keras.Sequential([keras.Input((5, 3)), L.LSTM(4), L.Dense(3, activation="softmax")])
+    plain.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    plain.fit(x, y, verbose=0)
+    extras = keras.Sequential([
+        keras.Input((5, 3)),
+        L.LSTM(4, kernel_regularizer=keras.regularizers.L2(0.01), recurrent_constraint=keras.constraints.MaxNorm(2.0)),
+        L.Dense(3, activation="softmax", bias_regularizer=keras.regularizers.L1(0.001))])
+    extras.compile(optimizer=keras.optimizers.Adam(0.01, use_ema=True, gradient_accumulation_steps=2),
+                   loss=keras.losses.SparseCategoricalCrossentropy(ignore_class=0), loss_weights=[2.0],
+                   metrics=["accuracy", keras.metrics.AUC()])  # saved compiled, unbuilt
+    for suffix in [".keras", ".h5"]:
+        for name, model in [("plain", plain), ("extras", extras)]:
+            path = s.path("warnings", name + suffix)
+            model.save(path)
+            code, _, err = s.rnntrain("import", path, "-o", path + ".yaml")
+            warned = [line for line in err.splitlines() if "warn" in line]
+            if name == "plain":
+                if warned:
+                    s.fail(f"import of a plain compiled model ({suffix}) warns: {warned}")
+                continue
+            for phrase in ["kernel_regularizer L2", "no penalty added to the loss", "recurrent_constraint MaxNorm",
+                           "no projection of the weights", "bias_regularizer L1", "use_ema true",
+                           "gradient_accumulation_steps 2", "'ignore_class' 0", "metric", "AUC", "loss_weights [2.0]"]:
+                if not any(phrase in w for w in warned):
+                    s.fail(f"import ({suffix}) does not warn about {phrase!r}; it warns: {warned}")
+            s.checks += 1
+
+
 def main():
     s = Suite(sys.argv[1])
+    warnings(s)
     names = []
     for i, (name, (model, x)) in enumerate(variants().items()):
         check_model(s, name, model, x, seed=100 + i)
