@@ -32,7 +32,8 @@ Json opt_or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(nu
 // Keras' class_name/config form, with module and registered_name as Keras 3 writes it.
 Json keras_object(const char* module, const char* class_name, Json config, KerasJsonStyle style) {
   if (style == KerasJsonStyle::Legacy) return Json{{"class_name", class_name}, {"config", std::move(config)}};
-  return Json{{"module", module}, {"class_name", class_name}, {"config", std::move(config)}, {"registered_name", nullptr}};
+  return Json{{"module", module}, {"class_name", class_name}, {"config", std::move(config)},
+              {"registered_name", nullptr}};
 }
 
 // Always a class_name/config object: Keras 3's legacy loader cannot resolve the short names ("mse").
@@ -86,7 +87,8 @@ std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
     if (it != cfg.end() && key.number && it->is_number()) l.*key.number = it->get<double>();
     if (it != cfg.end() && key.flag && it->is_boolean()) l.*key.flag = it->get<bool>();
   }
-  const std::string reduction = cfg.contains("reduction") && cfg["reduction"].is_string() ? cfg["reduction"].get<std::string>() : "";
+  const std::string reduction =
+      cfg.contains("reduction") && cfg["reduction"].is_string() ? cfg["reduction"].get<std::string>() : "";
   if (!reduction.empty() && reduction != "sum_over_batch_size" && reduction != "auto")
     log_warn("{}: the loss's reduction '{}' is not imported: rnntrain averages the loss over the batch's unmasked "
              "positions (Keras' sum_over_batch_size)", file, reduction.substr(0, 40));
@@ -121,7 +123,8 @@ struct KerasSchedule {
 };
 const KerasSchedule kKerasSchedules[] = {
     {ScheduleKind::Exponential, "ExponentialDecay", "ExponentialDecay",
-     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "decay_rate", .number = &ScheduleSpec::decay_rate},
+     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps},
+      {.name = "decay_rate", .number = &ScheduleSpec::decay_rate},
       {.name = "staircase", .flag = &ScheduleSpec::staircase}}},
     {ScheduleKind::Cosine, "CosineDecay", "CosineDecay",
      {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "alpha", .number = &ScheduleSpec::alpha}}},
@@ -131,12 +134,15 @@ const KerasSchedule kKerasSchedules[] = {
       {.name = "power", .number = &ScheduleSpec::power},
       {.name = "cycle", .flag = &ScheduleSpec::cycle}}},
     {ScheduleKind::InverseTime, "InverseTimeDecay", "InverseTimeDecay",
-     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "decay_rate", .number = &ScheduleSpec::decay_rate},
+     {{.name = "decay_steps", .count = &ScheduleSpec::decay_steps},
+      {.name = "decay_rate", .number = &ScheduleSpec::decay_rate},
       {.name = "staircase", .flag = &ScheduleSpec::staircase}}},
     {ScheduleKind::PiecewiseConstant, "PiecewiseConstantDecay", "PiecewiseConstant", {}},
     {ScheduleKind::CosineRestarts, "CosineDecayRestarts", "SGDRDecay",
-     {{.name = "first_decay_steps", .count = &ScheduleSpec::decay_steps}, {.name = "t_mul", .number = &ScheduleSpec::t_mul},
-      {.name = "m_mul", .number = &ScheduleSpec::m_mul}, {.name = "alpha", .number = &ScheduleSpec::alpha}}},
+     {{.name = "first_decay_steps", .count = &ScheduleSpec::decay_steps},
+      {.name = "t_mul", .number = &ScheduleSpec::t_mul},
+      {.name = "m_mul", .number = &ScheduleSpec::m_mul},
+      {.name = "alpha", .number = &ScheduleSpec::alpha}}},
 };
 
 // The optimizer's learning_rate: the schedule for those Keras runs per optimizer step, else the rate
@@ -392,7 +398,8 @@ void write_legacy_optimizer(const h5::Group& g, const ModelSpec& model, const Pa
   for_each_variable(t, [&](const std::string& var, int param, const auto& value) {
     if (param == -2) names.push_back(var);
     else if (param < 0) names.push_back(scope + "/" + var);
-    else names.push_back(fmt::format("{}/{}_{}", scope, param < static_cast<int>(paths.size()) ? paths[param] : std::to_string(param), var));
+    else names.push_back(fmt::format("{}/{}_{}", scope, param < static_cast<int>(paths.size()) ? paths[param]
+                                                                                              : std::to_string(param), var));
     write_variable(og, names.back(), value);
   });
   write_name_list(og, "weight_names", names);
@@ -402,7 +409,9 @@ void write_keras3_optimizer(const h5::Group& root, const KerasTraining& t) {
   h5::Group vars = root.create_group("optimizer/vars");
   vars.set_attr("name", std::string(keras_optimizer_name(t.train.optimizer.kind)));
   int i = 0;
-  for_each_variable(t, [&](const std::string&, int, const auto& value) { write_variable(vars, std::to_string(i++), value); });
+  for_each_variable(t, [&](const std::string&, int, const auto& value) {
+    write_variable(vars, std::to_string(i++), value);
+  });
 }
 
 static std::optional<TrainSpec> train_from_keras_json_unchecked(const nlohmann::json& j, const std::string& file) {

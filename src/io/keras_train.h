@@ -41,8 +41,9 @@ Json compile_config_json(const KerasTraining& t);
 void write_legacy_optimizer(const h5::Group& g, const ModelSpec& model, const Params& params, const KerasTraining& t);
 void write_keras3_optimizer(const h5::Group& root, const KerasTraining& t);
 
-// Optimizer (with an ExponentialDecay or CosineDecay schedule), loss and metrics from a legacy training_config or a Keras 3 compile_config;
-// std::nullopt when the JSON has neither. What does not map is logged and left at rnntrain's default.
+// Optimizer (with its schedule, where rnntrain has Keras' schedule), loss and metrics from a legacy
+// training_config or a Keras 3 compile_config; std::nullopt when the JSON has neither. What does not
+// map is logged, naming it and what rnntrain does instead, and left at rnntrain's default.
 std::optional<TrainSpec> train_from_keras_json(const nlohmann::json& j, const std::string& file);
 
 // Keras' lowercase optimizer name ("adam", "sgd", ...): the scope of its variable names.
