@@ -54,7 +54,9 @@ Json loss_json(const LossSpec& l, KerasJsonStyle style) {
 // "<file>: <owner>: '<key>' <value> is not imported: <instead>".
 void warn_unknown(const json& cfg, const std::vector<const char*>& known, const std::string& file,
                   const std::string& owner, const std::string& instead) {
-  for (const auto& [key, v] : cfg.items()) {
+  for (const auto& item : cfg.items()) {
+    const std::string& key = item.key();
+    const json& v = item.value();
     if (v.is_null() || (v.is_boolean() && !v.get<bool>())) continue;
     if (std::any_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) continue;
     log_warn("{}: {}: '{}' {} is not imported: {}", file, owner, key.substr(0, 60), v.dump().substr(0, 80), instead);
