@@ -294,6 +294,34 @@ TEST_F(KerasFormats, MetricsAndTheLearningRateOrScheduleRoundTrip) {
   EXPECT_EQ(back->metrics[2].kind, MetricKind::MAE);
 }
 
+// Crafted training configs: each is read into settings the config check then refuses with its
+// message, or is a DataError naming the file; never a crash or a wrapped library message.
+TEST_F(KerasFormats, HostileTrainingConfigsAreRefusedWithAMessage) {
+  const std::string lr = R"({"optimizer_config": {"class_name": "SGD", "config": {"learning_rate": )";
+  const std::vector<std::string> texts = {
+      lr + R"({"class_name": "PiecewiseConstantDecay", "config": {"boundaries": "x", "values": [0.1, 0.2]}}}}})",
+      lr + R"({"class_name": "PiecewiseConstantDecay", "config": {"boundaries": [5, 2], "values": [1, 2, 3]}}}}})",
+      lr + R"({"class_name": "PiecewiseConstantDecay", "config": {"boundaries": [5], "values": [-1, 1e300]}}}}})",
+      lr + R"({"class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1, "decay_steps": 1e300}}}}})",
+      lr + R"({"class_name": "CosineDecayRestarts", "config": {"first_decay_steps": -4}}}}})",
+      lr + R"({"class_name": "PolynomialDecay", "config": {"decay_steps": 3, "cycle": "yes"}}}}})",
+      lr + R"(0.1, "use_ema": "sometimes"}}})",
+      R"({"loss": "mse", "metrics": [{"class_name": 5}]})",
+  };
+  const std::string model = "model:\n  layers:\n    - {type: Input, shape: [3, 2]}\n    - {type: LSTM, units: 2}\n";
+  for (const std::string& text : texts) {
+    SCOPED_TRACE(text);
+    try {
+      const std::optional<TrainSpec> t = train_from_keras_json(Json::parse(text), "crafted.h5");
+      Config c = parse_config(model, "m.yaml");
+      if (t) c.train = *t;
+      EXPECT_THROW(parse_config(emit_config(c), "imported.yaml"), ConfigError);  // as `import` checks it
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("crafted.h5"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(KerasFormats, EveryOptimizerDescriptorRoundTripsThroughTheTrainingConfig) {
   for (const auto& [name, o] : rnntrain::testing::optimizer_variants()) {
     SCOPED_TRACE(name);

@@ -89,11 +89,10 @@ std::optional<LossSpec> loss_from(const json& j, const std::string& file) {
     if (it != cfg.end() && key.number && it->is_number()) l.*key.number = it->get<double>();
     if (it != cfg.end() && key.flag && it->is_boolean()) l.*key.flag = it->get<bool>();
   }
-  const std::string reduction =
-      cfg.contains("reduction") && cfg["reduction"].is_string() ? cfg["reduction"].get<std::string>() : "";
-  if (!reduction.empty() && reduction != "sum_over_batch_size" && reduction != "auto")
-    log_warn("{}: the loss's reduction '{}' is not imported: rnntrain averages the loss over the batch's unmasked "
-             "positions (Keras' sum_over_batch_size)", file, reduction.substr(0, 40));
+  const json reduction = cfg.contains("reduction") ? cfg["reduction"] : json();
+  if (!reduction.is_null() && reduction != "sum_over_batch_size" && reduction != "auto")
+    log_warn("{}: the loss's reduction {} is not imported: rnntrain averages the loss over the batch's unmasked "
+             "positions (Keras' sum_over_batch_size)", file, reduction.dump().substr(0, 40));
   known.push_back("reduction");
   if (cfg.contains("axis") && cfg["axis"] == -1) known.push_back("axis");  // the last axis, as rnntrain
   warn_unknown(cfg, known, file, fmt::format("the loss {}", found->keras_class),
