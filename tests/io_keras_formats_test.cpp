@@ -231,7 +231,7 @@ TEST_F(KerasFormats, TrainingConfigRoundTrips) {
   t.optimizer.clipnorm = 1.5;
   t.loss.kind = LossKind::BinaryCrossentropy;
   t.loss.from_logits = true;
-  auto back = train_from_keras_json(nlohmann::json::parse(training_config_json({t, 0.003}).dump()), "t.h5");
+  auto back = train_from_keras_json(nlohmann::json::parse(training_config_json({t, 0.003, 0, {}}).dump()), "t.h5");
   ASSERT_TRUE(back);
   EXPECT_EQ(back->optimizer.kind, OptimizerKind::RMSprop);
   EXPECT_DOUBLE_EQ(back->optimizer.learning_rate, 0.003);
@@ -259,7 +259,7 @@ TEST_F(KerasFormats, MetricsAndTheLearningRateOrScheduleRoundTrip) {
   plateau.kind = ScheduleKind::ReduceOnPlateau;
   for (const ScheduleSpec& sched : {exponential, cosine, warm, plateau}) {
     SCOPED_TRACE(static_cast<int>(sched.kind));
-    KerasTraining kt{c.train, 0.00075};
+    KerasTraining kt{c.train, 0.00075, 0, {}};
     kt.train.optimizer.learning_rate = 0.003;
     kt.train.schedule = sched;
     for (const Json& written : {training_config_json(kt), compile_config_json(kt)}) {
@@ -328,7 +328,7 @@ TEST_F(KerasFormats, EveryOptimizerDescriptorRoundTripsThroughTheTrainingConfig)
     TrainSpec t;
     t.optimizer = o;
     t.optimizer.clipvalue = 0.25;
-    const Json written = training_config_json({t, o.learning_rate});
+    const Json written = training_config_json({t, o.learning_rate, 0, {}});
     const OptimizerInfo& info = optimizer_info(o.kind);
     EXPECT_EQ(written["optimizer_config"]["class_name"], info.keras_class);
     auto back = train_from_keras_json(nlohmann::json::parse(written.dump()), "t.h5");
@@ -351,7 +351,7 @@ TEST_F(KerasFormats, EveryLossDescriptorRoundTripsThroughTheTrainingConfig) {
     SCOPED_TRACE(name);
     TrainSpec t;
     t.loss = l;
-    const Json written = training_config_json({t, t.optimizer.learning_rate});
+    const Json written = training_config_json({t, t.optimizer.learning_rate, 0, {}});
     const LossInfo& info = loss_info(l.kind);
     EXPECT_EQ(written["loss"]["class_name"], info.keras_class);
     EXPECT_EQ(written["loss"]["config"]["name"], info.keras_name);
