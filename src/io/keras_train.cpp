@@ -342,7 +342,9 @@ std::vector<std::string> param_paths(const ModelSpec& model, const Params& param
 template <class F>
 void for_each_variable(const KerasTraining& t, F f) {
   f("iteration", -1, t.iterations);
-  if (learning_rate_json(t).is_number()) {
+  const bool scheduled = std::any_of(std::begin(kKerasSchedules), std::end(kKerasSchedules),
+                                     [&](const KerasSchedule& k) { return k.kind == t.train.schedule.kind; });
+  if (!scheduled) {  // Keras' optimizer has a learning_rate variable unless a schedule gives the rate
     Tensor lr(Shape{});
     lr.data = {static_cast<float>(t.learning_rate)};
     f("learning_rate", -1, lr);

@@ -14,11 +14,12 @@ struct Nadam {
   static constexpr OptimizerInfo info = make_info(OptimizerKind::Nadam, "nadam", "Nadam", keys, 0.001, 0.0);
 
   static double u(const OptimizerSpec& o, double t) { return o.beta_1 * (1.0 - 0.5 * std::pow(0.96, t)); }
-  // Pi_t: 0.96^k is below 1e-17 from k = 1000 on, where the factors are beta_1 alone.
+  // Pi_t, called once a step: 0.96^k is below 1e-17 from k = 950 on, where the factors are beta_1 alone.
   static double u_product(const OptimizerSpec& o, int64_t t) {
-    double p = 1.0;
-    for (int64_t k = 1; k <= t && k <= 1000; ++k) p *= u(o, static_cast<double>(k));
-    return t > 1000 ? p * std::pow(o.beta_1, static_cast<double>(t - 1000)) : p;
+    double p = 1.0, d = 0.96;  // d = 0.96^k
+    int64_t k = 1;
+    for (; k <= t && k < 950; ++k, d *= 0.96) p *= o.beta_1 * (1.0 - 0.5 * d);
+    return p * std::pow(o.beta_1, static_cast<double>(t - k + 1));
   }
 
   static SlotKinds slots(const OptimizerSpec&) {
