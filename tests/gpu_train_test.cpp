@@ -182,6 +182,63 @@ TEST(TrainParity, EveryLossVariantEndsNearTheCpu) {
   }
 }
 
+// Keras' weight regularizers on every kind of weight and stage (a fused cuDNN LSTM stack, a generic
+// GRU, a Bidirectional stack, Dense, Embedding) train on the GPU as on the CPU: the penalty in each
+// step's loss and in evaluation, its gradient before clipping (Adam with clipnorm), after the loss
+// scale is taken off (fp16 stacks: looser tolerances, as gpu_precision_test.cpp), in replayed steps.
+TEST(TrainParity, WeightRegularizersTrainAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::string regs = "kernel_regularizer: {l1: 0.002}, recurrent_regularizer: {l2: 0.01}, "
+                           "bias_regularizer: {l1: 0.001, l2: 0.003}";
+  const std::pair<std::string, Config> models[] = {
+      {"features", config_of("[9, 4]", "[{type: LSTM, units: 8, return_sequences: true, " + regs + "}, {type: LSTM, "
+                             "units: 8, return_sequences: true, " + regs + "}, {type: GRU, units: 6, reset_after: false, "
+                             "return_sequences: true, " + regs + "}, {type: Bidirectional, layer: {type: GRU, units: 4, " +
+                             regs + "}}, {type: Dense, units: 2, kernel_regularizer: l2, bias_regularizer: l1}]",
+                             "regs_features")},
+      {"tokens", config_of("[9]", "[{type: Embedding, input_dim: 12, output_dim: 5, embeddings_regularizer: {l2: 0.01}},"
+                           " {type: LSTM, units: 8, " + regs + "}, {type: Dense, units: 2}]", "regs_tokens")}};
+  for (const auto& [model, base] : models) {
+    for (const char* variant : {"sgd", "adam_clipnorm", "sgd_fp16"}) {
+      SCOPED_TRACE(model + " " + variant);
+      Config cfg = base;
+      cfg.train.optimizer.kind = std::string(variant) == "adam_clipnorm" ? OptimizerKind::Adam : OptimizerKind::SGD;
+      if (cfg.train.optimizer.kind == OptimizerKind::Adam) cfg.train.optimizer.clipnorm = 0.05;
+      const bool half = std::string(variant) == "sgd_fp16";
+      const double lr = cfg.train.optimizer.kind == OptimizerKind::Adam ? 3e-3 : 0.2;
+      Config gpu_cfg = cfg;
+      if (half) gpu_cfg.plan.precision = Precision::Fp16;
+      const Params init = random_params(cfg.model, 9, 0.3);
+      Config cpu_cfg = cfg;
+      cpu_cfg.device = Device::Cpu, gpu_cfg.device = Device::Cuda;
+      Rng r1(5), r2(5);
+      auto cpu = make_engine(cpu_cfg, init, r1);
+      auto gpu = make_engine(gpu_cfg, init, r2);
+      const double tol = half ? 2e-2 : 1e-4;
+      double penalty = 0.0;
+      for (int s = 0; s < 8; ++s) {
+        const Batch b = random_batch(cfg, 6, 9, 300 + s % 2);
+        const LossValue lc = cpu->train_step(b, lr, {}), lg = gpu->train_step(b, lr, {});
+        EXPECT_GT(lc.penalty, 0.0);
+        EXPECT_LE(std::fabs(lg.penalty - lc.penalty), tol * lc.penalty) << "step " << s + 1;
+        EXPECT_LE(std::fabs(lg.mean() - lc.mean()), tol * std::fabs(lc.mean())) << "step " << s + 1;
+        penalty = lg.penalty;
+      }
+      const Batch b = random_batch(cfg, 6, 9, 400);
+      const LossValue ec = cpu->eval_step(b, {}), eg = gpu->eval_step(b, {});
+      EXPECT_LE(std::fabs(eg.penalty - ec.penalty), tol * ec.penalty) << "evaluation";
+      EXPECT_LE(std::fabs(eg.mean() - ec.mean()), tol * std::fabs(ec.mean())) << "evaluation";
+      const std::vector<Param*> pc = cpu->host_params().all(), pg = gpu->host_params().all();
+      double worst = 0.0;
+      for (size_t i = 0; i < pc.size(); ++i)
+        worst = std::max(worst, expect_near_all(pg[i]->value, pc[i]->value, half ? 2e-2 : 2e-4, half ? 2e-2 : 2e-3,
+                                                "parameter " + pc[i]->name));
+      std::printf("regularizers case=%s/%s penalty=%.5g eval_penalty=%.5g worst_param_abs=%.3g\n", model.c_str(),
+                  variant, penalty, eg.penalty, worst);
+    }
+  }
+}
+
 // A step whose update overflows the weights (finite loss, targets of 1e10, SGD at lr 1e30) is flagged
 // by both engines, queued and replayed steps included, so that the trainer stops before saving it.
 TEST(TrainNonFinite, AnUpdateThatOverflowsIsFlaggedOnBothEngines) {

@@ -56,9 +56,10 @@ class Engine {
   virtual Params& host_params() = 0;
   virtual void params_changed() = 0;
   virtual Optimizer& optimizer() = 0;
-  // For tests and tools: forward in training mode, the loss and backward, with no clipping and no
-  // update. The gradients land in host_params()'s grads (values unchanged); pred and dx (when not
-  // null) receive the output and the gradient w.r.t. feature inputs (empty for token ids).
+  // For tests and tools: forward in training mode, the loss and backward, with no clipping, no
+  // regularizer penalties and no update. The gradients land in host_params()'s grads (values
+  // unchanged); pred and dx (when not null) receive the output and the gradient w.r.t. feature
+  // inputs (empty for token ids).
   virtual LossValue gradients(const Batch& batch, Tensor* pred, Tensor* dx) = 0;
 
  private:

@@ -76,7 +76,7 @@ class CudaEngine final : public Engine {
       const std::vector<Metric*> ms = std::move(metrics_.front());
       metrics_.pop_front();
       for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(l.metrics[j], l.metric_count);
-      out.push_back({l.sum, l.count, l.params_finite});
+      out.push_back({l.sum, l.count, l.params_finite, l.penalty});
     }
     return out;
   }
@@ -87,7 +87,7 @@ class CudaEngine final : public Engine {
     const bool want = !metrics.empty();
     const cuda::StepLoss l = session_.eval_step(b, want ? &pred : nullptr, want ? &mask : nullptr);
     for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
-    return {l.sum, l.count};
+    return {l.sum, l.count, true, l.penalty};
   }
 
   Tensor predict(const Batch& b) override { return session_.predict(b); }

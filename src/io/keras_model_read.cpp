@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -107,6 +108,29 @@ struct Reader {
     return def;
   }
 
+  // Keras' L1, L2 and L1L2 (their classes or the names l1, l2, l1_l2 with Keras 3's defaults);
+  // other regularizers are dropped with drop_set's warning, bad factors refused.
+  Regularizer regularizer(const json& c, const char* key, const std::string& who) {
+    if (!set_non_null(c, key)) return {};
+    const json& v = c.at(key);
+    std::string name;
+    for (char ch : v.is_string() ? v.get<std::string>() : str(v, "class_name"))
+      if (ch != '_') name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name != "l1" && name != "l2" && name != "l1l2") {
+      drop_set(c, who, {key});
+      return {};
+    }
+    const json& cfg = v.is_object() ? config_of(v) : json::object();
+    auto factor = [&](const char* k, double def) {
+      if (name.find(k) == std::string::npos || !set_non_null(cfg, k)) return name == k ? def : 0.0;
+      const json& f = cfg.at(k);
+      if (f.is_number() && std::isfinite(f.get<double>()) && f.get<double>() >= 0.0) return f.get<double>();
+      refused.push_back(fmt::format("{}: {} {} is {}; it must be a number >= 0", who, key, k, printable(f.dump())));
+      return 0.0;
+    };
+    return {factor("l1", 0.01), factor("l2", 0.01)};  // L1L2's factors default to 0, L1's and L2's to 0.01
+  }
+
   // Arguments that change the numbers and that rnntrain does not have.
   void refuse_true(const json& c, const std::string& who, std::initializer_list<const char*> keys) {
     for (const char* k : keys)
@@ -175,8 +199,10 @@ struct Reader {
     l.kind = cell.kind;
     l.units = dim(c, "units", who);
     refuse_true(c, who, {"stateful", "return_state", "time_major"});
-    drop_set(c, who, {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
-                      "kernel_constraint", "recurrent_constraint", "bias_constraint"});
+    drop_set(c, who, {"activity_regularizer", "kernel_constraint", "recurrent_constraint", "bias_constraint"});
+    l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
+    l.recurrent_regularizer = regularizer(c, "recurrent_regularizer", who);
+    l.bias_regularizer = regularizer(c, "bias_regularizer", who);
     check_dtype(c, who);
     l.return_sequences = flag(c, "return_sequences", false);
     l.go_backwards = flag(c, "go_backwards", false);
@@ -209,8 +235,9 @@ struct Reader {
     l.use_bias = flag(c, "use_bias", true);
     l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
     l.bias_initializer = initializer(c, "bias_initializer", who, l.bias_initializer);
-    drop_set(c, who, {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                      "bias_constraint"});
+    drop_set(c, who, {"activity_regularizer", "kernel_constraint", "bias_constraint"});
+    l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
+    l.bias_regularizer = regularizer(c, "bias_regularizer", who);
     if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
       refused.push_back(fmt::format("{}: quantized or LoRA Dense layers are not supported", who));
     check_dtype(c, who);
@@ -262,7 +289,8 @@ struct Reader {
       l.output_dim = dim(c, "output_dim", who);
       l.mask_zero = flag(c, "mask_zero", false);
       l.embeddings_initializer = initializer(c, "embeddings_initializer", who, l.embeddings_initializer);
-      drop_set(c, who, {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint"});
+      drop_set(c, who, {"activity_regularizer", "embeddings_constraint"});
+      l.embeddings_regularizer = regularizer(c, "embeddings_regularizer", who);
       if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
         refused.push_back(fmt::format("{}: quantized or LoRA embeddings are not supported", who));
     } else if (cls == "Bidirectional" || cls == "TimeDistributed") {

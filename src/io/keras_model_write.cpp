@@ -66,6 +66,19 @@ Json initializer_json(const Initializer& i, KerasJsonStyle style) {
   return j;
 }
 
+// null, or Keras' L1, L2 or L1L2 with its factors.
+Json regularizer_json(const Regularizer& r, KerasJsonStyle style) {
+  if (!r.active()) return nullptr;
+  Json j, cfg = Json::object();
+  if (style == KerasJsonStyle::Keras3) j["module"] = "keras.regularizers";
+  j["class_name"] = r.l1 == 0.0 ? "L2" : r.l2 == 0.0 ? "L1" : "L1L2";
+  if (r.l1 != 0.0) cfg["l1"] = r.l1;
+  if (r.l2 != 0.0) cfg["l2"] = r.l2;
+  j["config"] = cfg;
+  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
+  return j;
+}
+
 Json base_config(const std::string& name) {
   Json c;
   c["name"] = name;
@@ -95,8 +108,10 @@ Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
       if (f.keras_last == last) c[f.name] = l.*f.field;
   };
   put_flags(false);
-  for (const char* k : {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
-                        "kernel_constraint", "recurrent_constraint", "bias_constraint"})
+  c["kernel_regularizer"] = regularizer_json(l.kernel_regularizer, style);
+  c["recurrent_regularizer"] = regularizer_json(l.recurrent_regularizer, style);
+  c["bias_regularizer"] = regularizer_json(l.bias_regularizer, style);
+  for (const char* k : {"activity_regularizer", "kernel_constraint", "recurrent_constraint", "bias_constraint"})
     c[k] = nullptr;
   c["dropout"] = l.dropout;
   c["recurrent_dropout"] = l.recurrent_dropout;
@@ -111,9 +126,9 @@ Json dense_config(const LayerSpec& l, KerasJsonStyle style) {
   c["use_bias"] = l.use_bias;
   c["kernel_initializer"] = initializer_json(l.kernel_initializer, style);
   c["bias_initializer"] = initializer_json(l.bias_initializer, style);
-  for (const char* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                        "bias_constraint"})
-    c[k] = nullptr;
+  c["kernel_regularizer"] = regularizer_json(l.kernel_regularizer, style);
+  c["bias_regularizer"] = regularizer_json(l.bias_regularizer, style);
+  for (const char* k : {"activity_regularizer", "kernel_constraint", "bias_constraint"}) c[k] = nullptr;
   return c;
 }
 
@@ -140,7 +155,7 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
       c["input_dim"] = l.input_dim;
       c["output_dim"] = l.output_dim;
       c["embeddings_initializer"] = initializer_json(l.embeddings_initializer, style);
-      c["embeddings_regularizer"] = nullptr;
+      c["embeddings_regularizer"] = regularizer_json(l.embeddings_regularizer, style);
       c["activity_regularizer"] = nullptr;
       c["embeddings_constraint"] = nullptr;
       c["mask_zero"] = l.mask_zero;

@@ -11,8 +11,10 @@ struct LossValue {
   double count = 0.0;  // number of unmasked entries; the loss is sum / count
   // Training steps: false when the step's update left a parameter inf or NaN.
   bool params_finite = true;
-  // The loss as Keras reports it; 0 when every entry is masked (Keras' divide_no_nan).
-  double mean() const { return count > 0 ? sum / count : 0.0; }
+  double penalty = 0.0;  // the weight regularizers' penalty (model/params.h), before the step's update
+  // The loss as Keras reports it: the mean, 0 when every entry is masked (Keras' divide_no_nan), plus
+  // the regularizers' penalty.
+  double mean() const { return (count > 0 ? sum / count : 0.0) + penalty; }
 };
 
 // pred: [B, K] or [B, T, K]. target: same shape, or for sparse_categorical_crossentropy labels

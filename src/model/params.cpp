@@ -2,9 +2,11 @@
 // plus the flat views the optimizer uses. The initialisers themselves are in init.cpp.
 #include "model/params.h"
 
-#include <fmt/format.h>
-
+#include <cmath>
 #include <cstring>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "spec/shapes.h"
@@ -113,6 +115,38 @@ void add_dense(LayerParams& out, const LayerSpec& owner, const LayerSpec& d, int
 }
 
 }  // namespace
+
+std::vector<Regularizer> weight_regularizers(const ModelSpec& model, const Params& params) {
+  std::vector<Regularizer> out;
+  for (size_t i = 0; i < params.layers.size(); ++i) {
+    const LayerSpec& owner = model.layers.at(i);
+    const LayerSpec& l = owner.inner ? *owner.inner : owner;
+    for (const Param& p : params.layers[i].params) {
+      const std::string_view name = std::string_view(p.name).substr(p.name.rfind('/') + 1);  // no forward/ backward/
+      out.push_back(name == "kernel"             ? l.kernel_regularizer
+                    : name == "recurrent_kernel" ? l.recurrent_regularizer
+                    : name == "bias"             ? l.bias_regularizer
+                    : name == "embeddings"       ? l.embeddings_regularizer
+                                                 : Regularizer{});
+    }
+  }
+  return out;
+}
+
+double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Param*>& params, bool add_grads) {
+  double sum = 0.0;
+  for (size_t i = 0; i < regs.size() && i < params.size(); ++i) {
+    if (!regs[i].active()) continue;
+    const float l1 = static_cast<float>(regs[i].l1), l2 = static_cast<float>(regs[i].l2);
+    Param& p = *params[i];
+    for (int64_t k = 0; k < p.value.numel(); ++k) {
+      const float w = p.value[k];
+      sum += regs[i].l1 * std::fabs(w) + regs[i].l2 * static_cast<double>(w) * w;
+      if (add_grads) p.grad[k] += l1 * static_cast<float>((w > 0.0f) - (w < 0.0f)) + l2 * (2.0f * w);
+    }
+  }
+  return sum;
+}
 
 void check_params_fit(const Params& params, const std::vector<LayerShape>& shapes) {
   if (params.layers.size() != shapes.size())

@@ -41,6 +41,13 @@ Params init_params(const ModelSpec& model, Rng& rng);
 // model) count: parameters made for another model (a weights file or init_from).
 void check_params_fit(const Params& params, const std::vector<LayerShape>& shapes);
 
+// Keras' weight regularizer of each parameter, in Params::all() order (inactive where it has none):
+// kernel, recurrent_kernel, bias and embeddings by name, a Bidirectional's for both directions.
+std::vector<Regularizer> weight_regularizers(const ModelSpec& model, const Params& params);
+// Their penalty at the current values, summed in double; with add_grads, each regularized
+// parameter's grad += l1 * sign(w) + l2 * (2 * w) in float32, as the CUDA kernel adds it.
+double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Param*>& params, bool add_grads);
+
 // Fills one tensor with an initialiser; fan_in/fan_out are Keras' (rows, cols for a 2-D kernel).
 void fill_init(Tensor& t, const Initializer& init, Rng& rng);
 

@@ -13,6 +13,8 @@ std::string init_str(const Initializer& i) {
   return fmt::format("{}({}, {})", spec::enum_name(spec::init_kinds(), i.kind), i.a, i.b);
 }
 
+std::string reg_str(const Regularizer& r) { return r.active() ? fmt::format("l1={} l2={}", r.l1, r.l2) : "none"; }
+
 std::string shape_text(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", s[i] < 0 ? "null" : std::to_string(s[i]));
@@ -43,6 +45,10 @@ void add_settings(const LayerSpec& l, const std::string& prefix, std::vector<Set
   put("kernel_initializer", init_str(l.kernel_initializer));
   put("recurrent_initializer", init_str(l.recurrent_initializer));
   put("bias_initializer", init_str(l.bias_initializer));
+  put("embeddings_regularizer", reg_str(l.embeddings_regularizer));
+  put("kernel_regularizer", reg_str(l.kernel_regularizer));
+  put("recurrent_regularizer", reg_str(l.recurrent_regularizer));
+  put("bias_regularizer", reg_str(l.bias_regularizer));
   put("rate", fmt::format("{}", l.rate));
   put("merge_mode", merge_mode_name(l.merge_mode));
   if (l.inner) add_settings(*l.inner, prefix + "layer.", out);  // wrappers hold one layer: depth 1

@@ -38,6 +38,15 @@ struct Initializer {
   double b = 0.0;  // RandomUniform: maxval (0.05); RandomNormal: stddev (0.05)
 };
 
+// Keras' L1, L2 and L1L2 weight regularizers: l1 * sum(|w|) + l2 * sum(w^2) added to the loss (and
+// to the reported loss, in training and evaluation), its gradient l1 * sign(w) + 2 * l2 * w (sign(0) = 0,
+// as TensorFlow and PyTorch; Keras on JAX takes +1 at exactly 0) added before clipping.
+struct Regularizer {
+  double l1 = 0.0, l2 = 0.0;
+  bool active() const { return l1 != 0.0 || l2 != 0.0; }
+  bool operator==(const Regularizer&) const = default;
+};
+
 // The largest units, features, timesteps, vocabulary or batch a config or an imported model may
 // give, so that no later size arithmetic can overflow (token ids are float32: exact below 2^24).
 constexpr int64_t kMaxDim = int64_t{1} << 24;
@@ -55,6 +64,7 @@ struct LayerSpec {
   int64_t input_dim = 0, output_dim = 0;
   bool mask_zero = false;
   Initializer embeddings_initializer{InitKind::RandomUniform, -0.05, 0.05};
+  Regularizer embeddings_regularizer;
 
   // Masking
   double mask_value = 0.0;
@@ -73,6 +83,7 @@ struct LayerSpec {
   Initializer kernel_initializer{InitKind::GlorotUniform};
   Initializer recurrent_initializer{InitKind::Orthogonal, 1.0};
   Initializer bias_initializer{InitKind::Zeros};
+  Regularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;  // recurrent: cells only
 
   // Dropout
   double rate = 0.0;

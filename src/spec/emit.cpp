@@ -31,6 +31,15 @@ void put_opt(Emitter& e, const char* k, const std::optional<double>& x) {
   else key(e, k) << YAML::Null;
 }
 
+// Only the regularizers a layer has: {l1: ..., l2: ...} with the factors that are set.
+void put_reg(Emitter& e, const char* k, const Regularizer& r) {
+  if (!r.active()) return;
+  key(e, k) << YAML::Flow << YAML::BeginMap;
+  if (r.l1 != 0.0) put_num(e, "l1", r.l1);
+  if (r.l2 != 0.0) put_num(e, "l2", r.l2);
+  e << YAML::EndMap;
+}
+
 void put_init(Emitter& e, const char* k, const Initializer& init) {
   const char* name = spec::enum_name(spec::init_kinds(), init.kind);
   switch (init.kind) {
@@ -73,6 +82,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_int(e, "input_dim", l.input_dim), put_int(e, "output_dim", l.output_dim);
       put_bool(e, "mask_zero", l.mask_zero);
       put_init(e, "embeddings_initializer", l.embeddings_initializer);
+      put_reg(e, "embeddings_regularizer", l.embeddings_regularizer);
       break;
     case LayerKind::Masking:
       put_num(e, "mask_value", l.mask_value);
@@ -90,6 +100,9 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_init(e, "kernel_initializer", l.kernel_initializer);
       put_init(e, "recurrent_initializer", l.recurrent_initializer);
       put_init(e, "bias_initializer", l.bias_initializer);
+      put_reg(e, "kernel_regularizer", l.kernel_regularizer);
+      put_reg(e, "recurrent_regularizer", l.recurrent_regularizer);
+      put_reg(e, "bias_regularizer", l.bias_regularizer);
       break;
     case LayerKind::Dense:
       put_int(e, "units", l.units);
@@ -97,6 +110,8 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_bool(e, "use_bias", l.use_bias);
       put_init(e, "kernel_initializer", l.kernel_initializer);
       put_init(e, "bias_initializer", l.bias_initializer);
+      put_reg(e, "kernel_regularizer", l.kernel_regularizer);
+      put_reg(e, "bias_regularizer", l.bias_regularizer);
       break;
     case LayerKind::Dropout:
       put_num(e, "rate", l.rate);

@@ -16,15 +16,18 @@ namespace {
 using Keys = std::span<const char* const>;
 
 constexpr const char* kInputKeys[] = {"type", "name", "shape"};
-constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer"};
+constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer",
+                                          "embeddings_regularizer"};
 constexpr const char* kMaskingKeys[] = {"type", "name", "mask_value"};
 // A cell's keys: these, its recurrent_activation if it has one and its flags (spec/cells.h) after go_backwards.
 constexpr const char* kCellKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
                                      "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
-                                     "recurrent_initializer", "bias_initializer"};
+                                     "recurrent_initializer", "bias_initializer", "kernel_regularizer",
+                                     "recurrent_regularizer", "bias_regularizer"};
 constexpr const char* kBidirectionalKeys[] = {"type", "name", "layer", "merge_mode"};
 constexpr const char* kDropoutKeys[] = {"type", "name", "rate"};
-constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer"};
+constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
+                                      "kernel_regularizer", "bias_regularizer"};
 constexpr const char* kTimeDistributedKeys[] = {"type", "name", "layer"};
 const std::pair<LayerKind, Keys> kLayerKeys[] = {
     {LayerKind::Input, kInputKeys},   {LayerKind::Embedding, kEmbeddingKeys},
@@ -123,6 +126,26 @@ Initializer read_initializer(const Value& v) {
   return init;
 }
 
+constexpr const char* kRegularizerKeys[] = {"l1", "l2"};
+
+// l1 or l2 (Keras' names: a factor of 0.01), or {l1: 0.001, l2: 0.0001} (either or both).
+Regularizer read_regularizer(const Value& v) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (v.is_scalar()) {
+    const std::string name = v.as_string();
+    if (name == "l1") return {0.01, 0.0};
+    if (name == "l2") return {0.0, 0.01};
+    v.fail(fmt::format("expected l1, l2 (a factor of 0.01, as Keras) or a map like {{l1: 0.001, l2: 0.0001}}, got {}",
+                       v.describe()));
+  }
+  v.require_map(" like {l2: 0.0001} or {l1: 0.001, l2: 0.0001}");
+  v.check_keys(kRegularizerKeys, "regularizer");
+  Regularizer r;
+  if (auto x = v.get("l1")) r.l1 = x->as_double(0, inf, false, true);
+  if (auto x = v.get("l2")) r.l2 = x->as_double(0, inf, false, true);
+  return r;
+}
+
 Activation read_activation(const Value& v, bool dense) {
   const Activation a = read_enum(v, activations(), "activation");
   if (a == Activation::Softmax && !dense)
@@ -174,6 +197,9 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
   auto init = [&](const char* key, Initializer& out) {
     if (auto x = v.get(key)) out = read_initializer(*x);
   };
+  auto reg = [&](const char* key, Regularizer& out) {
+    if (auto x = v.get(key)) out = read_regularizer(*x);
+  };
   if (auto x = v.get("name")) l.name = x->as_string();
 
   switch (l.kind) {
@@ -185,6 +211,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       l.output_dim = need_dim("output_dim", "output_dim: 64");
       flag("mask_zero", l.mask_zero);
       init("embeddings_initializer", l.embeddings_initializer);
+      reg("embeddings_regularizer", l.embeddings_regularizer);
       break;
     case LayerKind::Masking:
       if (auto x = v.get("mask_value")) l.mask_value = x->as_finite();
@@ -202,6 +229,9 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       init("kernel_initializer", l.kernel_initializer);
       init("recurrent_initializer", l.recurrent_initializer);
       init("bias_initializer", l.bias_initializer);
+      reg("kernel_regularizer", l.kernel_regularizer);
+      reg("recurrent_regularizer", l.recurrent_regularizer);
+      reg("bias_regularizer", l.bias_regularizer);
       break;
     case LayerKind::Dense:
       l.units = need_dim("units", "units: 10");
@@ -210,6 +240,8 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       flag("use_bias", l.use_bias);
       init("kernel_initializer", l.kernel_initializer);
       init("bias_initializer", l.bias_initializer);
+      reg("kernel_regularizer", l.kernel_regularizer);
+      reg("bias_regularizer", l.bias_regularizer);
       break;
     case LayerKind::Dropout:
       l.rate = v.need("rate", "; e.g. {type: Dropout, rate: 0.2}").as_double(0.0, 1.0, false, true);

@@ -103,6 +103,15 @@ def seeded_weights(model, seed, scale=0.4):
     model.set_weights([(rng.standard_normal(w.shape) * scale).astype("float32") for w in model.get_weights()])
 
 
+def legacy_weights(path):
+    """Every weight of a full-model legacy .h5, in Keras' order."""
+    import h5py
+    dec = lambda n: n.decode() if isinstance(n, bytes) else str(n)  # noqa: E731
+    with h5py.File(path, "r") as f:
+        g = f["model_weights"]
+        return [g[dec(n)][dec(w)][()] for n in g.attrs["layer_names"] for w in g[dec(n)].attrs["weight_names"]]
+
+
 def read_npy(path):
     import numpy as np
     return np.load(path)

@@ -15,7 +15,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Suite, import_keras  # noqa: E402
+from common import Suite, import_keras, legacy_weights  # noqa: E402
 
 keras, np, h5py = import_keras()
 
@@ -33,13 +33,6 @@ def docs_recipe():
     if not m:
         raise SystemExit("FAIL: docs/keras.md has no recipe block")
     return m.group(1)
-
-
-def legacy_weights(path):
-    dec = lambda n: n.decode() if isinstance(n, bytes) else str(n)  # noqa: E731
-    with h5py.File(path, "r") as f:
-        g = f["model_weights"]
-        return [g[dec(n)][dec(w)][()] for n in g.attrs["layer_names"] for w in g[dec(n)].attrs["weight_names"]]
 
 
 def optimizer_values(path):

@@ -9,7 +9,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Suite, import_keras, seeded_weights  # noqa: E402
+from common import Suite, import_keras, legacy_weights, seeded_weights  # noqa: E402
 
 keras, np, h5py = import_keras()
 from keras import layers as L  # noqa: E402
@@ -19,13 +19,6 @@ rng = np.random.default_rng(3)
 X = rng.standard_normal((N, T, F)).astype("float32")
 X[1, 4:] = 0.0
 Y = rng.standard_normal((N, 2)).astype("float32")
-
-
-def legacy_weights(path):
-    dec = lambda n: n.decode() if isinstance(n, bytes) else str(n)  # noqa: E731
-    with h5py.File(path, "r") as f:
-        g = f["model_weights"]
-        return [g[dec(n)][dec(w)][()] for n in g.attrs["layer_names"] for w in g[dec(n)].attrs["weight_names"]]
 
 
 def case(s, name, optimizer, layers):

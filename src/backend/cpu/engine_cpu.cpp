@@ -22,7 +22,8 @@ class CpuEngine final : public Engine {
   CpuEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
       : cfg_(cfg), params_(std::move(params)),
         model_(resolve_model(cfg_.model, cfg_.plan.fuse), params_, &cfg_.plan), rng_(rng),
-        opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr) {}
+        opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr),
+        regs_(weight_regularizers(cfg_.model, params_)) {}
 
   std::string device_name() const override { return "cpu"; }
   const ResolvedModel& model() const override { return model_.model(); }
@@ -31,6 +32,7 @@ class CpuEngine final : public Engine {
   // global batch: the loss is the global batch's (its sum and count reduced across the ranks), the
   // share's gradient is weighted by its count over the global count and the gradients are summed
   // across the ranks, so every rank takes the one-process update. The metrics hold this share's.
+  // The regularizers' gradients join the summed ones (every rank holds the same weights).
   LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
     ForwardContext& ctx = ctx_;
     params_.zero_grad();
@@ -52,6 +54,7 @@ class CpuEngine final : public Engine {
     }
     if (rows) model_.backward(ctx, dpred);
     if (dp_) allreduce_grads();
+    lv.penalty = weight_penalty(regs_, params_.all(), true);
     opt_->step(lr);
     lv.params_finite = params_.first_nonfinite().empty();
     return lv;
@@ -62,6 +65,7 @@ class CpuEngine final : public Engine {
     Tensor pred = model_.forward(b.x, lengths(b), false, rng_, nullptr, &mask);
     LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr);
     for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+    lv.penalty = weight_penalty(regs_, params_.all(), false);
     return lv;
   }
 
@@ -107,6 +111,7 @@ class CpuEngine final : public Engine {
   ForwardContext ctx_;  // reused by every step, so the layers' tapes keep their memory between batches
   Comm* dp_;  // the ranks whose steps sum their gradients, or null
   std::vector<float> flat_;  // the gradients in one buffer for the all-reduce
+  std::vector<Regularizer> regs_;  // per parameter (Params::all() order)
 };
 
 }  // namespace

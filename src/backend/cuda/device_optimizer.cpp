@@ -15,7 +15,8 @@ namespace {
 bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
 }  // namespace
 
-DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params)
+DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params,
+                                 const std::vector<Regularizer>& regs)
     : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * k::kSchedFloats, "learning rate") {
   check_clipping(spec);
   const SlotKinds kinds = optimizer_slot_kinds(spec);  // the descriptor's slots, as model/optimizer.cpp
@@ -26,7 +27,14 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
     groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
   }
   upload();
-  if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm)) var_ids_ = store.var_ids();  // before any capture
+  if (std::any_of(regs.begin(), regs.end(), [](const Regularizer& r) { return r.active(); })) {
+    std::vector<float> f;
+    for (const Regularizer& r : regs) f.insert(f.end(), {static_cast<float>(r.l1), static_cast<float>(r.l2)});
+    copy_to_device(regs_.ensure(static_cast<int64_t>(f.size())), f.data(), sizeof(float) * f.size(), gpu.stream());
+    gpu.sync();  // f is a local
+  }
+  if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm) || regs_.get())
+    var_ids_ = store.var_ids();  // before any capture
 }
 
 void DeviceOptimizer::set_step(double lr, int64_t t) {
@@ -59,7 +67,11 @@ void DeviceOptimizer::upload() {
   }
 }
 
-void DeviceOptimizer::apply(double* nonfinite) {
+void DeviceOptimizer::penalty(double* penalty) {
+  if (regs_.get()) k::weight_penalty(store_.w(), nullptr, var_ids_, store_.size(), regs_.get(), penalty, gpu_.stream());
+}
+
+void DeviceOptimizer::apply(double* nonfinite, double* penalty) {
   cudaStream_t st = gpu_.stream();
   k::OptArgs a;
   a.p = store_.w(), a.g = store_.g(), a.trained = store_.trained(), a.n = store_.size();
@@ -70,6 +82,7 @@ void DeviceOptimizer::apply(double* nonfinite) {
     a.skip = scale_state_.get() + 1;
     k::unscale_check(store_.g(), store_.trained(), store_.size(), scale_.get(), scale_state_.get() + 1, st);
   }
+  if (regs_.get()) k::weight_penalty(store_.w(), store_.g(), var_ids_, store_.size(), regs_.get(), penalty, st);
   // Clipping, in Keras' precedence: clipnorm, else global_clipnorm, else clipvalue.
   if (is_set(spec_.clipnorm) || is_set(spec_.global_clipnorm)) {
     const int64_t nv = static_cast<int64_t>(store_.variables());

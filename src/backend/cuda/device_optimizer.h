@@ -5,7 +5,8 @@
 // so both backends have the same slots and the same float32 arithmetic. Nothing in a step
 // waits for the host: clipping factors are computed on the device. With a dynamic loss scale (fp16
 // stacks) the gradients arrive multiplied by it; step() unscales them and skips the update when any
-// is not finite, then adjusts the scale, all on the device.
+// is not finite, then adjusts the scale, all on the device. Keras' weight regularizers add their
+// gradients (after unscaling, before clipping) and their penalty there too.
 #pragma once
 #include <functional>
 #include <string>
@@ -19,8 +20,10 @@ namespace rnntrain::cuda {
 
 class DeviceOptimizer {
  public:
-  // params: the host parameters (shapes for the host slot tensors); not kept.
-  DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params);
+  // params: the host parameters (shapes for the host slot tensors); not kept. regs: each parameter's
+  // weight regularizer (Params::all() order; model/params.h).
+  DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params,
+                  const std::vector<Regularizer>& regs);
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
@@ -28,9 +31,12 @@ class DeviceOptimizer {
   // set_step() copies the learning rate lr and the bias corrections of optimizer step t (1-based) to
   // the device on the stream (from pinned memory: the host does not wait); apply() enqueues the
   // kernels, which read them there, and sets the device double *nonfinite to 1 when an updated
-  // parameter is inf or NaN (the caller zeroes it; null: not checked).
+  // parameter is inf or NaN (the caller zeroes it; null: not checked), and adds the regularizers'
+  // penalty at the values before the update to the device double *penalty (the caller zeroes it).
   void set_step(double lr, int64_t t);
-  void apply(double* nonfinite = nullptr);
+  void apply(double* nonfinite = nullptr, double* penalty = nullptr);
+  // Enqueues the regularizers' penalty at the current values, added to *penalty (evaluation).
+  void penalty(double* penalty);
   // Data parallelism: every rank's gradients are the same, but the sums behind the clipping factors
   // add in an order that differs between ranks (atomics), so rank 0's factors are sent to all
   // (share(factors, n) on the stream) to keep the ranks' weights bit for bit the same.
@@ -56,7 +62,8 @@ class DeviceOptimizer {
     DeviceBuffer<float> dev{"optimizer slot"};
   };
   std::vector<Group> groups_;
-  const int32_t* var_ids_ = nullptr;  // the store's, when clipping by norm
+  const int32_t* var_ids_ = nullptr;  // the store's, when clipping by norm or regularizing
+  DeviceBuffer<float> regs_{"regularizer factors"};  // l1, l2 per variable; empty without regularizers
   DeviceBuffer<double> sums_{"gradient norms"};
   DeviceBuffer<float> factors_{"clipping factors"};
   bool scaled_ = false;

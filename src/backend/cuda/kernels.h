@@ -142,6 +142,11 @@ struct AccuracyArgs {
 void accuracy(const AccuracyArgs& a, cudaStream_t s);
 // sums[var[i]] += g[i]^2 for var[i] >= 0.
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
+// Keras' weight regularizers: for each element i of variable v = var[i] >= 0 with factors
+// l1 = regs[2v], l2 = regs[2v+1]: g[i] += l1 * sign(w) + l2 * (2 * w) (g null: not added) and
+// *penalty += l1 * |w| + l2 * w^2 (penalty null: not summed).
+void weight_penalty(const float* w, float* g, const int32_t* var, int64_t n, const float* regs, double* penalty,
+                    cudaStream_t s);
 constexpr int kSchedFloats = 5;
 struct OptArgs {
   float* p = nullptr;

@@ -74,6 +74,21 @@ __global__ void sum_squares_k(const float* g, const int32_t* var, int64_t n, dou
   }
 }
 
+__global__ void weight_penalty_k(const float* w, float* g, const int32_t* var, int64_t n, const float* regs,
+                                 double* penalty) {
+  double acc = 0.0;
+  GRID_LOOP(i, n) {
+    const int32_t v = var[i];
+    if (v < 0) continue;
+    const float l1 = regs[2 * v], l2 = regs[2 * v + 1];
+    if (l1 == 0.0f && l2 == 0.0f) continue;
+    const float x = w[i];
+    if (g) g[i] += __fadd_rn(__fmul_rn(l1, static_cast<float>((x > 0.0f) - (x < 0.0f))), __fmul_rn(l2, 2.0f * x));
+    acc += static_cast<double>(l1) * fabsf(x) + static_cast<double>(l2) * x * x;
+  }
+  if (penalty) block_add(acc, penalty);
+}
+
 // One thread per position; each block adds its partial sum of hits into a.sum.
 __global__ void accuracy_k(AccuracyArgs a) {
   const int64_t K = a.k;
@@ -178,6 +193,13 @@ void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* s
   if (n == 0) return;
   sum_squares_k<<<blocks_for((n + kChunk - 1) / kChunk), kThreads, 0, s>>>(g, var, n, sums);
   LAUNCH_CHECK("sum_squares_by_var");
+}
+
+void weight_penalty(const float* w, float* g, const int32_t* var, int64_t n, const float* regs, double* penalty,
+                    cudaStream_t s) {
+  if (n == 0) return;
+  weight_penalty_k<<<blocks_for(n), kThreads, 0, s>>>(w, g, var, n, regs, penalty);
+  LAUNCH_CHECK("weight_penalty");
 }
 
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s) {

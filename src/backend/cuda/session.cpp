@@ -33,7 +33,7 @@ int64_t graph_captures() { return g_graph_captures.load(); }
 struct Session::Impl {
   Impl(const Config& c, const ResolvedModel& m, Params& p, Comm* ranks)
       : cfg(c), params(p), model(gpu, m, cfg.plan, p, cfg.train.seed),
-        opt(gpu, model.store(), cfg.train.optimizer, p) {
+        opt(gpu, model.store(), cfg.train.optimizer, p, weight_regularizers(cfg.model, p)) {
     if (cfg.plan.precision == Precision::Fp16) opt.enable_loss_scale();
     // One launched rank takes the NCCL path where the build has it (mpirun -np 1 checks it against a
     // plain run), and trains alone where it does not.
@@ -122,13 +122,14 @@ struct Session::Impl {
   DeviceBuffer<double> gscale{"loss gradient scale"};
 
   // Enqueued steps: pinned slots for their sums (`width` doubles each), an event each, and the queue.
-  // A step's sums: the loss, one per metric, the optimizer's non-finite flag, the ranks' positions.
+  // A step's sums: the loss, one per metric, the optimizer's non-finite flag, the ranks' positions,
+  // the regularizers' penalty.
   struct Pending {
     int slot;
     double count;  // this rank's unmasked positions
     size_t metrics;
   };
-  static size_t sums_for(size_t metrics) { return 3 + metrics; }
+  static size_t sums_for(size_t metrics) { return 4 + metrics; }
   double* sums_host = nullptr;
   size_t width = 0;
   cudaEvent_t done[kInFlight] = {};
@@ -202,7 +203,7 @@ StepLoss Session::Impl::finish_oldest() {
   CUDA_CHECK(cudaEventSynchronize(done[p.slot]));
   const double* v = sums_host + p.slot * width;
   const size_t m = p.metrics;
-  return StepLoss{v[0], nccl ? v[2 + m] : p.count, std::vector<double>(v + 1, v + 1 + m), p.count, v[1 + m] == 0.0};
+  return StepLoss{v[0], nccl ? v[2 + m] : p.count, std::vector<double>(v + 1, v + 1 + m), p.count, v[1 + m] == 0.0, v[3 + m]};
 }
 
 void Session::Impl::reserve_slots(size_t nsums) {
@@ -312,7 +313,7 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
     while (next < buckets.size()) launch_bucket(next++);  // a backward that stopped early leaves zeros
     finish_reduce();
   }
-  opt.apply(sums.get() + 1 + metrics.size());
+  opt.apply(sums.get() + 1 + metrics.size(), sums.get() + 3 + metrics.size());
   gpu.profiler().mark("optimizer");
   return {out, count};
 }
@@ -390,7 +391,7 @@ void Session::Impl::empty_work(const std::vector<MetricForm>& metrics) {
   nccl->sum(sd + 2 + metrics.size(), 1, st);  // the positions, as loss() sums them
   for (size_t k = 0; k < buckets.size(); ++k) launch_bucket(k);
   finish_reduce();
-  opt.apply(sd + 1 + metrics.size());
+  opt.apply(sd + 1 + metrics.size(), sd + 3 + metrics.size());
 }
 
 double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd) {
@@ -532,7 +533,11 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
   const DevTensor out = s.model.forward(in, false);
   StepLoss l;
   l.count = s.loss(out, yd, b, false, false);
-  l.sum = s.read_sum();
+  s.opt.penalty(s.sums.get() + 3);
+  double v[4];
+  copy_to_host(v, s.sums.get(), sizeof v, s.gpu.stream());
+  s.gpu.sync();
+  l.sum = v[0], l.penalty = v[3];
   s.to_host(out, pred);
   s.mask_to_host(mask);
   return l;

@@ -33,6 +33,7 @@ struct StepLoss {
   std::vector<double> metrics;    // per metric form of the step: its per-position values summed
   double metric_count = 0.0;      // the positions summed in metrics: count, or this rank's share of it
   bool params_finite = true;      // training steps: no trained parameter became inf or NaN in the update
+  double penalty = 0.0;           // the weight regularizers' penalty (LossValue::penalty)
 };
 
 // Training steps run as CUDA graphs (captured or replayed) in this process so far (for tests and

@@ -1,0 +1,183 @@
+// Keras' weight regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias and embeddings) as a
+// user meets them: the config keys and their errors, the round trip through an emitted config, the
+// parameter each factor lands on, Keras' formulas, and what a CPU training step does with them
+// (penalty in the reported loss, gradient before clipping, evaluation too). The GPU's kernel is
+// compared with this engine in gpu_train_test.cpp, Keras' own numbers in tests/keras/test_regularizers.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backend/engine.h"
+#include "backend_helpers.h"
+#include "core/error.h"
+#include "spec/compare.h"
+#include "spec/parse.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+const char* kModel = R"(model:
+  layers:
+    - {type: Input, shape: [6]}
+    - {type: Embedding, input_dim: 9, output_dim: 4, embeddings_regularizer: {l2: 0.002}}
+    - {type: LSTM, units: 5, return_sequences: true, kernel_regularizer: l1, recurrent_regularizer: {l2: 0.02},
+       bias_regularizer: {l1: 0.003, l2: 0.004}}
+    - {type: Bidirectional, layer: {type: GRU, units: 3, kernel_regularizer: {l1: 0.005}}}
+    - {type: Dense, units: 2, bias_regularizer: l2}
+train: {optimizer: {type: sgd, learning_rate: 0.1}}
+)";
+
+TEST(Regularizers, ConfigKeysTakeKerasNamesAndFactors) {
+  const Config c = parse_config(kModel, "r.yaml");
+  const auto& L = c.model.layers;
+  EXPECT_EQ(L[1].embeddings_regularizer, (Regularizer{0.0, 0.002}));
+  EXPECT_EQ(L[2].kernel_regularizer, (Regularizer{0.01, 0.0})) << "l1 is Keras' L1(0.01)";
+  EXPECT_EQ(L[2].recurrent_regularizer, (Regularizer{0.0, 0.02}));
+  EXPECT_EQ(L[2].bias_regularizer, (Regularizer{0.003, 0.004}));
+  EXPECT_EQ(L[3].inner->kernel_regularizer, (Regularizer{0.005, 0.0}));
+  EXPECT_FALSE(L[3].inner->bias_regularizer.active());
+  EXPECT_EQ(L[4].bias_regularizer, (Regularizer{0.0, 0.01})) << "l2 is Keras' L2(0.01)";
+  EXPECT_FALSE(L[4].kernel_regularizer.active());
+
+  // The emitted config (run directories keep it) parses back to the same regularizers.
+  const Config again = parse_config(emit_config(c), "again.yaml");
+  EXPECT_EQ(model_difference(c.model, again.model), "");
+  EXPECT_EQ(again.model.layers[2].bias_regularizer, (Regularizer{0.003, 0.004}));
+  // And a changed factor is a changed model (a resume with it is refused, as for dropout).
+  Config other = c;
+  other.model.layers[2].recurrent_regularizer.l2 = 0.03;
+  EXPECT_NE(model_difference(c.model, other.model).find("recurrent_regularizer"), std::string::npos);
+}
+
+TEST(Regularizers, BadRegularizersNameTheKeyAndTheFix) {
+  auto error_of = [](const std::string& layer) {
+    try {
+      parse_config("model:\n  layers:\n    - {type: Input, shape: [null, 3]}\n    - " + layer + "\n", "bad.yaml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  const std::string neg = error_of("{type: LSTM, units: 2, kernel_regularizer: {l2: -0.1}}");
+  EXPECT_NE(neg.find("bad.yaml:4:"), std::string::npos) << neg;
+  EXPECT_NE(neg.find("kernel_regularizer.l2"), std::string::npos) << neg;
+  const std::string name = error_of("{type: Dense, units: 2, bias_regularizer: l3}");
+  EXPECT_NE(name.find("expected l1, l2"), std::string::npos) << name;
+  const std::string key = error_of("{type: GRU, units: 2, recurrent_regularizer: {l3: 0.1}}");
+  EXPECT_NE(key.find("l3"), std::string::npos) << key;
+  EXPECT_NE(key.find("regularizer"), std::string::npos) << key;
+  const std::string where = error_of("{type: Dense, units: 2, recurrent_regularizer: l2}");
+  EXPECT_NE(where.find("recurrent_regularizer"), std::string::npos) << "Dense has no recurrent kernel: " << where;
+  const std::string inf = error_of("{type: Dense, units: 2, kernel_regularizer: {l1: .inf}}");
+  EXPECT_NE(inf.find("kernel_regularizer.l1"), std::string::npos) << inf;
+}
+
+TEST(Regularizers, EachWeightGetsItsLayersFactorAndKerasFormulas) {
+  const Config c = parse_config(kModel, "r.yaml");
+  Params p = random_params(c.model, 4, 0.5);
+  const std::vector<Regularizer> regs = weight_regularizers(c.model, p);
+  const std::vector<Param*> all = p.all();
+  ASSERT_EQ(regs.size(), all.size());
+  std::string seen;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (regs[i].active()) seen += all[i]->name + "=" + std::to_string(regs[i].l1 + regs[i].l2) + " ";
+  EXPECT_EQ(seen, "embeddings=0.002000 kernel=0.010000 recurrent_kernel=0.020000 bias=0.007000 "
+                  "forward/kernel=0.005000 backward/kernel=0.005000 bias=0.010000 ");
+
+  // The penalty: l1 * sum|w| + l2 * sum w^2 over every regularized weight, in double.
+  double want = 0.0;
+  for (size_t i = 0; i < all.size(); ++i)
+    for (float w : all[i]->value.data) want += regs[i].l1 * std::fabs(w) + regs[i].l2 * double(w) * w;
+  p.zero_grad();
+  EXPECT_NEAR(weight_penalty(regs, all, false), want, 1e-12 * want);
+  for (const Param* q : all)
+    for (float g : q->grad.data) ASSERT_EQ(g, 0.0f) << "no gradients without add_grads";
+  // Its gradient is the penalty's derivative: central differences, away from the kink of |w| at 0.
+  EXPECT_NEAR(weight_penalty(regs, all, true), want, 1e-12 * want);
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (int64_t k = 0; k < all[i]->value.numel(); k += 3) {
+      float& w = all[i]->value[k];
+      const float w0 = w;
+      if (std::fabs(w0) < 1e-2f) continue;
+      const float h = 1e-3f;
+      w = w0 + h;
+      const double up = weight_penalty(regs, all, false);
+      w = w0 - h;
+      const double down = weight_penalty(regs, all, false);
+      w = w0;
+      const double fd = (up - down) / (double(w0 + h) - double(w0 - h));
+      EXPECT_NEAR(all[i]->grad[k], fd, 1e-5 + 1e-4 * std::fabs(fd)) << all[i]->name << "[" << k << "]";
+    }
+  }
+  // sign(0) = 0: a zero weight under L1 gets no gradient from it.
+  all[3]->value[0] = 0.0f, all[3]->grad[0] = 0.0f;
+  weight_penalty(regs, all, true);
+  EXPECT_EQ(all[3]->grad[0], 0.0f);
+}
+
+Batch token_batch(uint64_t seed) {
+  Rng rng(seed);
+  Batch b;
+  b.x = Tensor({4, 6});
+  for (float& v : b.x.data) v = static_cast<float>(1 + rng.below(8));
+  b.y = random_tensor({4, 2}, rng);
+  return b;
+}
+
+// One SGD step with and one without the regularizers, from the same weights and batch: the loss
+// differs by the penalty, the update by lr times its gradient; evaluation reports the penalty too.
+TEST(Regularizers, ATrainingStepAddsThePenaltyToTheLossAndItsGradientToTheUpdate) {
+  Config with = parse_config(kModel, "r.yaml");
+  with.device = Device::Cpu;
+  Config without = with;
+  for (LayerSpec& l : without.model.layers) {
+    LayerSpec& r = l.inner ? *l.inner : l;
+    r.kernel_regularizer = r.recurrent_regularizer = r.bias_regularizer = r.embeddings_regularizer = Regularizer{};
+  }
+  const Params init = random_params(with.model, 8, 0.5);
+  const std::vector<Regularizer> regs = weight_regularizers(with.model, init);
+  Params scratch = init;
+  const double penalty = weight_penalty(regs, scratch.all(), true);  // scratch's grads: the penalty's gradient
+  ASSERT_GT(penalty, 0.01);
+  Rng r1(3), r2(3);
+  auto a = make_engine(with, init, r1);
+  auto b = make_engine(without, init, r2);
+  const Batch batch = token_batch(11);
+  EXPECT_NEAR(a->eval_step(batch, {}).mean(), b->eval_step(batch, {}).mean() + penalty, 1e-9);
+  const LossValue la = a->train_step(batch, 0.1, {}), lb = b->train_step(batch, 0.1, {});
+  EXPECT_NEAR(la.penalty, penalty, 1e-12 * penalty);
+  EXPECT_NEAR(la.mean(), lb.mean() + penalty, 1e-9);
+  const std::vector<Param*> pa = a->host_params().all(), pb = b->host_params().all(), g = scratch.all();
+  for (size_t i = 0; i < pa.size(); ++i)
+    for (int64_t k = 0; k < pa[i]->value.numel(); ++k)
+      ASSERT_NEAR(pa[i]->value[k], pb[i]->value[k] - 0.1f * g[i]->grad[k], 2e-6) << pa[i]->name << "[" << k << "]";
+  // Evaluation after the step: the penalty at the new weights.
+  Params now = a->host_params();
+  EXPECT_NEAR(a->eval_step(batch, {}).penalty, weight_penalty(regs, now.all(), false), 1e-12);
+}
+
+// Keras clips the whole gradient, the regularizers' part included: with global_clipnorm the step's
+// length is lr * clipnorm whatever the penalty adds.
+TEST(Regularizers, ClippingSeesTheRegularizersGradient) {
+  Config cfg = parse_config(kModel, "r.yaml");
+  cfg.device = Device::Cpu;
+  cfg.train.optimizer.global_clipnorm = 0.05;
+  for (LayerSpec& l : cfg.model.layers) (l.inner ? *l.inner : l).kernel_regularizer = Regularizer{0.0, 5.0};
+  const Params init = random_params(cfg.model, 8, 0.5);
+  Rng rng(3);
+  auto e = make_engine(cfg, init, rng);
+  e->train_step(token_batch(11), 0.1, {});
+  double moved = 0.0;
+  const std::vector<Param*> now = e->host_params().all();
+  Params before = init;
+  const std::vector<Param*> was = before.all();
+  for (size_t i = 0; i < now.size(); ++i)
+    for (int64_t k = 0; k < now[i]->value.numel(); ++k) moved += std::pow(double(now[i]->value[k]) - was[i]->value[k], 2);
+  EXPECT_NEAR(std::sqrt(moved), 0.1 * 0.05, 1e-5) << "the clipped step's length is lr * global_clipnorm";
+}
+
+}  // namespace
+}  // namespace rnntrain
