@@ -1,5 +1,6 @@
 // Central finite-difference checks of CpuModel::backward for every layer kind and option: the loss is
-// L = sum(w * y) with a random w (computed in double from the float outputs), every parameter entry
+// L = sum(w * y) with a random w (computed in double from the float outputs), plus the activity
+// regularizers' penalty, every parameter entry
 // and every input feature is perturbed by +-eps. Also the Dropout layer's contract.
 #include <gtest/gtest.h>
 
@@ -52,9 +53,10 @@ void gradcheck(Case c, uint64_t seed = 7) {
   CpuModel model(c.model, params);
   const std::vector<int32_t>* lengths = c.lengths.empty() ? nullptr : &c.lengths;
   Rng rng(seed + 1);
+  double activity = 0.0;  // the activity regularizers' penalty, part of the loss
   auto run = [&](ForwardContext* ctx) {
     rng.reseed(99);
-    return model.forward(c.x, lengths, c.training, rng, ctx);
+    return model.forward(c.x, lengths, c.training, rng, ctx, nullptr, &activity);
   };
   ForwardContext ctx;
   const Tensor y = run(&ctx);
@@ -62,7 +64,7 @@ void gradcheck(Case c, uint64_t seed = 7) {
   const Tensor w = random_tensor(y.shape, wr);
   auto loss = [&]() {
     const Tensor yy = run(nullptr);
-    double l = 0.0;
+    double l = activity;
     for (int64_t k = 0; k < yy.numel(); ++k) l += static_cast<double>(w[k]) * yy[k];
     return l;
   };
@@ -238,6 +240,29 @@ TEST(Gradcheck, StackOfTwoRecurrentLayers) {
   c.lengths = {3, 4};
   gradcheck(c);
   gradcheck(features_case({rnn(LayerKind::GRU, true, false, false), rnn(LayerKind::SimpleRNN, true, true)}));
+}
+
+// Keras' activity regularizers: the penalty on each regularized output (divided by the batch size)
+// is part of the loss; masked steps' outputs count (a carried state, or 0 in a Bidirectional).
+TEST(Gradcheck, ActivityRegularizersOnEveryKindOfLayer) {
+  LayerSpec lstm = rnn(LayerKind::LSTM, true), gru = rnn(LayerKind::GRU, true, false, false), d = dense(2);
+  lstm.activity_regularizer = {0.0, 0.3};
+  gru.activity_regularizer = {0.05, 0.2};
+  d.activity_regularizer = {0.0, 0.5};
+  Case c = features_case({masking(0.0), lstm, bidirectional(gru, MergeMode::Concat), d});
+  for (int64_t i = 0; i < I; ++i) c.x[(1 * T + 3) * I + i] = 0.0f;  // sample 1's last step is masked
+  c.skip_x = [](int64_t k) { return k / I == 1 * T + 3; };
+  c.kinks = true;  // |y| at 0
+  gradcheck(c);
+  Case t;
+  LayerSpec e = embedding(6, 3, true), s = rnn(LayerKind::SimpleRNN, false);
+  e.activity_regularizer = {0.0, 0.4};
+  s.activity_regularizer = {0.0, 0.1};
+  t.model = model_of({input_layer({T}), e, s});
+  t.x = Tensor({B, T});
+  const float ids[] = {3, 1, 0, 5, 2, 2, 4, 0};
+  for (int k = 0; k < B * T; ++k) t.x[k] = ids[k];
+  gradcheck(t);
 }
 
 TEST(Gradcheck, NoBias) {

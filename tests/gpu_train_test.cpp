@@ -182,22 +182,25 @@ TEST(TrainParity, EveryLossVariantEndsNearTheCpu) {
   }
 }
 
-// Keras' weight regularizers on every kind of weight and stage (a fused cuDNN LSTM stack, a generic
-// GRU, a Bidirectional stack, Dense, Embedding) train on the GPU as on the CPU: the penalty in each
-// step's loss and in evaluation, its gradient before clipping (Adam with clipnorm), after the loss
-// scale is taken off (fp16 stacks: looser tolerances, as gpu_precision_test.cpp), in replayed steps.
-TEST(TrainParity, WeightRegularizersTrainAsOnTheCpu) {
+// Keras' regularizers on every kind of weight and stage (a fused cuDNN LSTM stack, a generic GRU, a
+// Bidirectional stack, Dense, Embedding), and activity regularizers on the outputs of each kind of
+// stage (masked steps included), train on the GPU as on the CPU: the penalty in each step's loss and
+// in evaluation, the weights' gradient before clipping (Adam with clipnorm), after the loss scale is
+// taken off (fp16 stacks: looser tolerances, as gpu_precision_test.cpp), in replayed steps.
+TEST(TrainParity, RegularizersTrainAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
   const std::string regs = "kernel_regularizer: {l1: 0.002}, recurrent_regularizer: {l2: 0.01}, "
                            "bias_regularizer: {l1: 0.001, l2: 0.003}";
   const std::pair<std::string, Config> models[] = {
       {"features", config_of("[9, 4]", "[{type: LSTM, units: 8, return_sequences: true, " + regs + "}, {type: LSTM, "
-                             "units: 8, return_sequences: true, " + regs + "}, {type: GRU, units: 6, reset_after: false, "
-                             "return_sequences: true, " + regs + "}, {type: Bidirectional, layer: {type: GRU, units: 4, " +
-                             regs + "}}, {type: Dense, units: 2, kernel_regularizer: l2, bias_regularizer: l1}]",
-                             "regs_features")},
-      {"tokens", config_of("[9]", "[{type: Embedding, input_dim: 12, output_dim: 5, embeddings_regularizer: {l2: 0.01}},"
-                           " {type: LSTM, units: 8, " + regs + "}, {type: Dense, units: 2}]", "regs_tokens")}};
+                             "units: 8, return_sequences: true, activity_regularizer: {l2: 0.05}, " + regs + "}, {type: "
+                             "GRU, units: 6, reset_after: false, return_sequences: true, activity_regularizer: {l1: 0.01},"
+                             " " + regs + "}, {type: Bidirectional, layer: {type: GRU, units: 4, activity_regularizer: "
+                             "{l2: 0.1}, " + regs + "}}, {type: Dense, units: 2, kernel_regularizer: l2, "
+                             "bias_regularizer: l1, activity_regularizer: {l2: 0.2}}]", "regs_features")},
+      {"tokens", config_of("[9]", "[{type: Embedding, input_dim: 12, output_dim: 5, embeddings_regularizer: {l2: 0.01},"
+                           " activity_regularizer: {l2: 0.05}}, {type: LSTM, units: 8, " + regs + "}, {type: Dense, "
+                           "units: 2}]", "regs_tokens")}};
   for (const auto& [model, base] : models) {
     for (const char* variant : {"sgd", "adam_clipnorm", "sgd_fp16"}) {
       SCOPED_TRACE(model + " " + variant);
@@ -217,14 +220,16 @@ TEST(TrainParity, WeightRegularizersTrainAsOnTheCpu) {
       const double tol = half ? 2e-2 : 1e-4;
       double penalty = 0.0;
       for (int s = 0; s < 8; ++s) {
-        const Batch b = random_batch(cfg, 6, 9, 300 + s % 2);
+        const Batch b = random_batch(cfg, 6, 9, 300 + s % 2, model == "features" ? std::vector<int32_t>{9, 4, 7, 1, 9, 2}
+                                                                                    : std::vector<int32_t>{});
         const LossValue lc = cpu->train_step(b, lr, {}), lg = gpu->train_step(b, lr, {});
         EXPECT_GT(lc.penalty, 0.0);
         EXPECT_LE(std::fabs(lg.penalty - lc.penalty), tol * lc.penalty) << "step " << s + 1;
         EXPECT_LE(std::fabs(lg.mean() - lc.mean()), tol * std::fabs(lc.mean())) << "step " << s + 1;
         penalty = lg.penalty;
       }
-      const Batch b = random_batch(cfg, 6, 9, 400);
+      const Batch b = random_batch(cfg, 6, 9, 400, model == "features" ? std::vector<int32_t>{3, 9, 9, 5, 8, 9}
+                                                                       : std::vector<int32_t>{});
       const LossValue ec = cpu->eval_step(b, {}), eg = gpu->eval_step(b, {});
       EXPECT_LE(std::fabs(eg.penalty - ec.penalty), tol * ec.penalty) << "evaluation";
       EXPECT_LE(std::fabs(eg.mean() - ec.mean()), tol * std::fabs(ec.mean())) << "evaluation";

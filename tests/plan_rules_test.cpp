@@ -52,6 +52,8 @@ const Case kCases[] = {
     {"bidirectional_sum_on_last_merges", "[{type: Bidirectional, layer: {type: GRU, units: 8, return_sequences: true}}, {type: Bidirectional, merge_mode: ave, layer: {type: GRU, units: 8}}]", "C2", ""},
     {"bidirectional_then_unidirectional", "[{type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, {type: LSTM, units: 8}]", "C1 C1", "Bidirectional"},
     {"bidirectional_input_dropout_is_generic", "[{type: Bidirectional, layer: {type: LSTM, units: 8, dropout: 0.1}}]", "G", ""},
+    {"activity_regularizer_ends_a_stack", "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8, return_sequences: true, activity_regularizer: l2}, {type: LSTM, units: 8}]", "C2 C1", "activity_regularizer"},
+    {"activity_regularizer_on_the_last_merges", "[{type: Bidirectional, layer: {type: GRU, units: 8, return_sequences: true}}, {type: Bidirectional, layer: {type: GRU, units: 8, activity_regularizer: {l1: 0.01}}}]", "C2", ""},
     {"fuse_never", "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8}]", "C1 C1", "plan.fuse: never", FuseMode::Never},
 };
 

@@ -1,5 +1,5 @@
-// Keras' weight regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias and embeddings) as a
-// user meets them: the config keys and their errors, the round trip through an emitted config, the
+// Keras' weight regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias and embeddings) and
+// activity regularizers as a user meets them: the config keys and their errors, the round trip through an emitted config, the
 // parameter each factor lands on, Keras' formulas, and what a CPU training step does with them
 // (penalty in the reported loss, gradient before clipping, evaluation too). The GPU's kernel is
 // compared with this engine in gpu_train_test.cpp, Keras' own numbers in tests/keras/test_regularizers.py.
@@ -30,6 +30,16 @@ const char* kModel = R"(model:
 train: {optimizer: {type: sgd, learning_rate: 0.1}}
 )";
 
+// The ConfigError of a model with `layer` after a features Input ("parsed" when there is none).
+std::string error_of(const std::string& layer) {
+  try {
+    parse_config("model:\n  layers:\n    - {type: Input, shape: [null, 3]}\n    - " + layer + "\n", "bad.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "parsed";
+}
+
 TEST(Regularizers, ConfigKeysTakeKerasNamesAndFactors) {
   const Config c = parse_config(kModel, "r.yaml");
   const auto& L = c.model.layers;
@@ -53,14 +63,6 @@ TEST(Regularizers, ConfigKeysTakeKerasNamesAndFactors) {
 }
 
 TEST(Regularizers, BadRegularizersNameTheKeyAndTheFix) {
-  auto error_of = [](const std::string& layer) {
-    try {
-      parse_config("model:\n  layers:\n    - {type: Input, shape: [null, 3]}\n    - " + layer + "\n", "bad.yaml");
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("parsed");
-  };
   const std::string neg = error_of("{type: LSTM, units: 2, kernel_regularizer: {l2: -0.1}}");
   EXPECT_NE(neg.find("bad.yaml:4:"), std::string::npos) << neg;
   EXPECT_NE(neg.find("kernel_regularizer.l2"), std::string::npos) << neg;
@@ -177,6 +179,46 @@ TEST(Regularizers, ClippingSeesTheRegularizersGradient) {
   for (size_t i = 0; i < now.size(); ++i)
     for (int64_t k = 0; k < now[i]->value.numel(); ++k) moved += std::pow(double(now[i]->value[k]) - was[i]->value[k], 2);
   EXPECT_NEAR(std::sqrt(moved), 0.1 * 0.05, 1e-5) << "the clipped step's length is lr * global_clipnorm";
+}
+
+// Activity regularizers: the keys, the two refusals (what Keras does not do, or rnntrain cannot), and
+// the penalty as Keras computes it: l1 * sum|y| + l2 * sum y^2 of the layer's output over the batch,
+// divided by the batch size, in training and evaluation.
+TEST(ActivityRegularizers, KeysRefusalsAndThePenaltyOfTheOutput) {
+  const Config c = parse_config(R"(model:
+  layers:
+    - {type: Input, shape: [5]}
+    - {type: Embedding, input_dim: 9, output_dim: 4, activity_regularizer: {l1: 0.01}}
+    - {type: Bidirectional, layer: {type: LSTM, units: 3, activity_regularizer: l2}}
+    - {type: Dense, units: 2, activity_regularizer: {l1: 0.3, l2: 0.7}}
+)", "a.yaml");
+  EXPECT_EQ(c.model.layers[1].activity_regularizer, (Regularizer{0.01, 0.0}));
+  EXPECT_EQ(activity_regularizer_of(c.model.layers[2]), (Regularizer{0.0, 0.01})) << "the wrapped layer's";
+  EXPECT_EQ(c.model.layers[3].activity_regularizer, (Regularizer{0.3, 0.7}));
+  EXPECT_EQ(parse_config(emit_config(c), "again.yaml").model.layers[3].activity_regularizer, (Regularizer{0.3, 0.7}));
+
+  const std::string td = error_of("{type: TimeDistributed, layer: {type: Dense, units: 2, activity_regularizer: l1}}");
+  EXPECT_NE(td.find("TimeDistributed runs its Dense without"), std::string::npos) << td;
+  const std::string sum = error_of("{type: Bidirectional, merge_mode: sum, layer: {type: GRU, units: 2, "
+                                   "activity_regularizer: l1}}");
+  EXPECT_NE(sum.find("merge_mode concat"), std::string::npos) << sum;
+
+  // Only the Dense output regularized: the penalty is a function of the predictions alone.
+  Config only = c;
+  only.device = Device::Cpu;
+  only.model.layers[1].activity_regularizer = only.model.layers[2].inner->activity_regularizer = Regularizer{};
+  Rng rng(2);
+  auto e = make_engine(only, random_params(only.model, 5, 0.5), rng);
+  Batch b;
+  b.x = Tensor({3, 5});
+  for (int64_t k = 0; k < b.x.numel(); ++k) b.x[k] = static_cast<float>(1 + k % 8);
+  b.y = Tensor({3, 2});
+  const Tensor pred = e->predict(b);
+  double want = 0.0;
+  for (float v : pred.data) want += 0.3 * std::fabs(v) + 0.7 * double(v) * v;
+  want /= 3.0;
+  EXPECT_NEAR(e->eval_step(b, {}).penalty, want, 1e-9 * want);
+  EXPECT_NEAR(e->train_step(b, 0.0, {}).penalty, want, 1e-9 * want) << "a step at lr 0 sees the same outputs";
 }
 
 }  // namespace

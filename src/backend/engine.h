@@ -57,7 +57,8 @@ class Engine {
   virtual void params_changed() = 0;
   virtual Optimizer& optimizer() = 0;
   // For tests and tools: forward in training mode, the loss and backward, with no clipping, no
-  // regularizer penalties and no update. The gradients land in host_params()'s grads (values
+  // weight regularizers (activity regularizers' gradients are part of backward; their penalty is not in
+  // the loss) and no update. The gradients land in host_params()'s grads (values
   // unchanged); pred and dx (when not null) receive the output and the gradient w.r.t. feature
   // inputs (empty for token ids).
   virtual LossValue gradients(const Batch& batch, Tensor* pred, Tensor* dx) = 0;

@@ -199,7 +199,8 @@ struct Reader {
     l.kind = cell.kind;
     l.units = dim(c, "units", who);
     refuse_true(c, who, {"stateful", "return_state", "time_major"});
-    drop_set(c, who, {"activity_regularizer", "kernel_constraint", "recurrent_constraint", "bias_constraint"});
+    drop_set(c, who, {"kernel_constraint", "recurrent_constraint", "bias_constraint"});
+    l.activity_regularizer = regularizer(c, "activity_regularizer", who);
     l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
     l.recurrent_regularizer = regularizer(c, "recurrent_regularizer", who);
     l.bias_regularizer = regularizer(c, "bias_regularizer", who);
@@ -235,7 +236,8 @@ struct Reader {
     l.use_bias = flag(c, "use_bias", true);
     l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
     l.bias_initializer = initializer(c, "bias_initializer", who, l.bias_initializer);
-    drop_set(c, who, {"activity_regularizer", "kernel_constraint", "bias_constraint"});
+    drop_set(c, who, {"kernel_constraint", "bias_constraint"});
+    l.activity_regularizer = regularizer(c, "activity_regularizer", who);
     l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
     l.bias_regularizer = regularizer(c, "bias_regularizer", who);
     if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
@@ -289,12 +291,14 @@ struct Reader {
       l.output_dim = dim(c, "output_dim", who);
       l.mask_zero = flag(c, "mask_zero", false);
       l.embeddings_initializer = initializer(c, "embeddings_initializer", who, l.embeddings_initializer);
-      drop_set(c, who, {"activity_regularizer", "embeddings_constraint"});
+      drop_set(c, who, {"embeddings_constraint"});
+      l.activity_regularizer = regularizer(c, "activity_regularizer", who);
       l.embeddings_regularizer = regularizer(c, "embeddings_regularizer", who);
       if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
         refused.push_back(fmt::format("{}: quantized or LoRA embeddings are not supported", who));
     } else if (cls == "Bidirectional" || cls == "TimeDistributed") {
       l.kind = cls == "Bidirectional" ? LayerKind::Bidirectional : LayerKind::TimeDistributed;
+      drop_set(c, who, {"activity_regularizer"});  // the wrapper's own, on the merged output
       auto inner = c.find("layer");
       const std::string inner_cls = inner != c.end() && inner->is_object() ? str(*inner, "class_name") : "";
       if (inner == c.end() || !inner->is_object()) {
@@ -310,6 +314,11 @@ struct Reader {
         if (!ok) refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, str(*inner, "class_name"),
                                                cls, l.kind == LayerKind::Bidirectional ? cell_names() : "Dense"));
         if (l.kind == LayerKind::Bidirectional && in.name.rfind("forward_", 0) == 0) in.name = in.name.substr(8);
+        if (l.kind == LayerKind::TimeDistributed && in.activity_regularizer.active()) {
+          log_warn("{}: {}: the wrapped Dense's activity_regularizer is not imported: Keras 3 runs a TimeDistributed "
+                   "layer's Dense without it, and so does rnntrain", origin.file, who);
+          in.activity_regularizer = {};
+        }
         l.inner = std::make_shared<LayerSpec>(std::move(in));
       }
       if (l.kind == LayerKind::Bidirectional) {
@@ -321,6 +330,12 @@ struct Reader {
                                         mode.empty() ? "None" : mode));
         else
           l.merge_mode = *m;
+        if (l.merge_mode != MergeMode::Concat && l.inner && l.inner->activity_regularizer.active()) {
+          log_warn("{}: {}: the wrapped layer's activity_regularizer is not imported: Keras regularizes each "
+                   "direction's output before merging, which rnntrain does with merge_mode concat only, not {}; "
+                   "rnntrain trains without it (no penalty added to the loss)", origin.file, who, mode);
+          l.inner->activity_regularizer = {};
+        }
         auto back = c.find("backward_layer");
         if (back != c.end() && back->is_object() && l.inner &&
             (str(*back, "class_name") != str(*inner, "class_name") ||

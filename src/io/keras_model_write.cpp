@@ -111,8 +111,8 @@ Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
   c["kernel_regularizer"] = regularizer_json(l.kernel_regularizer, style);
   c["recurrent_regularizer"] = regularizer_json(l.recurrent_regularizer, style);
   c["bias_regularizer"] = regularizer_json(l.bias_regularizer, style);
-  for (const char* k : {"activity_regularizer", "kernel_constraint", "recurrent_constraint", "bias_constraint"})
-    c[k] = nullptr;
+  c["activity_regularizer"] = regularizer_json(l.activity_regularizer, style);
+  for (const char* k : {"kernel_constraint", "recurrent_constraint", "bias_constraint"}) c[k] = nullptr;
   c["dropout"] = l.dropout;
   c["recurrent_dropout"] = l.recurrent_dropout;
   put_flags(true);
@@ -128,7 +128,8 @@ Json dense_config(const LayerSpec& l, KerasJsonStyle style) {
   c["bias_initializer"] = initializer_json(l.bias_initializer, style);
   c["kernel_regularizer"] = regularizer_json(l.kernel_regularizer, style);
   c["bias_regularizer"] = regularizer_json(l.bias_regularizer, style);
-  for (const char* k : {"activity_regularizer", "kernel_constraint", "bias_constraint"}) c[k] = nullptr;
+  c["activity_regularizer"] = regularizer_json(l.activity_regularizer, style);
+  for (const char* k : {"kernel_constraint", "bias_constraint"}) c[k] = nullptr;
   return c;
 }
 
@@ -156,7 +157,7 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
       c["output_dim"] = l.output_dim;
       c["embeddings_initializer"] = initializer_json(l.embeddings_initializer, style);
       c["embeddings_regularizer"] = regularizer_json(l.embeddings_regularizer, style);
-      c["activity_regularizer"] = nullptr;
+      c["activity_regularizer"] = regularizer_json(l.activity_regularizer, style);
       c["embeddings_constraint"] = nullptr;
       c["mask_zero"] = l.mask_zero;
       return c;

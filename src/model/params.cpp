@@ -148,6 +148,15 @@ double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Pa
   return sum;
 }
 
+void refuse_activity_regularizers(const ModelSpec& model, const std::string& who) {
+  for (const LayerSpec& l : model.layers)
+    if (activity_regularizer_of(l).active())
+      throw UsageError(fmt::format("{}: layer '{}' has an activity_regularizer, which data-parallel training does not "
+                                   "support yet (Keras divides the penalty by the whole batch, and each rank sees a "
+                                   "share of it); train it in one process, or remove the activity_regularizer",
+                                   who, l.name));
+}
+
 void check_params_fit(const Params& params, const std::vector<LayerShape>& shapes) {
   if (params.layers.size() != shapes.size())
     throw RuntimeError(fmt::format("the parameters hold {} layers but the model has {}; they were not made for this "

@@ -48,6 +48,10 @@ std::vector<Regularizer> weight_regularizers(const ModelSpec& model, const Param
 // parameter's grad += l1 * sign(w) + l2 * (2 * w) in float32, as the CUDA kernel adds it.
 double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Param*>& params, bool add_grads);
 
+// Throws a UsageError naming the first layer with an activity regularizer, for `who` (data-parallel
+// ranks): each rank sees only its share of the batch that Keras' penalty divides by.
+void refuse_activity_regularizers(const ModelSpec& model, const std::string& who);
+
 // Fills one tensor with an initialiser; fan_in/fan_out are Keras' (rows, cols for a 2-D kernel).
 void fill_init(Tensor& t, const Initializer& init, Rng& rng);
 

@@ -25,6 +25,8 @@ std::string merge_blocker(const LayerSpec& a, const LayerSpec& b, const std::vec
   const LayerSpec& cb = *cell_of(b);
   if (std::string w = cudnn_ineligible(a); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", a.name, w);
   if (std::string w = cudnn_ineligible(b); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", b.name, w);
+  if (activity_regularizer_of(a).active())
+    return fmt::format("'{}' has an activity_regularizer (its own output is needed for the penalty)", a.name);
   for (const LayerSpec* d : between)
     if (d->kind != LayerKind::Dropout) return fmt::format("'{}' ({}) sits between them", d->name, layer_kind_name(d->kind));
   if (between.size() > 1) return "more than one Dropout layer between them (cuDNN has one inter-layer dropout)";

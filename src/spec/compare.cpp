@@ -49,6 +49,7 @@ void add_settings(const LayerSpec& l, const std::string& prefix, std::vector<Set
   put("kernel_regularizer", reg_str(l.kernel_regularizer));
   put("recurrent_regularizer", reg_str(l.recurrent_regularizer));
   put("bias_regularizer", reg_str(l.bias_regularizer));
+  put("activity_regularizer", reg_str(l.activity_regularizer));
   put("rate", fmt::format("{}", l.rate));
   put("merge_mode", merge_mode_name(l.merge_mode));
   if (l.inner) add_settings(*l.inner, prefix + "layer.", out);  // wrappers hold one layer: depth 1

@@ -84,6 +84,9 @@ struct LayerSpec {
   Initializer recurrent_initializer{InitKind::Orthogonal, 1.0};
   Initializer bias_initializer{InitKind::Zeros};
   Regularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;  // recurrent: cells only
+  // Embedding, cells, Dense: Keras' penalty on the layer's output (a Bidirectional's: on each
+  // direction's), divided by the batch size; not inside TimeDistributed, which Keras 3 runs without it.
+  Regularizer activity_regularizer;
 
   // Dropout
   double rate = 0.0;
@@ -92,6 +95,10 @@ struct LayerSpec {
   MergeMode merge_mode = MergeMode::Concat;
   std::shared_ptr<LayerSpec> inner;
 };
+
+// The activity regularizer on a layer's output: its own, or a Bidirectional's wrapped layer's (concat
+// merges only, where the penalty of the output is the sum of the directions').
+const Regularizer& activity_regularizer_of(const LayerSpec& l);
 
 struct ModelSpec {
   std::vector<LayerSpec> layers;  // layers[0] is always the Input layer

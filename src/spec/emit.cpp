@@ -83,6 +83,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_bool(e, "mask_zero", l.mask_zero);
       put_init(e, "embeddings_initializer", l.embeddings_initializer);
       put_reg(e, "embeddings_regularizer", l.embeddings_regularizer);
+      put_reg(e, "activity_regularizer", l.activity_regularizer);
       break;
     case LayerKind::Masking:
       put_num(e, "mask_value", l.mask_value);
@@ -103,6 +104,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_reg(e, "kernel_regularizer", l.kernel_regularizer);
       put_reg(e, "recurrent_regularizer", l.recurrent_regularizer);
       put_reg(e, "bias_regularizer", l.bias_regularizer);
+      put_reg(e, "activity_regularizer", l.activity_regularizer);
       break;
     case LayerKind::Dense:
       put_int(e, "units", l.units);
@@ -112,6 +114,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_init(e, "bias_initializer", l.bias_initializer);
       put_reg(e, "kernel_regularizer", l.kernel_regularizer);
       put_reg(e, "bias_regularizer", l.bias_regularizer);
+      put_reg(e, "activity_regularizer", l.activity_regularizer);
       break;
     case LayerKind::Dropout:
       put_num(e, "rate", l.rate);

@@ -36,6 +36,10 @@ const char* layer_snake_name(LayerKind k) {
 
 bool is_recurrent(LayerKind k) { return find_cell(k) != nullptr; }
 
+const Regularizer& activity_regularizer_of(const LayerSpec& l) {
+  return l.kind == LayerKind::Bidirectional && l.inner ? l.inner->activity_regularizer : l.activity_regularizer;
+}
+
 const char* activation_name(Activation a) {
   switch (a) {
     case Activation::Linear: return "linear";

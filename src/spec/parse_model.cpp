@@ -17,17 +17,17 @@ using Keys = std::span<const char* const>;
 
 constexpr const char* kInputKeys[] = {"type", "name", "shape"};
 constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer",
-                                          "embeddings_regularizer"};
+                                          "embeddings_regularizer", "activity_regularizer"};
 constexpr const char* kMaskingKeys[] = {"type", "name", "mask_value"};
 // A cell's keys: these, its recurrent_activation if it has one and its flags (spec/cells.h) after go_backwards.
 constexpr const char* kCellKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
                                      "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
                                      "recurrent_initializer", "bias_initializer", "kernel_regularizer",
-                                     "recurrent_regularizer", "bias_regularizer"};
+                                     "recurrent_regularizer", "bias_regularizer", "activity_regularizer"};
 constexpr const char* kBidirectionalKeys[] = {"type", "name", "layer", "merge_mode"};
 constexpr const char* kDropoutKeys[] = {"type", "name", "rate"};
 constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
-                                      "kernel_regularizer", "bias_regularizer"};
+                                      "kernel_regularizer", "bias_regularizer", "activity_regularizer"};
 constexpr const char* kTimeDistributedKeys[] = {"type", "name", "layer"};
 const std::pair<LayerKind, Keys> kLayerKeys[] = {
     {LayerKind::Input, kInputKeys},   {LayerKind::Embedding, kEmbeddingKeys},
@@ -212,6 +212,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       flag("mask_zero", l.mask_zero);
       init("embeddings_initializer", l.embeddings_initializer);
       reg("embeddings_regularizer", l.embeddings_regularizer);
+      reg("activity_regularizer", l.activity_regularizer);
       break;
     case LayerKind::Masking:
       if (auto x = v.get("mask_value")) l.mask_value = x->as_finite();
@@ -232,6 +233,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       reg("kernel_regularizer", l.kernel_regularizer);
       reg("recurrent_regularizer", l.recurrent_regularizer);
       reg("bias_regularizer", l.bias_regularizer);
+      reg("activity_regularizer", l.activity_regularizer);
       break;
     case LayerKind::Dense:
       l.units = need_dim("units", "units: 10");
@@ -242,6 +244,11 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       init("bias_initializer", l.bias_initializer);
       reg("kernel_regularizer", l.kernel_regularizer);
       reg("bias_regularizer", l.bias_regularizer);
+      reg("activity_regularizer", l.activity_regularizer);
+      if (wrapped && l.activity_regularizer.active())
+        v.get("activity_regularizer")->fail("Keras 3's TimeDistributed runs its Dense without the activity regularizer, "
+                                            "so rnntrain does too: remove it (or use a Dense on the sequence, which "
+                                            "acts on every step)");
       break;
     case LayerKind::Dropout:
       l.rate = v.need("rate", "; e.g. {type: Dropout, rate: 0.2}").as_double(0.0, 1.0, false, true);
@@ -253,6 +260,10 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       const char* example = l.kind == LayerKind::Bidirectional ? "layer: {type: LSTM, units: 32}" : "layer: {type: Dense, units: 10}";
       const Value inner = v.need("layer", fmt::format("; {} needs the layer it wraps, e.g. {}", kind, example));
       l.inner = std::make_shared<LayerSpec>(read_layer(inner, l.kind, true));
+      if (l.kind == LayerKind::Bidirectional && l.merge_mode != MergeMode::Concat && l.inner->activity_regularizer.active())
+        inner.get("activity_regularizer")->fail(fmt::format(
+            "Keras regularizes each direction's output before merging; rnntrain does that with merge_mode concat, "
+            "not {}", merge_mode_name(l.merge_mode)));
       break;
     }
   }

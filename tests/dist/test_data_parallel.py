@@ -116,6 +116,15 @@ if p.returncode != 2 or "--mpi=pmix" not in p.stderr or os.path.exists(d):
 else:
     print("srun without PMI:", p.stderr.strip().splitlines()[0])
 
+# An activity regularizer divides by the whole batch, which no rank sees: refused before training.
+d = os.path.join(tmp, "activity_refused")
+p = subprocess.run([*MPI, "-np", "2", RNNTRAIN, "train", "configs/quickstart.yaml", "model.layers.1.activity_regularizer=l2",
+                    f"output.dir={d}", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+if p.returncode == 0 or "activity_regularizer" not in p.stderr or "one process" not in p.stderr:
+    failures.append(f"activity regularizer on 2 ranks: expected a refusal naming it, got {p.returncode}:\n{p.stderr}")
+else:
+    print("activity regularizer on 2 ranks:", next(l for l in p.stderr.splitlines() if "activity_regularizer" in l))
+
 # Resume on another number of ranks: the global batches and their order do not depend on the ranks.
 full = os.path.join(tmp, "quickstart_1")  # 2 epochs on 1 rank, from above
 for first, then in ((2, 1), (1, 2)):

@@ -182,7 +182,7 @@ def warnings(s):
     extras = keras.Sequential([
         keras.Input((5, 3)),
         L.LSTM(4, kernel_regularizer=keras.regularizers.L2(0.01), recurrent_constraint=keras.constraints.MaxNorm(2.0),
-               activity_regularizer=keras.regularizers.L1(0.001)),
+               activity_regularizer=keras.regularizers.OrthogonalRegularizer(0.001)),
         L.Dense(3, activation="softmax", bias_regularizer=keras.regularizers.OrthogonalRegularizer(0.01))])
     extras.compile(optimizer=keras.optimizers.Adam(0.01, use_ema=True, gradient_accumulation_steps=2),
                    loss=keras.losses.SparseCategoricalCrossentropy(ignore_class=0), loss_weights=[2.0],
@@ -199,7 +199,7 @@ def warnings(s):
                 continue
             if any("kernel_regularizer" in w for w in warned):
                 s.fail(f"import ({suffix}) warns about kernel_regularizer L2, which it carries: {warned}")
-            for phrase in ["activity_regularizer L1", "no penalty added to the loss", "recurrent_constraint MaxNorm",
+            for phrase in ["activity_regularizer OrthogonalRegularizer", "no penalty added to the loss", "recurrent_constraint MaxNorm",
                            "no projection of the weights", "bias_regularizer OrthogonalRegularizer", "use_ema true",
                            "gradient_accumulation_steps 2", "'ignore_class' 0", "metric", "AUC", "loss_weights [2.0]"]:
                 if not any(phrase in w for w in warned):

@@ -1,5 +1,5 @@
-# Issue 17 item 5: Keras' weight regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias and
-# embeddings, a Bidirectional's both directions) train in rnntrain as in Keras. Keras trains a few
+# Issue 17 item 5: Keras' regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias, embeddings
+# and outputs, a Bidirectional's both directions, masked steps) train in rnntrain as in Keras. Keras trains a few
 # steps and saves a checkpoint; rnntrain imports it (the regularizers with it, no warning about
 # them), evaluates it (loss with the penalty equal to Keras' evaluate), resumes one step and must
 # land on Keras' next step (weights within 1e-5 + 1e-4·|ref|, the step's reported loss, penalty
@@ -114,17 +114,20 @@ def main():
     case(s, "sgd", keras.optimizers.SGD(learning_rate=0.1), keras.Input((T, 3)),
          [L.Masking(0.0),
           L.LSTM(4, return_sequences=True, kernel_regularizer=R.L1(0.01), recurrent_regularizer=R.L2(0.02),
-                 bias_regularizer=R.L1L2(0.003, 0.004)),
-          L.Bidirectional(L.GRU(3, kernel_regularizer=R.L2(0.01), bias_regularizer=R.L1(0.005))),
-          L.Dense(2, kernel_regularizer=R.L1L2(0.001, 0.002), bias_regularizer="l2")], X, Y)
+                 bias_regularizer=R.L1L2(0.003, 0.004), activity_regularizer=R.L2(0.05)),
+          L.Bidirectional(L.GRU(3, kernel_regularizer=R.L2(0.01), bias_regularizer=R.L1(0.005),
+                                activity_regularizer=R.L1(0.02))),
+          L.Dense(2, kernel_regularizer=R.L1L2(0.001, 0.002), bias_regularizer="l2",
+                  activity_regularizer=R.L1L2(0.01, 0.03))], X, Y)
     case(s, "adam_clipnorm", keras.optimizers.Adam(learning_rate=0.01, clipnorm=0.5), keras.Input((T, 3)),
-         [L.SimpleRNN(4, return_sequences=True, recurrent_regularizer=R.L1(0.01)),
-          L.GRU(3, reset_after=False, kernel_regularizer=R.L2(0.05), bias_regularizer=R.L1L2(0.01, 0.01)),
+         [L.SimpleRNN(4, return_sequences=True, recurrent_regularizer=R.L1(0.01)),  # Keras 3 drops its activity one
+          L.GRU(3, reset_after=False, kernel_regularizer=R.L2(0.05), bias_regularizer=R.L1L2(0.01, 0.01),
+                activity_regularizer=R.L1L2(0.02, 0.1)),
           L.Dense(2, kernel_regularizer="l1")], X, Y)
     tokens = rng.integers(1, 9, (N, T)).astype("int32")
     labels = rng.integers(0, 3, N).astype("int32")
     case(s, "tokens", keras.optimizers.SGD(learning_rate=0.5, momentum=0.5), keras.Input((T,), dtype="int32"),
-         [L.Embedding(9, 4, embeddings_regularizer=R.L2(0.01)),
+         [L.Embedding(9, 4, embeddings_regularizer=R.L2(0.01), activity_regularizer=R.L2(0.05)),
           L.LSTM(5, kernel_regularizer=R.L1L2(0.002, 0.01)),
           L.Dense(3, activation="softmax", bias_regularizer=R.L2(0.03))], tokens, labels,
          loss="sparse_categorical_crossentropy")

@@ -3,6 +3,8 @@
 // Not the layer math: basic_layers.cpp, rnn_layers.cpp, recurrent.cpp and the cell files.
 #include "backend/cpu/cpu_model.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "backend/cpu/onednn_stack.h"
@@ -73,8 +75,28 @@ void CpuModel::use_onednn() {
 
 CpuModel::~CpuModel() = default;
 
+namespace {
+
+// l1 * sum|y| + l2 * sum y^2, in double.
+double activity_sum(const Regularizer& r, const Tensor& y) {
+  double s = 0.0;
+  for (float v : y.data) s += r.l1 * std::fabs(v) + r.l2 * static_cast<double>(v) * v;
+  return s;
+}
+
+// g += inv_b * (l1 * sign(y) + l2 * (2 * y)) in float32, as the CUDA kernel.
+void add_activity_grad(const Regularizer& r, const Tensor& y, float inv_b, Tensor& g) {
+  const float l1 = static_cast<float>(r.l1), l2 = static_cast<float>(r.l2);
+  for (int64_t k = 0; k < y.numel(); ++k) {
+    const float v = y[k];
+    g[k] += inv_b * (l1 * static_cast<float>((v > 0.0f) - (v < 0.0f)) + l2 * (2.0f * v));
+  }
+}
+
+}  // namespace
+
 Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
-                         ForwardContext* ctx, Tensor* out_mask) {
+                         ForwardContext* ctx, Tensor* out_mask, double* activity) {
   check_input_batch(model_.spec.layers[0], x);
   const int64_t B = x.dim(0), T = x.dim(1);
   cpu::Mask mask;  // [B, T]
@@ -104,13 +126,16 @@ Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, b
   c->acts.resize(ctx ? n : 0);
 
   Tensor cur = x;
+  if (activity) *activity = 0.0;
   for (size_t i = 1; i < n; ++i) {
     Tensor y = layers_[i]->op->forward(params_.layers[i], cur, mask, training, rng, c->saved[i]);
     if (ctx) c->acts[i - 1] = std::move(cur);
     for (size_t k = 0; k < layers_[i]->cover; ++k)  // computed inside the op: no outputs of their own
       if (ctx) c->acts[i + k] = Tensor();
+    i += layers_[i]->cover;  // the planner ends a stack at a layer with an activity regularizer
+    const Regularizer& r = activity_regularizer_of(model_.spec.layers[i]);
+    if (activity && r.active() && B > 0) *activity += activity_sum(r, y) / static_cast<double>(B);
     cur = std::move(y);
-    i += layers_[i]->cover;
   }
   if (out_mask) {
     *out_mask = Tensor();
@@ -134,8 +159,12 @@ Tensor CpuModel::backward(ForwardContext& ctx, const Tensor& dy) {
     throw RuntimeError(fmt::format("internal: the output gradient has shape {} but the model output has shape {}",
                                    shape_str(dy.shape), shape_str(c.acts[n - 1].shape)));
   Tensor g = dy;
+  const int64_t B = c.acts[0].dim(0);
   for (size_t i = n - 1; i >= 1; --i) {
     if (layers_[i]->covered) continue;
+    const size_t last = i + layers_[i]->cover;  // the layer whose output the op returns
+    if (const Regularizer& r = activity_regularizer_of(model_.spec.layers[last]); r.active() && B > 0)
+      add_activity_grad(r, c.acts[last], 1.0f / static_cast<float>(B), g);
     g = layers_[i]->op->backward(params_.layers[i], c.saved[i].get(), c.acts[i - 1], c.acts[i + layers_[i]->cover], g);
     if (g.empty()) break;  // Embedding: token ids have no gradient
   }

@@ -35,12 +35,15 @@ class CpuModel {
   // Embedding(mask_zero) mask. training enables dropout, drawing from rng.
   // Returns the model output ([B, K] or [B, T, K]). When the output has a time axis and a mask
   // reaches it, *out_mask (if given) receives it as [B, T] of 0/1; otherwise it is left empty.
-  // ctx (if given) receives what backward() needs.
+  // ctx (if given) receives what backward() needs. *activity (if given) receives the activity
+  // regularizers' penalty: per regularized layer, l1 * sum|y| + l2 * sum y^2 of its output y over
+  // every position (masked ones included, as Keras), divided by the batch size.
   Tensor forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
-                 ForwardContext* ctx = nullptr, Tensor* out_mask = nullptr);
+                 ForwardContext* ctx = nullptr, Tensor* out_mask = nullptr, double* activity = nullptr);
 
   // dy: gradient of the loss w.r.t. the output of forward(). Accumulates (+=) every parameter's
-  // gradient. Returns the gradient w.r.t. x for feature inputs (empty for token ids).
+  // gradient, the activity penalty's included. Returns the gradient w.r.t. x for feature inputs
+  // (empty for token ids).
   Tensor backward(ForwardContext& ctx, const Tensor& dy);
 
   const ResolvedModel& model() const { return model_; }

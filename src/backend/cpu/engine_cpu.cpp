@@ -23,7 +23,9 @@ class CpuEngine final : public Engine {
       : cfg_(cfg), params_(std::move(params)),
         model_(resolve_model(cfg_.model, cfg_.plan.fuse), params_, &cfg_.plan), rng_(rng),
         opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr),
-        regs_(weight_regularizers(cfg_.model, params_)) {}
+        regs_(weight_regularizers(cfg_.model, params_)) {
+    if (dp_) refuse_activity_regularizers(cfg_.model, dp_->describe());
+  }
 
   std::string device_name() const override { return "cpu"; }
   const ResolvedModel& model() const override { return model_.model(); }
@@ -38,10 +40,11 @@ class CpuEngine final : public Engine {
     params_.zero_grad();
     LossValue lv;
     Tensor dpred;
+    double activity = 0.0;
     const bool rows = b.x.dim(0) > 0;  // a rank's share of a global batch smaller than the ranks is empty
     if (rows) {
       Tensor mask;
-      Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
+      Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask, &activity);
       lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
       for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
     }
@@ -54,7 +57,7 @@ class CpuEngine final : public Engine {
     }
     if (rows) model_.backward(ctx, dpred);
     if (dp_) allreduce_grads();
-    lv.penalty = weight_penalty(regs_, params_.all(), true);
+    lv.penalty = activity + weight_penalty(regs_, params_.all(), true);
     opt_->step(lr);
     lv.params_finite = params_.first_nonfinite().empty();
     return lv;
@@ -62,10 +65,11 @@ class CpuEngine final : public Engine {
 
   LossValue eval_step(const Batch& b, const std::vector<Metric*>& metrics) override {
     Tensor mask;
-    Tensor pred = model_.forward(b.x, lengths(b), false, rng_, nullptr, &mask);
+    double activity = 0.0;
+    Tensor pred = model_.forward(b.x, lengths(b), false, rng_, nullptr, &mask, &activity);
     LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr);
     for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
-    lv.penalty = weight_penalty(regs_, params_.all(), false);
+    lv.penalty = activity + weight_penalty(regs_, params_.all(), false);
     return lv;
   }
 

@@ -3,8 +3,11 @@
 // stage files) and not the loss or optimizer (session.cpp).
 #include "backend/cuda/cuda_model.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/wavefront.h"
 #include "core/error.h"
 #include "spec/shapes.h"
@@ -104,6 +107,7 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
             else if (lj.kind == LayerKind::Dropout) stages_.push_back(make_dropout_stage(env, lj));
             else stages_.push_back(make_cudnn_stack_stage(env, {&lj}, in_j, {first[j]}));
             names_.push_back("cudnn " + lj.name);
+            activity_.push_back(activity_regularizer_of(lj));
           }
           summary_ += fmt::format("  cudnn stack ({} layers, each direction on its own for masked steps): {}\n",
                                   st.rnn_layers, names);
@@ -117,12 +121,14 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
         }
         stages_.push_back(make_cudnn_stack_stage(env, layers, input, firsts));
         names_.push_back("cudnn " + names);
+        activity_.push_back(activity_regularizer_of(spec.layers[st.layers.back()]));
         summary_ += fmt::format("  cudnn stack ({} layers): {}\n", st.rnn_layers, names);
         continue;
       }
       case StageKind::GenericRnn:
         stages_.push_back(make_generic_rnn_stage(env, l, input, first[i]));
         names_.push_back("generic " + names);
+        activity_.push_back(activity_regularizer_of(l));
         summary_ += fmt::format("  generic rnn: {} ({})\n", names, st.why_generic);
         continue;
       case StageKind::Layer: break;
@@ -139,12 +145,16 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
       default: throw RuntimeError(fmt::format("internal: layer '{}' is recurrent but outside a recurrent stage", l.name));
     }
     names_.push_back(names);
+    activity_.push_back(activity_regularizer_of(l));
     summary_ += fmt::format("  layer: {}\n", names);
   }
   for (const LayerSpec& l : spec.layers) {
     const LayerSpec& c = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
     if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
   }
+  outs_.resize(stages_.size());
+  if (std::any_of(activity_.begin(), activity_.end(), [](const Regularizer& r) { return r.active(); }))
+    activity_sum_.ensure(1);
   for (auto& s : stages_) {
     const int64_t first = store_.size();
     s->reserve(store_);
@@ -212,8 +222,14 @@ DevTensor CudaModel::forward(const Input& in, bool training) {
   uint64_t sites = 0;
   const RunInfo run{training, static_cast<const uint64_t*>(seed_.dev()), &sites, in.batch};
   DevTensor cur = in.x;
+  double* activity = activity_sum_.get();
+  if (activity) CUDA_CHECK(cudaMemsetAsync(activity, 0, sizeof(double), gpu_.stream()));
   for (size_t i = 0; i < stages_.size(); ++i) {
     cur = stages_[i]->forward(cur, mask, run);
+    outs_[i] = cur;
+    if (const Regularizer& r = activity_[i]; r.active())
+      k::activity_regularizer(cur.ptr, nullptr, cur.numel(), r.l1, r.l2, 1.0 / cur.dim(0), nullptr, activity,
+                              gpu_.stream());
     if (training) prof.mark(names_[i] + " forward");
   }
   out_mask_ = cur.shape.size() == 3 ? mask : MaskState{};
@@ -221,10 +237,13 @@ DevTensor CudaModel::forward(const Input& in, bool training) {
 }
 
 DevTensor CudaModel::backward(const DevTensor& dy, bool need_input_grad,
-                              const std::function<void(int64_t)>& grads_ready) {
+                              const std::function<void(int64_t)>& grads_ready, const float* dy_scale) {
   DevTensor g = dy;
   for (size_t i = stages_.size(); i-- > 0;) {
     const bool need_dx = i > 0 || (need_input_grad && !token_input_);
+    if (const Regularizer& r = activity_[i]; r.active())  // g is the next stage's dx (or the loss gradient): ours
+      k::activity_regularizer(outs_[i].ptr, g.ptr, g.numel(), r.l1, r.l2, 1.0 / outs_[i].dim(0), dy_scale, nullptr,
+                              gpu_.stream());
     g = stages_[i]->backward(g, need_dx);
     gpu_.profiler().mark(names_[i] + " backward");
     if (grads_ready) grads_ready(ranges_[i].first);

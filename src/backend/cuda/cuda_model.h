@@ -51,8 +51,13 @@ class CudaModel {
   // dy: gradient of the last output. Adds into store().g(); returns dx for feature inputs when asked.
   // grads_ready(first), when given, is called as each stage's backward is enqueued (last stage first):
   // store().g() from `first` on is then final, for work that overlaps the rest of backward.
+  // dy_scale: the device float dy is multiplied by (the loss scale; null: 1), which the gradients
+  // backward adds of its own (activity regularizers) take too.
   DevTensor backward(const DevTensor& dy, bool need_input_grad,
-                     const std::function<void(int64_t first)>& grads_ready = {});
+                     const std::function<void(int64_t first)>& grads_ready = {}, const float* dy_scale = nullptr);
+  // The activity regularizers' penalty of the last forward (CpuModel::forward), a device double;
+  // null when the model has none.
+  const double* activity_penalty() const { return activity_sum_.get(); }
   // Per stage, its parameters' [first, first + n) in store() (stage order is offset order).
   const std::vector<std::pair<int64_t, int64_t>>& param_ranges() const { return ranges_; }
 
@@ -65,6 +70,9 @@ class CudaModel {
   ParamStore store_;
   std::vector<std::unique_ptr<DeviceStage>> stages_;
   std::vector<std::string> names_;  // per stage, for the profiler
+  std::vector<Regularizer> activity_;  // per stage: the activity regularizer on its output
+  std::vector<DevTensor> outs_;        // per stage: its output in the last forward
+  DeviceBuffer<double> activity_sum_{"activity penalty"};  // allocated when a stage has an activity regularizer
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // per stage, its parameters' [first, first + n) in store_
   bool token_input_ = false;
   bool capturable_ = true;

@@ -147,6 +147,11 @@ void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* s
 // *penalty += l1 * |w| + l2 * w^2 (penalty null: not summed).
 void weight_penalty(const float* w, float* g, const int32_t* var, int64_t n, const float* regs, double* penalty,
                     cudaStream_t s);
+// Keras' activity regularizers on a layer output y[n] of a batch of b = 1 / inv_b: dy += inv_b * (l1 *
+// sign(y) + l2 * (2 * y)), times *gmul when given (the loss scale dy carries) (dy null: not added);
+// *sum += inv_b * (l1 * sum|y| + l2 * sum y^2) (sum null: not summed).
+void activity_regularizer(const float* y, float* dy, int64_t n, double l1, double l2, double inv_b, const float* gmul,
+                          double* sum, cudaStream_t s);
 constexpr int kSchedFloats = 5;
 struct OptArgs {
   float* p = nullptr;

@@ -89,6 +89,21 @@ __global__ void weight_penalty_k(const float* w, float* g, const int32_t* var, i
   if (penalty) block_add(acc, penalty);
 }
 
+__global__ void activity_k(const float* y, float* dy, int64_t n, float l1, float l2, float inv_b, double dinv_b,
+                           const float* gmul, double* sum) {
+  double acc = 0.0;
+  GRID_LOOP(i, n) {
+    const float v = y[i];
+    if (dy) {
+      const float r = __fadd_rn(__fmul_rn(l1, static_cast<float>((v > 0.0f) - (v < 0.0f))), __fmul_rn(l2, 2.0f * v));
+      const float d = __fmul_rn(inv_b, r);
+      dy[i] = __fadd_rn(dy[i], gmul ? __fmul_rn(d, *gmul) : d);
+    }
+    acc += static_cast<double>(l1) * fabsf(v) + static_cast<double>(l2) * v * v;
+  }
+  if (sum) block_add(acc * dinv_b, sum);
+}
+
 // One thread per position; each block adds its partial sum of hits into a.sum.
 __global__ void accuracy_k(AccuracyArgs a) {
   const int64_t K = a.k;
@@ -200,6 +215,14 @@ void weight_penalty(const float* w, float* g, const int32_t* var, int64_t n, con
   if (n == 0) return;
   weight_penalty_k<<<blocks_for(n), kThreads, 0, s>>>(w, g, var, n, regs, penalty);
   LAUNCH_CHECK("weight_penalty");
+}
+
+void activity_regularizer(const float* y, float* dy, int64_t n, double l1, double l2, double inv_b, const float* gmul,
+                          double* sum, cudaStream_t s) {
+  if (n == 0) return;
+  activity_k<<<blocks_for(n), kThreads, 0, s>>>(y, dy, n, static_cast<float>(l1), static_cast<float>(l2),
+                                                static_cast<float>(inv_b), inv_b, gmul, sum);
+  LAUNCH_CHECK("activity_regularizer");
 }
 
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s) {

@@ -39,6 +39,7 @@ struct Session::Impl {
     // plain run), and trains alone where it does not.
     if (ranks && (ranks->distributed() || nccl_unavailable_reason().empty())) {
       if (const std::string why = nccl_unavailable_reason(); !why.empty()) throw UsageError(ranks->describe() + ": " + why);
+      refuse_activity_regularizers(cfg.model, ranks->describe());
       check_own_gpu(*ranks);
       nccl = std::make_unique<Nccl>(*ranks);
       plan_buckets(*ranks);
@@ -93,6 +94,11 @@ struct Session::Impl {
     *out = Tensor(d.shape);
     copy_to_host(out->ptr(), d.ptr, sizeof(float) * d.numel(), gpu.stream());
     gpu.sync();
+  }
+  // The activity regularizers' penalty of the last forward into *to, a sum that loss() zeroed.
+  void add_activity_penalty(double* to) {
+    if (const double* a = model.activity_penalty())
+      CUDA_CHECK(cudaMemcpyAsync(to, a, sizeof(double), cudaMemcpyDeviceToDevice, gpu.stream()));
   }
   double read_sum() {
     double v = 0.0;
@@ -302,14 +308,15 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
   model.store().zero_grad();  // cuDNN's weight gradients accumulate
   const DevTensor out = model.forward(in, true);
   const double count = loss(out, yd, *in.batch, true, true, metrics, nccl != nullptr);
+  add_activity_penalty(sums.get() + 3 + metrics.size());
   gpu.profiler().mark("loss and metrics");
   if (!nccl) {
-    model.backward(DevTensor{dpred.get(), out.shape}, false);
+    model.backward(DevTensor{dpred.get(), out.shape}, false, {}, opt.loss_scale());
   } else {
     size_t next = 0;  // the buckets launched so far
     model.backward(DevTensor{dpred.get(), out.shape}, false, [&](int64_t first) {
       while (next < buckets.size() && buckets[next].first >= first) launch_bucket(next++);
-    });
+    }, opt.loss_scale());
     while (next < buckets.size()) launch_bucket(next++);  // a backward that stopped early leaves zeros
     finish_reduce();
   }
@@ -533,6 +540,7 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
   const DevTensor out = s.model.forward(in, false);
   StepLoss l;
   l.count = s.loss(out, yd, b, false, false);
+  s.add_activity_penalty(s.sums.get() + 3);
   s.opt.penalty(s.sums.get() + 3);
   double v[4];
   copy_to_host(v, s.sums.get(), sizeof v, s.gpu.stream());
