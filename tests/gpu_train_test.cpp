@@ -182,9 +182,9 @@ TEST(TrainParity, EveryLossVariantEndsNearTheCpu) {
   }
 }
 
-// Keras' regularizers on every kind of weight and stage (a fused cuDNN LSTM stack, a generic GRU, a
-// Bidirectional stack, Dense, Embedding), and activity regularizers on the outputs of each kind of
-// stage (masked steps included), train on the GPU as on the CPU: the penalty in each step's loss and
+// Keras' regularizers and constraints on every kind of weight and stage (a fused cuDNN LSTM stack, a
+// generic GRU, a Bidirectional stack, Dense, Embedding), and activity regularizers on the outputs of
+// each kind of stage (masked steps included), train on the GPU as on the CPU: the penalty in each step's loss and
 // in evaluation, the weights' gradient before clipping (Adam with clipnorm), after the loss scale is
 // taken off (fp16 stacks: looser tolerances, as gpu_precision_test.cpp), in replayed steps.
 TEST(TrainParity, RegularizersTrainAsOnTheCpu) {
@@ -192,14 +192,18 @@ TEST(TrainParity, RegularizersTrainAsOnTheCpu) {
   const std::string regs = "kernel_regularizer: {l1: 0.002}, recurrent_regularizer: {l2: 0.01}, "
                            "bias_regularizer: {l1: 0.001, l2: 0.003}";
   const std::pair<std::string, Config> models[] = {
-      {"features", config_of("[9, 4]", "[{type: LSTM, units: 8, return_sequences: true, " + regs + "}, {type: LSTM, "
+      {"features", config_of("[9, 4]", "[{type: LSTM, units: 8, return_sequences: true, kernel_constraint: {type: "
+                             "max_norm, max_value: 0.5}, " + regs + "}, {type: LSTM, "
                              "units: 8, return_sequences: true, activity_regularizer: {l2: 0.05}, " + regs + "}, {type: "
                              "GRU, units: 6, reset_after: false, return_sequences: true, activity_regularizer: {l1: 0.01},"
+                             " recurrent_constraint: {type: unit_norm, axis: 1},"
                              " " + regs + "}, {type: Bidirectional, layer: {type: GRU, units: 4, activity_regularizer: "
-                             "{l2: 0.1}, " + regs + "}}, {type: Dense, units: 2, kernel_regularizer: l2, "
-                             "bias_regularizer: l1, activity_regularizer: {l2: 0.2}}]", "regs_features")},
+                             "{l2: 0.1}, bias_constraint: non_neg, " + regs + "}}, {type: Dense, units: 2, kernel_regularizer: "
+                             "l2, bias_regularizer: l1, activity_regularizer: {l2: 0.2}, kernel_constraint: {type: "
+                             "min_max_norm, min_value: 0.2, max_value: 0.6, rate: 0.5}}]", "regs_features")},
       {"tokens", config_of("[9]", "[{type: Embedding, input_dim: 12, output_dim: 5, embeddings_regularizer: {l2: 0.01},"
-                           " activity_regularizer: {l2: 0.05}}, {type: LSTM, units: 8, " + regs + "}, {type: Dense, "
+                           " activity_regularizer: {l2: 0.05}, embeddings_constraint: {type: max_norm, max_value: 0.4, "
+                           "axis: 1}}, {type: LSTM, units: 8, " + regs + "}, {type: Dense, "
                            "units: 2}]", "regs_tokens")}};
   for (const auto& [model, base] : models) {
     for (const char* variant : {"sgd", "adam_clipnorm", "sgd_fp16"}) {

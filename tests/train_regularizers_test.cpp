@@ -1,12 +1,14 @@
-// Keras' weight regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias and embeddings) and
-// activity regularizers as a user meets them: the config keys and their errors, the round trip through an emitted config, the
+// Keras' weight regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias and embeddings),
+// activity regularizers and weight constraints as a user meets them: the config keys and their errors, the round trip through an emitted config, the
 // parameter each factor lands on, Keras' formulas, and what a CPU training step does with them
 // (penalty in the reported loss, gradient before clipping, evaluation too). The GPU's kernel is
 // compared with this engine in gpu_train_test.cpp, Keras' own numbers in tests/keras/test_regularizers.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "backend/engine.h"
 #include "backend_helpers.h"
@@ -219,6 +221,124 @@ TEST(ActivityRegularizers, KeysRefusalsAndThePenaltyOfTheOutput) {
   want /= 3.0;
   EXPECT_NEAR(e->eval_step(b, {}).penalty, want, 1e-9 * want);
   EXPECT_NEAR(e->train_step(b, 0.0, {}).penalty, want, 1e-9 * want) << "a step at lr 0 sees the same outputs";
+}
+
+// Constraints: the keys with Keras' defaults and their errors, the slices each axis gives (a GRU's
+// two-row bias included), Keras' formulas, and a training step that projects the updated weights.
+TEST(Constraints, KeysDefaultsAndErrors) {
+  const Config c = parse_config(R"(model:
+  layers:
+    - {type: Input, shape: [7]}
+    - {type: Embedding, input_dim: 9, output_dim: 4, embeddings_constraint: {type: max_norm, max_value: 1, axis: 1}}
+    - {type: GRU, units: 3, kernel_constraint: max_norm, recurrent_constraint: unit_norm, bias_constraint: non_neg}
+    - {type: Dense, units: 2, kernel_constraint: {type: min_max_norm, min_value: 0.2, rate: 0.5, axis: [0, -1]}}
+)", "c.yaml");
+  const auto& L = c.model.layers;
+  EXPECT_EQ(L[1].embeddings_constraint.kind, ConstraintKind::MaxNorm);
+  EXPECT_EQ(L[1].embeddings_constraint.axis, std::vector<int>{1});
+  EXPECT_EQ(L[2].kernel_constraint.max_value, 2.0) << "Keras' MaxNorm default";
+  EXPECT_EQ(L[2].kernel_constraint.axis, std::vector<int>{0});
+  EXPECT_EQ(L[2].recurrent_constraint.kind, ConstraintKind::UnitNorm);
+  EXPECT_EQ(L[2].bias_constraint.kind, ConstraintKind::NonNeg);
+  const Constraint& mm = L[3].kernel_constraint;
+  EXPECT_EQ(mm.kind, ConstraintKind::MinMaxNorm);
+  EXPECT_EQ(mm.max_value, 1.0) << "Keras' MinMaxNorm default";
+  EXPECT_EQ(mm.min_value, 0.2);
+  EXPECT_EQ(mm.rate, 0.5);
+  EXPECT_EQ(mm.axis, (std::vector<int>{0, -1}));
+  const Config again = parse_config(emit_config(c), "again.yaml");
+  EXPECT_EQ(model_difference(c.model, again.model), "");
+
+  EXPECT_NE(error_of("{type: Dense, units: 2, kernel_constraint: max_nrom}").find("max_norm"), std::string::npos);
+  EXPECT_NE(error_of("{type: Dense, units: 2, kernel_constraint: {type: non_neg, axis: 0}}").find("non_neg has no axis"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: LSTM, units: 2, bias_constraint: {type: min_max_norm, min_value: 2, max_value: 1}}")
+                .find("swap them"), std::string::npos);
+  EXPECT_NE(error_of("{type: LSTM, units: 2, kernel_constraint: {type: unit_norm, axis: 2}}").find("kernel_constraint.axis"),
+            std::string::npos);
+  // An axis the weight does not have: a bias is a vector (axis 0 or -1).
+  Config bad = parse_config("model:\n  layers:\n    - {type: Input, shape: [null, 3]}\n    - {type: LSTM, units: 2, "
+                            "bias_constraint: {type: unit_norm, axis: 1}}\n", "bad.yaml");
+  bad.device = Device::Cpu;
+  Rng rng(1);
+  try {
+    make_engine(bad, random_params(bad.model, 1), rng);
+    ADD_FAILURE() << "an axis outside the bias was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'lstm': bias: the constraint's axis 1 is outside"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Constraints, KerasFormulasOnEachSlice) {
+  Rng rng(4);
+  Param p{"kernel", random_tensor({3, 4}, rng, -2.0, 2.0), Tensor({3, 4})};
+  auto norms = [&](const Tensor& w, bool cols) {
+    std::vector<double> n(cols ? 4 : 3, 0.0);
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t k = 0; k < 4; ++k) n[cols ? k : r] += double(w[r * 4 + k]) * w[r * 4 + k];
+    for (double& v : n) v = std::sqrt(v);
+    return n;
+  };
+  // max_norm along axis 0: each column's norm becomes min(norm, 1).
+  Param a = p;
+  apply_constraints({Constraint{ConstraintKind::MaxNorm, 0, 1.0, 1, {0}}}, {&a});
+  const std::vector<double> before = norms(p.value, true), after = norms(a.value, true);
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(after[k], std::min(before[k], 1.0), 1e-6) << "column " << k;
+  // unit_norm along axis 1 (-1): each row's norm becomes 1.
+  Param b = p;
+  apply_constraints({Constraint{ConstraintKind::UnitNorm, 0, 2, 1, {-1}}}, {&b});
+  for (double n : norms(b.value, false)) EXPECT_NEAR(n, 1.0, 1e-6);
+  // min_max_norm over the whole matrix with rate 0.5: halfway between the norm and its clip.
+  Param c = p;
+  apply_constraints({Constraint{ConstraintKind::MinMaxNorm, 0.5, 1.0, 0.5, {0, 1}}}, {&c});
+  double whole = 0.0, got = 0.0;
+  for (int64_t k = 0; k < 12; ++k) whole += double(p.value[k]) * p.value[k], got += double(c.value[k]) * c.value[k];
+  EXPECT_NEAR(std::sqrt(got), 0.5 * 1.0 + 0.5 * std::sqrt(whole), 1e-5);
+  // non_neg: negative entries become 0, the others stay.
+  Param d = p;
+  apply_constraints({Constraint{ConstraintKind::NonNeg}}, {&d});
+  for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(d.value[k], std::max(p.value[k], 0.0f));
+  // A GRU's [2, 3H] bias under axis 0: each column of two entries.
+  std::vector<int32_t> g;
+  EXPECT_EQ(constraint_groups(Constraint{ConstraintKind::MaxNorm}, {2, 6}, g, "bias"), 6);
+  EXPECT_EQ(g[0], 0);
+  EXPECT_EQ(g[6], 0) << "row 1 column 0 joins row 0 column 0";
+  EXPECT_EQ(constraint_groups(Constraint{ConstraintKind::MaxNorm}, {6}, g, "bias"), 1) << "a vector is one slice";
+}
+
+TEST(Constraints, ATrainingStepProjectsTheUpdatedWeights) {
+  Config with = parse_config(R"(model:
+  layers:
+    - {type: Input, shape: [5, 3]}
+    - {type: LSTM, units: 4, kernel_constraint: {type: max_norm, max_value: 0.3}, bias_constraint: non_neg}
+    - {type: Dense, units: 2, kernel_constraint: unit_norm}
+train: {optimizer: {type: sgd, learning_rate: 0.1}}
+)", "c.yaml");
+  with.device = Device::Cpu;
+  Config without = with;
+  without.model.layers[1].kernel_constraint = without.model.layers[1].bias_constraint = Constraint{};
+  without.model.layers[2].kernel_constraint = Constraint{};
+  const Params init = random_params(with.model, 3, 0.5);
+  Rng r1(1), r2(1);
+  auto a = make_engine(with, init, r1);
+  auto b = make_engine(without, init, r2);
+  Rng data(5);
+  Batch batch;
+  batch.x = random_tensor({4, 5, 3}, data);
+  batch.y = random_tensor({4, 2}, data);
+  a->train_step(batch, 0.1, {});
+  b->train_step(batch, 0.1, {});
+  Params projected = b->host_params();
+  apply_constraints(weight_constraints(with.model, projected), projected.all());
+  const std::vector<Param*> pa = a->host_params().all(), pp = projected.all();
+  bool changed = false;
+  for (size_t i = 0; i < pa.size(); ++i)
+    for (int64_t k = 0; k < pa[i]->value.numel(); ++k) {
+      ASSERT_EQ(pa[i]->value[k], pp[i]->value[k]) << pa[i]->name << "[" << k << "]";
+      changed |= pp[i]->value[k] != b->host_params().all()[i]->value[k];
+    }
+  EXPECT_TRUE(changed) << "the constraints must bind for the test to mean anything";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -61,6 +62,13 @@ struct Reader {
     auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : def;
   }
+  // A class given by name ("l1_l2") or as {class_name: "L1L2", ...}, lowercase without underscores.
+  static std::string class_key(const json& v) {
+    std::string name;
+    for (char ch : v.is_string() ? v.get<std::string>() : str(v, "class_name"))
+      if (ch != '_') name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return name;
+  }
   static bool set_non_null(const json& c, const char* key) {
     auto it = c.find(key);
     return it != c.end() && !it->is_null();
@@ -113,9 +121,7 @@ struct Reader {
   Regularizer regularizer(const json& c, const char* key, const std::string& who) {
     if (!set_non_null(c, key)) return {};
     const json& v = c.at(key);
-    std::string name;
-    for (char ch : v.is_string() ? v.get<std::string>() : str(v, "class_name"))
-      if (ch != '_') name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string name = class_key(v);
     if (name != "l1" && name != "l2" && name != "l1l2") {
       drop_set(c, who, {key});
       return {};
@@ -129,6 +135,46 @@ struct Reader {
       return 0.0;
     };
     return {factor("l1", 0.01), factor("l2", 0.01)};  // L1L2's factors default to 0, L1's and L2's to 0.01
+  }
+
+  // Keras' MaxNorm, NonNeg, UnitNorm and MinMaxNorm (their classes or snake_case names, Keras'
+  // defaults); other constraints are dropped with drop_set's warning, bad settings refused.
+  Constraint constraint(const json& c, const char* key, const std::string& who) {
+    if (!set_non_null(c, key)) return {};
+    const json& v = c.at(key);
+    const std::string name = class_key(v);
+    Constraint out;
+    if (name == "maxnorm") out.kind = ConstraintKind::MaxNorm;
+    else if (name == "nonneg") out.kind = ConstraintKind::NonNeg;
+    else if (name == "unitnorm") out.kind = ConstraintKind::UnitNorm;
+    else if (name == "minmaxnorm") out.kind = ConstraintKind::MinMaxNorm, out.max_value = 1.0;
+    if (!out.active()) {
+      drop_set(c, who, {key});
+      return {};
+    }
+    const json& cfg = v.is_object() ? config_of(v) : json::object();
+    auto number = [&](const char* k, double& field, double hi) {
+      if (!set_non_null(cfg, k)) return;
+      const json& f = cfg.at(k);
+      if (f.is_number() && f.get<double>() >= 0.0 && f.get<double>() <= hi) field = f.get<double>();
+      else refused.push_back(fmt::format("{}: {} {} is {}; it must be a number from 0 to {}", who, key, k,
+                                         printable(f.dump()), hi));
+    };
+    const double big = std::numeric_limits<float>::max();
+    number("max_value", out.max_value, big);
+    number("min_value", out.min_value, big);
+    number("rate", out.rate, 1.0);
+    if (set_non_null(cfg, "axis")) {
+      const json& a = cfg.at("axis");
+      out.axis.clear();
+      for (const json& x : a.is_array() ? a : json::array({a})) {
+        if (x.is_number_integer() && x.get<int64_t>() >= -2 && x.get<int64_t>() <= 1) out.axis.push_back(x.get<int>());
+        else refused.push_back(fmt::format("{}: {} axis {} is not supported (rnntrain's weights have at most 2 "
+                                           "dimensions: axes -2 to 1)", who, key, printable(a.dump())));
+      }
+      if (out.axis.empty()) out.axis = {0};
+    }
+    return out;
   }
 
   // Arguments that change the numbers and that rnntrain does not have.
@@ -199,7 +245,9 @@ struct Reader {
     l.kind = cell.kind;
     l.units = dim(c, "units", who);
     refuse_true(c, who, {"stateful", "return_state", "time_major"});
-    drop_set(c, who, {"kernel_constraint", "recurrent_constraint", "bias_constraint"});
+    l.kernel_constraint = constraint(c, "kernel_constraint", who);
+    l.recurrent_constraint = constraint(c, "recurrent_constraint", who);
+    l.bias_constraint = constraint(c, "bias_constraint", who);
     l.activity_regularizer = regularizer(c, "activity_regularizer", who);
     l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
     l.recurrent_regularizer = regularizer(c, "recurrent_regularizer", who);
@@ -236,7 +284,8 @@ struct Reader {
     l.use_bias = flag(c, "use_bias", true);
     l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
     l.bias_initializer = initializer(c, "bias_initializer", who, l.bias_initializer);
-    drop_set(c, who, {"kernel_constraint", "bias_constraint"});
+    l.kernel_constraint = constraint(c, "kernel_constraint", who);
+    l.bias_constraint = constraint(c, "bias_constraint", who);
     l.activity_regularizer = regularizer(c, "activity_regularizer", who);
     l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
     l.bias_regularizer = regularizer(c, "bias_regularizer", who);
@@ -291,7 +340,7 @@ struct Reader {
       l.output_dim = dim(c, "output_dim", who);
       l.mask_zero = flag(c, "mask_zero", false);
       l.embeddings_initializer = initializer(c, "embeddings_initializer", who, l.embeddings_initializer);
-      drop_set(c, who, {"embeddings_constraint"});
+      l.embeddings_constraint = constraint(c, "embeddings_constraint", who);
       l.activity_regularizer = regularizer(c, "activity_regularizer", who);
       l.embeddings_regularizer = regularizer(c, "embeddings_regularizer", who);
       if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)

@@ -79,6 +79,25 @@ Json regularizer_json(const Regularizer& r, KerasJsonStyle style) {
   return j;
 }
 
+// null, or Keras' MaxNorm, NonNeg, UnitNorm or MinMaxNorm with its settings.
+Json constraint_json(const Constraint& c, KerasJsonStyle style) {
+  if (!c.active()) return nullptr;
+  Json j, cfg = Json::object();
+  if (style == KerasJsonStyle::Keras3) j["module"] = "keras.constraints";
+  const Json axis = c.axis.size() == 1 ? Json(c.axis[0]) : Json(c.axis);
+  switch (c.kind) {
+    case ConstraintKind::MaxNorm: j["class_name"] = "MaxNorm", cfg = {{"max_value", c.max_value}, {"axis", axis}}; break;
+    case ConstraintKind::NonNeg: j["class_name"] = "NonNeg"; break;
+    case ConstraintKind::UnitNorm: j["class_name"] = "UnitNorm", cfg = {{"axis", axis}}; break;
+    default:
+      j["class_name"] = "MinMaxNorm";
+      cfg = {{"min_value", c.min_value}, {"max_value", c.max_value}, {"rate", c.rate}, {"axis", axis}};
+  }
+  j["config"] = cfg;
+  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
+  return j;
+}
+
 Json base_config(const std::string& name) {
   Json c;
   c["name"] = name;
@@ -112,7 +131,9 @@ Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
   c["recurrent_regularizer"] = regularizer_json(l.recurrent_regularizer, style);
   c["bias_regularizer"] = regularizer_json(l.bias_regularizer, style);
   c["activity_regularizer"] = regularizer_json(l.activity_regularizer, style);
-  for (const char* k : {"kernel_constraint", "recurrent_constraint", "bias_constraint"}) c[k] = nullptr;
+  c["kernel_constraint"] = constraint_json(l.kernel_constraint, style);
+  c["recurrent_constraint"] = constraint_json(l.recurrent_constraint, style);
+  c["bias_constraint"] = constraint_json(l.bias_constraint, style);
   c["dropout"] = l.dropout;
   c["recurrent_dropout"] = l.recurrent_dropout;
   put_flags(true);
@@ -129,7 +150,8 @@ Json dense_config(const LayerSpec& l, KerasJsonStyle style) {
   c["kernel_regularizer"] = regularizer_json(l.kernel_regularizer, style);
   c["bias_regularizer"] = regularizer_json(l.bias_regularizer, style);
   c["activity_regularizer"] = regularizer_json(l.activity_regularizer, style);
-  for (const char* k : {"kernel_constraint", "bias_constraint"}) c[k] = nullptr;
+  c["kernel_constraint"] = constraint_json(l.kernel_constraint, style);
+  c["bias_constraint"] = constraint_json(l.bias_constraint, style);
   return c;
 }
 
@@ -158,7 +180,7 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
       c["embeddings_initializer"] = initializer_json(l.embeddings_initializer, style);
       c["embeddings_regularizer"] = regularizer_json(l.embeddings_regularizer, style);
       c["activity_regularizer"] = regularizer_json(l.activity_regularizer, style);
-      c["embeddings_constraint"] = nullptr;
+      c["embeddings_constraint"] = constraint_json(l.embeddings_constraint, style);
       c["mask_zero"] = l.mask_zero;
       return c;
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -116,21 +117,80 @@ void add_dense(LayerParams& out, const LayerSpec& owner, const LayerSpec& d, int
 
 }  // namespace
 
+namespace {
+
+// A weight's regularizer and constraint from its layer (the wrapped one for wrappers), by its name
+// without forward/ or backward/; null for a weight that takes none.
+std::pair<const Regularizer*, const Constraint*> weight_settings(const LayerSpec& owner, const std::string& param) {
+  const LayerSpec& l = owner.inner ? *owner.inner : owner;
+  const std::string_view name = std::string_view(param).substr(param.rfind('/') + 1);
+  if (name == "kernel") return {&l.kernel_regularizer, &l.kernel_constraint};
+  if (name == "recurrent_kernel") return {&l.recurrent_regularizer, &l.recurrent_constraint};
+  if (name == "bias") return {&l.bias_regularizer, &l.bias_constraint};
+  if (name == "embeddings") return {&l.embeddings_regularizer, &l.embeddings_constraint};
+  return {nullptr, nullptr};
+}
+
+}  // namespace
+
 std::vector<Regularizer> weight_regularizers(const ModelSpec& model, const Params& params) {
   std::vector<Regularizer> out;
-  for (size_t i = 0; i < params.layers.size(); ++i) {
-    const LayerSpec& owner = model.layers.at(i);
-    const LayerSpec& l = owner.inner ? *owner.inner : owner;
+  for (size_t i = 0; i < params.layers.size(); ++i)
     for (const Param& p : params.layers[i].params) {
-      const std::string_view name = std::string_view(p.name).substr(p.name.rfind('/') + 1);  // no forward/ backward/
-      out.push_back(name == "kernel"             ? l.kernel_regularizer
-                    : name == "recurrent_kernel" ? l.recurrent_regularizer
-                    : name == "bias"             ? l.bias_regularizer
-                    : name == "embeddings"       ? l.embeddings_regularizer
-                                                 : Regularizer{});
+      const Regularizer* r = weight_settings(model.layers.at(i), p.name).first;
+      out.push_back(r ? *r : Regularizer{});
     }
-  }
   return out;
+}
+
+std::vector<Constraint> weight_constraints(const ModelSpec& model, const Params& params) {
+  std::vector<Constraint> out;
+  std::vector<int32_t> groups;
+  for (size_t i = 0; i < params.layers.size(); ++i)
+    for (const Param& p : params.layers[i].params) {
+      const Constraint* c = weight_settings(model.layers.at(i), p.name).second;
+      out.push_back(c ? *c : Constraint{});
+      if (out.back().active())  // checks the axes
+        constraint_groups(out.back(), p.value.shape, groups, fmt::format("layer '{}': {}", model.layers[i].name, p.name));
+    }
+  return out;
+}
+
+int64_t constraint_groups(const Constraint& c, const Shape& shape, std::vector<int32_t>& group, const std::string& what) {
+  const int rank = static_cast<int>(shape.size());
+  bool reduce[2] = {false, false};
+  for (int a : c.axis) {
+    const int k = a < 0 ? a + rank : a;
+    if (k < 0 || k >= rank)
+      throw ConfigError(fmt::format("{}: the constraint's axis {} is outside the weight's {} dimension(s) {}; use an "
+                                    "axis from {} to {}", what, a, rank, shape_str(shape), -rank, rank - 1));
+    reduce[k] = true;
+  }
+  const int64_t rows = rank == 2 ? shape[0] : 1, cols = shape.empty() ? 1 : shape.back();
+  if (rank == 1) reduce[1] = reduce[0], reduce[0] = true;  // a vector is one row
+  group.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k)
+      group[r * cols + k] = static_cast<int32_t>(reduce[0] && reduce[1] ? 0 : reduce[0] ? k : reduce[1] ? r : r * cols + k);
+  return reduce[0] && reduce[1] ? 1 : reduce[0] ? cols : reduce[1] ? rows : rows * cols;
+}
+
+ConstraintRule constraint_rule(const Constraint& c) {
+  return {static_cast<int>(c.kind), static_cast<float>(c.min_value), static_cast<float>(c.max_value),
+          static_cast<float>(c.rate)};
+}
+
+void apply_constraints(const std::vector<Constraint>& cs, const std::vector<Param*>& params) {
+  std::vector<int32_t> group;
+  std::vector<double> sums;
+  for (size_t i = 0; i < cs.size() && i < params.size(); ++i) {
+    if (!cs[i].active()) continue;
+    Tensor& w = params[i]->value;
+    sums.assign(static_cast<size_t>(constraint_groups(cs[i], w.shape, group, params[i]->name)), 0.0);
+    for (int64_t k = 0; k < w.numel(); ++k) sums[group[k]] += static_cast<double>(w[k]) * w[k];
+    const ConstraintRule rule = constraint_rule(cs[i]);
+    for (int64_t k = 0; k < w.numel(); ++k) w[k] = rule(w[k], std::sqrt(static_cast<float>(sums[group[k]])));
+  }
 }
 
 double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Param*>& params, bool add_grads) {

@@ -9,6 +9,7 @@
 
 #include "core/rng.h"
 #include "spec/config.h"
+#include "spec/constraint_rule.h"
 #include "spec/shapes.h"
 
 namespace rnntrain {
@@ -47,6 +48,17 @@ std::vector<Regularizer> weight_regularizers(const ModelSpec& model, const Param
 // Their penalty at the current values, summed in double; with add_grads, each regularized
 // parameter's grad += l1 * sign(w) + l2 * (2 * w) in float32, as the CUDA kernel adds it.
 double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Param*>& params, bool add_grads);
+
+// Keras' weight constraint of each parameter, in Params::all() order (inactive where it has none),
+// applied after each optimizer step. Throws ConfigError naming the layer and weight for an axis
+// outside the weight's dimensions.
+std::vector<Constraint> weight_constraints(const ModelSpec& model, const Params& params);
+// The slice of each entry of a weight of `shape` whose norm constraint c takes (a group index per
+// entry, row-major); returns the number of slices. `what` names the weight in errors.
+int64_t constraint_groups(const Constraint& c, const Shape& shape, std::vector<int32_t>& group, const std::string& what);
+ConstraintRule constraint_rule(const Constraint& c);
+// Applies them in place: each slice's norm summed in double, the rule (spec/constraint_rule.h) in float32.
+void apply_constraints(const std::vector<Constraint>& cs, const std::vector<Param*>& params);
 
 // Throws a UsageError naming the first layer with an activity regularizer, for `who` (data-parallel
 // ranks): each rank sees only its share of the batch that Keras' penalty divides by.

@@ -29,6 +29,13 @@ constexpr Choice<Activation> kActivations[] = {
     {"relu", Activation::Relu},       {"softmax", Activation::Softmax},
 };
 
+constexpr Choice<ConstraintKind> kConstraintKinds[] = {
+    {"max_norm", ConstraintKind::MaxNorm},
+    {"non_neg", ConstraintKind::NonNeg},
+    {"unit_norm", ConstraintKind::UnitNorm},
+    {"min_max_norm", ConstraintKind::MinMaxNorm},
+};
+
 constexpr Choice<InitKind> kInitKinds[] = {
     {"zeros", InitKind::Zeros},
     {"ones", InitKind::Ones},
@@ -105,6 +112,7 @@ std::span<const Choice<LayerKind>> layer_kinds() {
 }
 std::span<const Choice<Activation>> activations() { return kActivations; }
 std::span<const Choice<InitKind>> init_kinds() { return kInitKinds; }
+std::span<const Choice<ConstraintKind>> constraint_kinds() { return kConstraintKinds; }
 std::span<const Choice<MergeMode>> merge_modes() { return kMergeModes; }
 std::span<const Choice<DataFormat>> data_formats() { return kFormats; }
 std::span<const Choice<Scaling>> scalings() { return kScalings; }

@@ -15,6 +15,14 @@ std::string init_str(const Initializer& i) {
 
 std::string reg_str(const Regularizer& r) { return r.active() ? fmt::format("l1={} l2={}", r.l1, r.l2) : "none"; }
 
+std::string constraint_str(const Constraint& c) {
+  if (!c.active()) return "none";
+  std::string axes;
+  for (int a : c.axis) axes += fmt::format("{}{}", axes.empty() ? "" : ",", a);
+  return fmt::format("{}({}, {}, {}, axis {})", spec::enum_name(spec::constraint_kinds(), c.kind), c.min_value,
+                     c.max_value, c.rate, axes);
+}
+
 std::string shape_text(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", s[i] < 0 ? "null" : std::to_string(s[i]));
@@ -50,6 +58,10 @@ void add_settings(const LayerSpec& l, const std::string& prefix, std::vector<Set
   put("recurrent_regularizer", reg_str(l.recurrent_regularizer));
   put("bias_regularizer", reg_str(l.bias_regularizer));
   put("activity_regularizer", reg_str(l.activity_regularizer));
+  put("embeddings_constraint", constraint_str(l.embeddings_constraint));
+  put("kernel_constraint", constraint_str(l.kernel_constraint));
+  put("recurrent_constraint", constraint_str(l.recurrent_constraint));
+  put("bias_constraint", constraint_str(l.bias_constraint));
   put("rate", fmt::format("{}", l.rate));
   put("merge_mode", merge_mode_name(l.merge_mode));
   if (l.inner) add_settings(*l.inner, prefix + "layer.", out);  // wrappers hold one layer: depth 1

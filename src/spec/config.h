@@ -47,6 +47,19 @@ struct Regularizer {
   bool operator==(const Regularizer&) const = default;
 };
 
+// Keras' weight constraints, applied to the weight after each optimizer step: max_norm (max_value,
+// default 2), unit_norm and min_max_norm (min_value 0, max_value 1, rate 1) scale each slice along
+// `axis` (of the weight's Keras shape; negative counts from the end) to the wanted norm; non_neg
+// zeroes negative entries. Formulas: spec/constraint_rule.h.
+enum class ConstraintKind { None, MaxNorm, NonNeg, UnitNorm, MinMaxNorm };
+struct Constraint {
+  ConstraintKind kind = ConstraintKind::None;
+  double min_value = 0.0, max_value = 2.0, rate = 1.0;
+  std::vector<int> axis{0};
+  bool active() const { return kind != ConstraintKind::None; }
+  bool operator==(const Constraint&) const = default;
+};
+
 // The largest units, features, timesteps, vocabulary or batch a config or an imported model may
 // give, so that no later size arithmetic can overflow (token ids are float32: exact below 2^24).
 constexpr int64_t kMaxDim = int64_t{1} << 24;
@@ -65,6 +78,7 @@ struct LayerSpec {
   bool mask_zero = false;
   Initializer embeddings_initializer{InitKind::RandomUniform, -0.05, 0.05};
   Regularizer embeddings_regularizer;
+  Constraint embeddings_constraint;
 
   // Masking
   double mask_value = 0.0;
@@ -84,6 +98,7 @@ struct LayerSpec {
   Initializer recurrent_initializer{InitKind::Orthogonal, 1.0};
   Initializer bias_initializer{InitKind::Zeros};
   Regularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;  // recurrent: cells only
+  Constraint kernel_constraint, recurrent_constraint, bias_constraint;
   // Embedding, cells, Dense: Keras' penalty on the layer's output (a Bidirectional's: on each
   // direction's), divided by the batch size; not inside TimeDistributed, which Keras 3 runs without it.
   Regularizer activity_regularizer;

@@ -40,6 +40,21 @@ void put_reg(Emitter& e, const char* k, const Regularizer& r) {
   e << YAML::EndMap;
 }
 
+// Only the constraints a layer has, with every setting of their kind.
+void put_constraint(Emitter& e, const char* k, const Constraint& c) {
+  if (!c.active()) return;
+  key(e, k) << YAML::Flow << YAML::BeginMap;
+  put_name(e, "type", spec::enum_name(spec::constraint_kinds(), c.kind));
+  if (c.kind == ConstraintKind::MaxNorm || c.kind == ConstraintKind::MinMaxNorm) put_num(e, "max_value", c.max_value);
+  if (c.kind == ConstraintKind::MinMaxNorm) put_num(e, "min_value", c.min_value), put_num(e, "rate", c.rate);
+  if (c.kind != ConstraintKind::NonNeg) {
+    key(e, "axis") << YAML::Flow << YAML::BeginSeq;
+    for (int a : c.axis) e << a;
+    e << YAML::EndSeq;
+  }
+  e << YAML::EndMap;
+}
+
 void put_init(Emitter& e, const char* k, const Initializer& init) {
   const char* name = spec::enum_name(spec::init_kinds(), init.kind);
   switch (init.kind) {
@@ -84,6 +99,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_init(e, "embeddings_initializer", l.embeddings_initializer);
       put_reg(e, "embeddings_regularizer", l.embeddings_regularizer);
       put_reg(e, "activity_regularizer", l.activity_regularizer);
+      put_constraint(e, "embeddings_constraint", l.embeddings_constraint);
       break;
     case LayerKind::Masking:
       put_num(e, "mask_value", l.mask_value);
@@ -105,6 +121,9 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_reg(e, "recurrent_regularizer", l.recurrent_regularizer);
       put_reg(e, "bias_regularizer", l.bias_regularizer);
       put_reg(e, "activity_regularizer", l.activity_regularizer);
+      put_constraint(e, "kernel_constraint", l.kernel_constraint);
+      put_constraint(e, "recurrent_constraint", l.recurrent_constraint);
+      put_constraint(e, "bias_constraint", l.bias_constraint);
       break;
     case LayerKind::Dense:
       put_int(e, "units", l.units);
@@ -115,6 +134,8 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_reg(e, "kernel_regularizer", l.kernel_regularizer);
       put_reg(e, "bias_regularizer", l.bias_regularizer);
       put_reg(e, "activity_regularizer", l.activity_regularizer);
+      put_constraint(e, "kernel_constraint", l.kernel_constraint);
+      put_constraint(e, "bias_constraint", l.bias_constraint);
       break;
     case LayerKind::Dropout:
       put_num(e, "rate", l.rate);

@@ -17,17 +17,19 @@ using Keys = std::span<const char* const>;
 
 constexpr const char* kInputKeys[] = {"type", "name", "shape"};
 constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer",
-                                          "embeddings_regularizer", "activity_regularizer"};
+                                          "embeddings_regularizer", "activity_regularizer", "embeddings_constraint"};
 constexpr const char* kMaskingKeys[] = {"type", "name", "mask_value"};
 // A cell's keys: these, its recurrent_activation if it has one and its flags (spec/cells.h) after go_backwards.
 constexpr const char* kCellKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
                                      "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
                                      "recurrent_initializer", "bias_initializer", "kernel_regularizer",
-                                     "recurrent_regularizer", "bias_regularizer", "activity_regularizer"};
+                                     "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
+                                     "kernel_constraint", "recurrent_constraint", "bias_constraint"};
 constexpr const char* kBidirectionalKeys[] = {"type", "name", "layer", "merge_mode"};
 constexpr const char* kDropoutKeys[] = {"type", "name", "rate"};
 constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
-                                      "kernel_regularizer", "bias_regularizer", "activity_regularizer"};
+                                      "kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                                      "bias_constraint"};
 constexpr const char* kTimeDistributedKeys[] = {"type", "name", "layer"};
 const std::pair<LayerKind, Keys> kLayerKeys[] = {
     {LayerKind::Input, kInputKeys},   {LayerKind::Embedding, kEmbeddingKeys},
@@ -146,6 +148,44 @@ Regularizer read_regularizer(const Value& v) {
   return r;
 }
 
+constexpr const char* kConstraintKeys[] = {"type", "max_value", "min_value", "rate", "axis"};
+
+// non_neg, unit_norm, max_norm (Keras' defaults), or a map like {type: max_norm, max_value: 3, axis: 0};
+// axis: an integer or a list of them, in [-2, 1] (weights have at most two dimensions).
+Constraint read_constraint(const Value& v) {
+  if (!v.is_map() && !v.is_scalar())
+    v.fail(fmt::format("expected a constraint name or a map like {{type: max_norm, max_value: 3}}, got {}", v.describe()));
+  const Value tv = v.is_map() ? v.need("type", "; e.g. {type: max_norm, max_value: 3, axis: 0}") : v;
+  Constraint c;
+  c.kind = read_enum(tv, constraint_kinds(), "constraint");
+  if (c.kind == ConstraintKind::MinMaxNorm) c.max_value = 1.0;
+  if (!v.is_map()) return c;
+  v.check_keys(kConstraintKeys, tv.as_string());
+  const double inf = std::numeric_limits<double>::infinity();
+  const bool norm = c.kind != ConstraintKind::NonNeg;
+  auto only = [&](const char* key, bool allowed) {
+    if (v.has(key) && !allowed)
+      v.get(key)->fail(fmt::format("{} has no {}", tv.as_string(), key));
+    return v.get(key);
+  };
+  if (auto x = only("max_value", c.kind == ConstraintKind::MaxNorm || c.kind == ConstraintKind::MinMaxNorm))
+    c.max_value = x->as_double(0, inf, false, true);
+  if (auto x = only("min_value", c.kind == ConstraintKind::MinMaxNorm)) c.min_value = x->as_double(0, inf, false, true);
+  if (auto x = only("rate", c.kind == ConstraintKind::MinMaxNorm)) c.rate = x->as_double(0, 1, false, false);
+  if (c.min_value > c.max_value)
+    v.fail(fmt::format("min_value ({}) is larger than max_value ({}); swap them", c.min_value, c.max_value));
+  if (auto x = only("axis", norm)) {
+    c.axis.clear();
+    if (x->is_seq()) {
+      for (const Value& a : x->items()) c.axis.push_back(static_cast<int>(a.as_int(-2, 1)));
+      if (c.axis.empty()) x->fail("expected at least one axis");
+    } else {
+      c.axis.push_back(static_cast<int>(x->as_int(-2, 1)));
+    }
+  }
+  return c;
+}
+
 Activation read_activation(const Value& v, bool dense) {
   const Activation a = read_enum(v, activations(), "activation");
   if (a == Activation::Softmax && !dense)
@@ -200,6 +240,9 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
   auto reg = [&](const char* key, Regularizer& out) {
     if (auto x = v.get(key)) out = read_regularizer(*x);
   };
+  auto constraint = [&](const char* key, Constraint& out) {
+    if (auto x = v.get(key)) out = read_constraint(*x);
+  };
   if (auto x = v.get("name")) l.name = x->as_string();
 
   switch (l.kind) {
@@ -213,6 +256,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       init("embeddings_initializer", l.embeddings_initializer);
       reg("embeddings_regularizer", l.embeddings_regularizer);
       reg("activity_regularizer", l.activity_regularizer);
+      constraint("embeddings_constraint", l.embeddings_constraint);
       break;
     case LayerKind::Masking:
       if (auto x = v.get("mask_value")) l.mask_value = x->as_finite();
@@ -234,6 +278,9 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       reg("recurrent_regularizer", l.recurrent_regularizer);
       reg("bias_regularizer", l.bias_regularizer);
       reg("activity_regularizer", l.activity_regularizer);
+      constraint("kernel_constraint", l.kernel_constraint);
+      constraint("recurrent_constraint", l.recurrent_constraint);
+      constraint("bias_constraint", l.bias_constraint);
       break;
     case LayerKind::Dense:
       l.units = need_dim("units", "units: 10");
@@ -245,6 +292,8 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       reg("kernel_regularizer", l.kernel_regularizer);
       reg("bias_regularizer", l.bias_regularizer);
       reg("activity_regularizer", l.activity_regularizer);
+      constraint("kernel_constraint", l.kernel_constraint);
+      constraint("bias_constraint", l.bias_constraint);
       if (wrapped && l.activity_regularizer.active())
         v.get("activity_regularizer")->fail("Keras 3's TimeDistributed runs its Dense without the activity regularizer, "
                                             "so rnntrain does too: remove it (or use a Dense on the sequence, which "

@@ -18,6 +18,7 @@ TrainSpec read_train(const Value& v);
 std::span<const Choice<LayerKind>> layer_kinds();
 std::span<const Choice<Activation>> activations();
 std::span<const Choice<InitKind>> init_kinds();
+std::span<const Choice<ConstraintKind>> constraint_kinds();
 std::span<const Choice<MergeMode>> merge_modes();
 std::span<const Choice<DataFormat>> data_formats();
 std::span<const Choice<Scaling>> scalings();

@@ -1,5 +1,6 @@
 # Issue 17 item 5: Keras' regularizers (L1, L2, L1L2 on kernel, recurrent kernel, bias, embeddings
-# and outputs, a Bidirectional's both directions, masked steps) train in rnntrain as in Keras. Keras trains a few
+# and outputs, a Bidirectional's both directions, masked steps) and constraints (MaxNorm, UnitNorm,
+# MinMaxNorm, NonNeg on every kind of weight and axis) train in rnntrain as in Keras. Keras trains a few
 # steps and saves a checkpoint; rnntrain imports it (the regularizers with it, no warning about
 # them), evaluates it (loss with the penalty equal to Keras' evaluate), resumes one step and must
 # land on Keras' next step (weights within 1e-5 + 1e-4·|ref|, the step's reported loss, penalty
@@ -18,6 +19,7 @@ from common import Suite, import_keras, legacy_weights, seeded_weights  # noqa: 
 
 keras, np, h5py = import_keras()
 from keras import layers as L  # noqa: E402
+from keras import constraints as C  # noqa: E402
 from keras import regularizers as R  # noqa: E402
 
 N, T = 8, 6
@@ -30,14 +32,15 @@ def regularizer_configs(model):
         c = layer.get_config()
         for cfg in [c, c.get("layer", {}).get("config", {}), c.get("backward_layer", {}).get("config", {})]:
             for k, v in sorted(cfg.items()):
-                if k.endswith("_regularizer") and v is not None:
-                    out.append((layer.name, k, v["class_name"], {a: round(b, 9) for a, b in v["config"].items()}))
+                if (k.endswith("_regularizer") or k.endswith("_constraint")) and v is not None:
+                    out.append((layer.name, k, v["class_name"],
+                                {a: round(b, 9) if isinstance(b, float) else b for a, b in v["config"].items()}))
     return out
 
 
 def without_regularizers(config):
-    return {k: None if k.endswith("_regularizer") else without_regularizers(v) if isinstance(v, dict) else v
-            for k, v in config.items()}
+    return {k: None if k.endswith(("_regularizer", "_constraint")) else without_regularizers(v) if isinstance(v, dict)
+            else v for k, v in config.items()}
 
 
 def case(s, name, optimizer, inputs, layers, X, Y, loss="mse"):
@@ -87,10 +90,10 @@ def case(s, name, optimizer, inputs, layers, X, Y, loss="mse"):
     plain.compile(optimizer=optimizer.__class__.from_config(optimizer.get_config()), loss=loss)
     h = plain.fit(X, Y, batch_size=N, epochs=1, shuffle=False, verbose=0)
     gap = max(float(np.abs(a - b).max()) for a, b in zip(plain.get_weights(), ref))
-    print(f"{name}: without the regularizers the step's loss is {h.history['loss'][0]:.6g} (Keras {ref_loss:.6g}) "
+    print(f"{name}: without the regularizers and constraints the step's loss is {h.history['loss'][0]:.6g} (Keras {ref_loss:.6g}) "
           f"and its weights differ by up to {gap:.3g}")
     if gap < 1e-4:
-        s.fail(f"{name}: the test cannot tell a regularized step from a plain one (gap {gap:.3g})")
+        s.fail(f"{name}: the test cannot tell a regularized, constrained step from a plain one (gap {gap:.3g})")
 
     # Back to Keras: the export carries the same regularizers.
     for suffix in [".keras", ".h5"]:
@@ -114,20 +117,23 @@ def main():
     case(s, "sgd", keras.optimizers.SGD(learning_rate=0.1), keras.Input((T, 3)),
          [L.Masking(0.0),
           L.LSTM(4, return_sequences=True, kernel_regularizer=R.L1(0.01), recurrent_regularizer=R.L2(0.02),
-                 bias_regularizer=R.L1L2(0.003, 0.004), activity_regularizer=R.L2(0.05)),
-          L.Bidirectional(L.GRU(3, kernel_regularizer=R.L2(0.01), bias_regularizer=R.L1(0.005),
-                                activity_regularizer=R.L1(0.02))),
+                 bias_regularizer=R.L1L2(0.003, 0.004), activity_regularizer=R.L2(0.05),
+                 kernel_constraint=C.MaxNorm(0.4), recurrent_constraint=C.UnitNorm(axis=1)),
+          L.Bidirectional(L.GRU(3, kernel_regularizer=R.L2(0.01), bias_regularizer=R.L2(0.005),  # L1 at NonNeg's 0s: JAX's sign(0) is 1
+                                activity_regularizer=R.L1(0.02), bias_constraint=C.NonNeg(),
+                                recurrent_constraint=C.MinMaxNorm(0.2, 0.5, rate=0.7, axis=[0, 1]))),
           L.Dense(2, kernel_regularizer=R.L1L2(0.001, 0.002), bias_regularizer="l2",
                   activity_regularizer=R.L1L2(0.01, 0.03))], X, Y)
     case(s, "adam_clipnorm", keras.optimizers.Adam(learning_rate=0.01, clipnorm=0.5), keras.Input((T, 3)),
          [L.SimpleRNN(4, return_sequences=True, recurrent_regularizer=R.L1(0.01)),  # Keras 3 drops its activity one
           L.GRU(3, reset_after=False, kernel_regularizer=R.L2(0.05), bias_regularizer=R.L1L2(0.01, 0.01),
                 activity_regularizer=R.L1L2(0.02, 0.1)),
-          L.Dense(2, kernel_regularizer="l1")], X, Y)
+          L.Dense(2, kernel_regularizer="l1", kernel_constraint=C.MinMaxNorm(0.1, 0.3, axis=0))], X, Y)
     tokens = rng.integers(1, 9, (N, T)).astype("int32")
     labels = rng.integers(0, 3, N).astype("int32")
     case(s, "tokens", keras.optimizers.SGD(learning_rate=0.5, momentum=0.5), keras.Input((T,), dtype="int32"),
-         [L.Embedding(9, 4, embeddings_regularizer=R.L2(0.01), activity_regularizer=R.L2(0.05)),
+         [L.Embedding(9, 4, embeddings_regularizer=R.L2(0.01), activity_regularizer=R.L2(0.05),
+                      embeddings_constraint=C.MaxNorm(0.5, axis=1)),
           L.LSTM(5, kernel_regularizer=R.L1L2(0.002, 0.01)),
           L.Dense(3, activation="softmax", bias_regularizer=R.L2(0.03))], tokens, labels,
          loss="sparse_categorical_crossentropy")

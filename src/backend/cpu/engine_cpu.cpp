@@ -23,7 +23,7 @@ class CpuEngine final : public Engine {
       : cfg_(cfg), params_(std::move(params)),
         model_(resolve_model(cfg_.model, cfg_.plan.fuse), params_, &cfg_.plan), rng_(rng),
         opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr),
-        regs_(weight_regularizers(cfg_.model, params_)) {
+        regs_(weight_regularizers(cfg_.model, params_)), constraints_(weight_constraints(cfg_.model, params_)) {
     if (dp_) refuse_activity_regularizers(cfg_.model, dp_->describe());
   }
 
@@ -59,6 +59,7 @@ class CpuEngine final : public Engine {
     if (dp_) allreduce_grads();
     lv.penalty = activity + weight_penalty(regs_, params_.all(), true);
     opt_->step(lr);
+    apply_constraints(constraints_, params_.all());
     lv.params_finite = params_.first_nonfinite().empty();
     return lv;
   }
@@ -116,6 +117,7 @@ class CpuEngine final : public Engine {
   Comm* dp_;  // the ranks whose steps sum their gradients, or null
   std::vector<float> flat_;  // the gradients in one buffer for the all-reduce
   std::vector<Regularizer> regs_;  // per parameter (Params::all() order)
+  std::vector<Constraint> constraints_;  // likewise, applied after each update
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
+#include "model/params.h"
 
 namespace rnntrain::cuda {
 
@@ -16,7 +17,7 @@ bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
 }  // namespace
 
 DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params,
-                                 const std::vector<Regularizer>& regs)
+                                 const std::vector<Regularizer>& regs, const std::vector<Constraint>& constraints)
     : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * k::kSchedFloats, "learning rate") {
   check_clipping(spec);
   const SlotKinds kinds = optimizer_slot_kinds(spec);  // the descriptor's slots, as model/optimizer.cpp
@@ -35,6 +36,24 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
   }
   if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm) || regs_.get())
     var_ids_ = store.var_ids();  // before any capture
+  if (std::any_of(constraints.begin(), constraints.end(), [](const Constraint& c) { return c.active(); })) {
+    std::vector<int32_t> slice(static_cast<size_t>(std::max<int64_t>(store.size(), 1)), -1), groups;
+    std::vector<ConstraintRule> rules;
+    const std::vector<Param*> ps = params.all();
+    for (size_t p = 0; p < constraints.size(); ++p) {
+      if (!constraints[p].active()) continue;
+      const auto first = static_cast<int32_t>(rules.size());
+      rules.resize(rules.size() + constraint_groups(constraints[p], ps[p]->value.shape, groups, ps[p]->name),
+                   constraint_rule(constraints[p]));
+      for (int64_t k = 0; k < ps[p]->value.numel(); ++k) slice[store.position(p, k)] = first + groups[k];
+    }
+    slices_ = static_cast<int64_t>(rules.size());
+    copy_to_device(slice_.ensure(static_cast<int64_t>(slice.size())), slice.data(), sizeof(int32_t) * slice.size(),
+                   gpu.stream());
+    copy_to_device(rules_.ensure(slices_), rules.data(), sizeof(ConstraintRule) * rules.size(), gpu.stream());
+    slice_sums_.ensure(slices_);
+    gpu.sync();  // the host vectors are locals
+  }
 }
 
 void DeviceOptimizer::set_step(double lr, int64_t t) {
@@ -99,6 +118,11 @@ void DeviceOptimizer::apply(double* nonfinite, double* penalty) {
   }
   a.sched = static_cast<const float*>(sched_.dev());
   k::optimizer_step(a, spec_, st);
+  if (slices_ > 0) {  // Keras' constraints, on the updated weights
+    CUDA_CHECK(cudaMemsetAsync(slice_sums_.get(), 0, sizeof(double) * slices_, st));
+    k::sum_squares_by_var(store_.w(), slice_.get(), store_.size(), slice_sums_.get(), st);
+    k::constrain(store_.w(), slice_.get(), store_.size(), rules_.get(), slice_sums_.get(), a.skip, st);
+  }
   if (scaled_) k::update_scale(scale_.get(), scale_state_.get(), scale_state_.get() + 1, 2000, st);
 }
 

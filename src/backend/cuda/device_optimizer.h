@@ -6,7 +6,9 @@
 // waits for the host: clipping factors are computed on the device. With a dynamic loss scale (fp16
 // stacks) the gradients arrive multiplied by it; step() unscales them and skips the update when any
 // is not finite, then adjusts the scale, all on the device. Keras' weight regularizers add their
-// gradients (after unscaling, before clipping) and their penalty there too.
+// gradients (after unscaling, before clipping) and their penalty there too; Keras' weight
+// constraints project the updated weights (a kernel summing each slice's squares, one applying the
+// rule).
 #pragma once
 #include <functional>
 #include <string>
@@ -14,16 +16,17 @@
 #include <vector>
 
 #include "backend/cuda/param_store.h"
+#include "spec/constraint_rule.h"
 #include "spec/config.h"
 
 namespace rnntrain::cuda {
 
 class DeviceOptimizer {
  public:
-  // params: the host parameters (shapes for the host slot tensors); not kept. regs: each parameter's
-  // weight regularizer (Params::all() order; model/params.h).
+  // params: the host parameters (shapes for the host slot tensors); not kept. regs, constraints: each
+  // parameter's weight regularizer and constraint (Params::all() order; model/params.h).
   DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params,
-                  const std::vector<Regularizer>& regs);
+                  const std::vector<Regularizer>& regs, const std::vector<Constraint>& constraints);
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
@@ -64,6 +67,11 @@ class DeviceOptimizer {
   std::vector<Group> groups_;
   const int32_t* var_ids_ = nullptr;  // the store's, when clipping by norm or regularizing
   DeviceBuffer<float> regs_{"regularizer factors"};  // l1, l2 per variable; empty without regularizers
+  // Constraints: each element's slice (-1: none), each slice's rule and sum of squares; empty without.
+  DeviceBuffer<int32_t> slice_{"constraint slices"};
+  DeviceBuffer<ConstraintRule> rules_{"constraint rules"};
+  DeviceBuffer<double> slice_sums_{"constraint norms"};
+  int64_t slices_ = 0;
   DeviceBuffer<double> sums_{"gradient norms"};
   DeviceBuffer<float> factors_{"clipping factors"};
   bool scaled_ = false;

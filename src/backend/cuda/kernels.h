@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "spec/activations.h"
+#include "spec/constraint_rule.h"
 #include "spec/losses.h"
 #include "spec/optimizers.h"
 
@@ -152,6 +153,10 @@ void weight_penalty(const float* w, float* g, const int32_t* var, int64_t n, con
 // *sum += inv_b * (l1 * sum|y| + l2 * sum y^2) (sum null: not summed).
 void activity_regularizer(const float* y, float* dy, int64_t n, double l1, double l2, double inv_b, const float* gmul,
                           double* sum, cudaStream_t s);
+// Keras' weight constraints: w[i] = rules[s](w[i], sqrt(sums[s])) for s = slice[i] >= 0 (sums: each
+// slice's sum of squares); nothing when *skip (an fp16 step whose gradients were not finite).
+void constrain(float* w, const int32_t* slice, int64_t n, const ConstraintRule* rules, const double* sums,
+               const int* skip, cudaStream_t s);
 constexpr int kSchedFloats = 5;
 struct OptArgs {
   float* p = nullptr;

@@ -104,6 +104,15 @@ __global__ void activity_k(const float* y, float* dy, int64_t n, float l1, float
   if (sum) block_add(acc * dinv_b, sum);
 }
 
+__global__ void constrain_k(float* w, const int32_t* slice, int64_t n, const ConstraintRule* rules, const double* sums,
+                            const int* skip) {
+  if (skip && *skip) return;
+  GRID_LOOP(i, n) {
+    const int32_t s = slice[i];
+    if (s >= 0) w[i] = rules[s](w[i], sqrtf(static_cast<float>(sums[s])));
+  }
+}
+
 // One thread per position; each block adds its partial sum of hits into a.sum.
 __global__ void accuracy_k(AccuracyArgs a) {
   const int64_t K = a.k;
@@ -223,6 +232,13 @@ void activity_regularizer(const float* y, float* dy, int64_t n, double l1, doubl
   activity_k<<<blocks_for(n), kThreads, 0, s>>>(y, dy, n, static_cast<float>(l1), static_cast<float>(l2),
                                                 static_cast<float>(inv_b), inv_b, gmul, sum);
   LAUNCH_CHECK("activity_regularizer");
+}
+
+void constrain(float* w, const int32_t* slice, int64_t n, const ConstraintRule* rules, const double* sums,
+               const int* skip, cudaStream_t s) {
+  if (n == 0) return;
+  constrain_k<<<blocks_for(n), kThreads, 0, s>>>(w, slice, n, rules, sums, skip);
+  LAUNCH_CHECK("constrain");
 }
 
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s) {

@@ -34,6 +34,8 @@ class ParamStore {
   const int32_t* var_ids();
   int64_t size() const { return size_; }
   size_t variables() const { return maps_.size(); }
+  // Where element k of parameter p (Params::all() order, Keras layout) lives.
+  int64_t position(size_t p, int64_t k) const { return maps_[p].at(k); }
   void zero_grad();
 
   // Values (and, when asked, gradients) between host Params and the device.
