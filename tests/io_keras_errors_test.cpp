@@ -184,6 +184,31 @@ TEST_F(KerasErrors, LambdaCustomAndUnsupportedLayersAreRefusedByName) {
   EXPECT_HAS(m, "'elu'");
 }
 
+// Regularizers and constraints with values no Keras writes: negative or non-numeric factors and
+// settings, axes a weight cannot have, an axis list of a million entries (one message, not a million).
+TEST_F(KerasErrors, HostileRegularizersAndConstraintsAreRefusedByName) {
+  std::string many = "[0";
+  for (int i = 0; i < 1000000; ++i) many += ",1";
+  many += "]";
+  const auto j = sequential(R"(
+    {"class_name": "LSTM", "config": {"name": "a", "units": 2, "kernel_regularizer": {"class_name": "L2", "config": {"l2": -1}},
+     "recurrent_regularizer": {"class_name": "L1L2", "config": {"l1": "much"}}, "bias_constraint":
+     {"class_name": "MaxNorm", "config": {"max_value": 1e300, "axis": 0}}}},
+    {"class_name": "Dense", "config": {"name": "d", "units": 2, "kernel_constraint": {"class_name": "UnitNorm",
+     "config": {"axis": 7}}, "bias_constraint": {"class_name": "MinMaxNorm", "config": {"rate": 2}},
+     "activity_regularizer": {"class_name": "L1", "config": {"l1": null}}}},
+    {"class_name": "Dense", "config": {"name": "e", "units": 1, "kernel_constraint": {"class_name": "MaxNorm",
+     "config": {"axis": )" + many + R"(}}}})");
+  const std::string m = data_error([&] { model_from_keras_json(j, {"evil.h5", "3.15.1"}); });
+  EXPECT_HAS(m, "'a' (LSTM): kernel_regularizer l2 is -1");
+  EXPECT_HAS(m, "recurrent_regularizer l1 is \"much\"");
+  EXPECT_HAS(m, "bias_constraint max_value is 1e+300");
+  EXPECT_HAS(m, "'d' (Dense): kernel_constraint axis 7 is not supported");
+  EXPECT_HAS(m, "bias_constraint rate is 2");
+  EXPECT_HAS(m, "'e' (Dense): kernel_constraint axis [0,1,1,1");
+  EXPECT_LT(m.size(), 4000u) << "one message per setting";
+}
+
 TEST_F(KerasErrors, FunctionalModelsMustBeOneChain) {
   const auto j = nlohmann::json::parse(R"({"class_name": "Functional", "config": {"name": "f",
     "layers": [

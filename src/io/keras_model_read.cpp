@@ -166,13 +166,13 @@ struct Reader {
     number("rate", out.rate, 1.0);
     if (set_non_null(cfg, "axis")) {
       const json& a = cfg.at("axis");
-      out.axis.clear();
-      for (const json& x : a.is_array() ? a : json::array({a})) {
-        if (x.is_number_integer() && x.get<int64_t>() >= -2 && x.get<int64_t>() <= 1) out.axis.push_back(x.get<int>());
-        else refused.push_back(fmt::format("{}: {} axis {} is not supported (rnntrain's weights have at most 2 "
-                                           "dimensions: axes -2 to 1)", who, key, printable(a.dump())));
-      }
-      if (out.axis.empty()) out.axis = {0};
+      const json list = a.is_array() ? a : json::array({a});
+      const bool ok = !list.empty() && list.size() <= 2 && std::all_of(list.begin(), list.end(), [](const json& x) {
+        return x.is_number_integer() && x.get<int64_t>() >= -2 && x.get<int64_t>() <= 1;
+      });
+      if (ok) out.axis = list.get<std::vector<int>>();
+      else refused.push_back(fmt::format("{}: {} axis {} is not supported (rnntrain's weights have at most 2 "
+                                         "dimensions: one or two axes from -2 to 1)", who, key, printable(a.dump())));
     }
     return out;
   }

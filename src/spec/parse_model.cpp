@@ -177,8 +177,9 @@ Constraint read_constraint(const Value& v) {
   if (auto x = only("axis", norm)) {
     c.axis.clear();
     if (x->is_seq()) {
-      for (const Value& a : x->items()) c.axis.push_back(static_cast<int>(a.as_int(-2, 1)));
-      if (c.axis.empty()) x->fail("expected at least one axis");
+      const std::vector<Value> axes = x->items();
+      if (axes.empty() || axes.size() > 2) x->fail("expected one or two axes (weights have at most two dimensions)");
+      for (const Value& a : axes) c.axis.push_back(static_cast<int>(a.as_int(-2, 1)));
     } else {
       c.axis.push_back(static_cast<int>(x->as_int(-2, 1)));
     }
