@@ -53,8 +53,19 @@ TEST_F(Cli, UsageErrorsExitWith2) {
   EXPECT_EQ(run_rnntrain("", tmp).code, 2);
   CmdResult unknown = run_rnntrain("trian " + cfg, tmp);
   EXPECT_EQ(unknown.code, 2);
-  EXPECT_NE(unknown.err.find("'trian' is not a command of rnntrain; the commands are train, eval"), std::string::npos)
+  EXPECT_NE(unknown.err.find("'trian' is not a command of rnntrain (did you mean 'train'?); the commands are train, eval"),
+            std::string::npos)
       << unknown.err;
+  for (const auto& [word, cmd] : {std::pair{"fit", "train"}, {"evaluate", "eval"}, {"predcit", "predict"}}) {
+    CmdResult keras = run_rnntrain(std::string(word) + " " + cfg, tmp);
+    EXPECT_EQ(keras.code, 2);
+    EXPECT_NE(keras.err.find(std::string("did you mean '") + cmd + "'?"), std::string::npos) << keras.err;
+  }
+  for (const char* cmd : {"train", "eval", "predict", "plan", "bench", "export", "import"}) {
+    CmdResult help = run_rnntrain(std::string(cmd) + " --help", tmp);
+    EXPECT_EQ(help.code, 0) << cmd;
+    EXPECT_NE(help.out.find("-q,--quiet"), std::string::npos) << cmd << " --help lists no global options:\n" << help.out;
+  }
   CmdResult r = run_rnntrain("train " + (tmp / "missing.yaml").string(), tmp);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;

@@ -2,6 +2,8 @@
 // optimizer state and history on the CPU (dropout, shuffling and a schedule are all in play).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -127,6 +129,47 @@ TEST(Resume, ADifferentModelIsRefusedAndTheRunIsLeftIntact) {
   EXPECT_NE(r.err.find("optimizer"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(run + "/config.yaml"), before);
   EXPECT_EQ(run_rnntrain("train -q --resume " + run + " train.epochs=2", tmp).code, 0);
+  std::filesystem::remove_all(tmp);
+}
+
+// A new run into a directory that holds one is refused with the commands that continue or replace
+// it, and nothing there changes; --overwrite replaces it (the other files in the folder stay). The
+// run's train.log holds what stderr showed, and a resumed run appends to it.
+TEST(RunDirectory, AnEarlierRunIsNeverReplacedSilently) {
+  auto tmp = scratch("run_dir_taken");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=2 output.dir=" + run, tmp).code, 0);
+  write_file(run + "/notes.txt", "mine");
+  // train.log: what stderr shows without -q (info lines, epochs), with times, also under -q.
+  const std::string log = slurp(run + "/train.log");
+  for (const char* part : {"] [info] train: ", "epoch=1/2", "epoch=2/2", "[20"})
+    EXPECT_NE(log.find(part), std::string::npos) << part << " in train.log:\n" << log;
+  const std::string history = slurp(run + "/history.csv"), best = slurp(run + "/best.h5");
+  CmdResult r = run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + run, tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  for (const char* part : {"holds an earlier run", "best.h5", "nothing was changed", "--resume", "--overwrite",
+                           "output.dir="})
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << " in: " << r.err;
+  EXPECT_EQ(slurp(run + "/history.csv"), history);
+  EXPECT_EQ(slurp(run + "/best.h5"), best);
+  r = run_rnntrain("train -q --resume " + run + " --overwrite", tmp);
+  EXPECT_EQ(r.code, 2) << "--resume and --overwrite contradict each other: " << r.err;
+
+  r = run_rnntrain("train " + cfg + " train.epochs=1 output.dir=" + run + " --overwrite", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("removed the earlier run"), std::string::npos) << r.err;
+  const std::string now = slurp(run + "/history.csv");
+  EXPECT_EQ(std::count(now.begin(), now.end(), '\n'), 2) << "a header and one epoch: " << now;
+  EXPECT_EQ(slurp(run + "/notes.txt"), "mine");
+  const std::string replaced = slurp(run + "/train.log");
+  EXPECT_EQ(replaced.find("epoch=2/2"), std::string::npos) << "the earlier run's log went with it:\n" << replaced;
+  EXPECT_NE(replaced.find("epoch=1/1"), std::string::npos) << replaced;
+  // A resumed run appends to the log.
+  ASSERT_EQ(run_rnntrain("train -q --resume " + run + " train.epochs=2", tmp).code, 0);
+  const std::string resumed = slurp(run + "/train.log");
+  EXPECT_EQ(resumed.rfind(replaced, 0), 0u) << "appended, not rewritten";
+  EXPECT_NE(resumed.find("epoch=2/2"), std::string::npos) << resumed;
   std::filesystem::remove_all(tmp);
 }
 

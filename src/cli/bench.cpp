@@ -52,10 +52,14 @@ struct Candidate {
   double dp_ms = 0, alone_ms = 0;
 };
 
+// As `rnntrain plan` counts them: the Input layer's stage (always layer 0's) left out.
 std::string plan_summary(const Plan& p) {
-  std::string s = fmt::format("{} stage{}:", p.stages.size(), p.stages.size() == 1 ? "" : "s");
-  for (size_t i = 0; i < p.stages.size(); ++i) {
-    const Stage& st = p.stages[i];
+  std::vector<const Stage*> stages;
+  for (const Stage& st : p.stages)
+    if (st.layers[0] != 0) stages.push_back(&st);
+  std::string s = fmt::format("{} stage{}:", stages.size(), stages.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Stage& st = *stages[i];
     s += i ? ", " : " ";
     if (st.kind == StageKind::CudnnStack) s += fmt::format("cudnn({})", st.rnn_layers);
     else if (st.kind == StageKind::GenericRnn) s += "generic";

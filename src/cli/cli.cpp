@@ -5,14 +5,17 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/comm.h"
+#include "spec/reader.h"
 
 namespace rnntrain {
 
@@ -43,6 +46,9 @@ int run_cli(int argc, char** argv) {
   train->add_option("args", a.args, "CONFIG [KEY=VALUE ...]; the config may be left out with --resume");
   train->add_option("--resume", a.resume, "Continue the run in this directory from its last.h5");
   train->add_option("--weights", a.weights, "Start from these weights (a checkpoint or Keras .h5)");
+  train->add_flag("--overwrite", a.overwrite,
+                  "Replace the run already in output.dir (its checkpoints, history and config); without it such a "
+                  "directory is refused");
 
   auto* eval = app.add_subcommand("eval", "Evaluate weights on a dataset: loss and metrics");
   eval->footer("Example: rnntrain eval configs/quickstart.yaml --weights runs/quickstart/best.h5 --json");
@@ -99,16 +105,23 @@ int run_cli(int argc, char** argv) {
                     "wavefront; default: standard, plus persist_static and wavefront for fp16/bf16)");
   bench->add_option("--json", ba.json_file, "Also write the results as JSON to this file");
 
-  // CLI11 only says that a subcommand is required; name the word it did not know.
+  // CLI11 only says that a subcommand is required; name the word it did not know, and the closest
+  // command. Every command's help lists the options that go before or after it.
   std::string names;
-  bool known = false;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+  std::vector<std::string> commands;
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     names += (names.empty() ? "" : ", ") + sub->get_name();
-    known = known || (argc > 1 && sub->get_name() == argv[1]);
+    commands.push_back(sub->get_name());
+    sub->footer(sub->get_footer() + "\nGlobal options (before or after the command): -v,--verbose debug logging; "
+                "-q,--quiet only warnings and errors");
   }
-  if (argc > 1 && argv[1][0] != '-' && !known) {
-    std::fprintf(stderr, "'%s' is not a command of rnntrain; the commands are %s (rnntrain --help)\n", argv[1],
-                 names.c_str());
+  const std::string first = argc > 1 ? argv[1] : "";
+  const bool known = std::find(commands.begin(), commands.end(), first) != commands.end();
+  if (!first.empty() && first[0] != '-' && !known) {
+    // Keras' words for two of them, else the nearest spelling.
+    const std::string near = first == "fit" ? "train" : first == "evaluate" ? "eval" : spec::closest(first, commands);
+    std::fprintf(stderr, "'%s' is not a command of rnntrain%s; the commands are %s (rnntrain --help)\n", first.c_str(),
+                 near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near).c_str(), names.c_str());
     return 2;
   }
   try {

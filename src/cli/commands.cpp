@@ -42,10 +42,13 @@ Config load_config_args(const std::vector<std::string>& args, const std::string&
 int cmd_train(const CommandArgs& a) {
   if (!a.resume.empty() && !a.weights.empty())
     throw UsageError("--resume continues a run with its own weights; --weights starts a new run from others: use one of them");
+  if (!a.resume.empty() && a.overwrite)
+    throw UsageError("--resume continues the run in its directory; --overwrite replaces a run: use one of them");
   Config cfg = load_config_args(a.args, a.resume);
   TrainOptions opt;
   opt.resume_dir = a.resume;
   opt.weights = a.weights;
+  opt.overwrite = a.overwrite;
   opt.progress = a.progress;
   TrainResult r = train(cfg, opt);
   nlohmann::ordered_json j;

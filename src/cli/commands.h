@@ -13,6 +13,7 @@ struct CommandArgs {
   std::string resume, weights, data, output, meta;
   bool json = false, progress = true;
   bool allow_nonfinite = false;  // eval, predict: use weights holding inf or NaN
+  bool overwrite = false;        // train: replace the run in output.dir
 };
 
 int cmd_train(const CommandArgs& a);

@@ -11,6 +11,16 @@ enum class LogLevel { Debug, Info, Warn, Error, Off };
 void set_log_level(LogLevel level);
 void log_line(LogLevel level, const std::string& msg);
 
+// While alive, every log line of Info and above (whatever set_log_level says for stderr; Debug
+// too when that is on) is also appended to `path`, with the time: a run's train.log. One at a time.
+class LogFile {
+ public:
+  explicit LogFile(const std::string& path);
+  ~LogFile();
+  LogFile(const LogFile&) = delete;
+  LogFile& operator=(const LogFile&) = delete;
+};
+
 template <typename... A>
 void log_debug(fmt::format_string<A...> f, A&&... a) { log_line(LogLevel::Debug, fmt::format(f, std::forward<A>(a)...)); }
 template <typename... A>

@@ -114,7 +114,7 @@ std::string describe_plan(const ResolvedModel& m) {
   const ModelSpec& model = m.spec;
   const Plan& plan = m.plan;
   const std::vector<LayerShape>& shapes = m.shapes;
-  std::string out = "Plan:\n";
+  std::string out = "Plan (a stack is one cuDNN call on the GPU; how the CPU runs it follows):\n";
   int n = 0;
   for (const Stage& s : plan.stages) {
     if (s.kind == StageKind::Layer && model.layers[s.layers[0]].kind == LayerKind::Input) continue;
@@ -124,7 +124,7 @@ std::string describe_plan(const ResolvedModel& m) {
       params += shapes[i].params;
       names += (names.empty() ? "" : ", ") + model.layers[i].name;
     }
-    const char* kind = s.kind == StageKind::CudnnStack ? "cudnn" : s.kind == StageKind::GenericRnn ? "generic-rnn" : "layer";
+    const char* kind = s.kind == StageKind::CudnnStack ? "stack" : s.kind == StageKind::GenericRnn ? "generic-rnn" : "layer";
     out += fmt::format("  stage {:<2} {:<12} {:<44} params={}", ++n, kind, names, params);
     if (s.kind == StageKind::CudnnStack) out += fmt::format(" rnn_layers={}", s.rnn_layers);
     if (s.kind == StageKind::GenericRnn) out += " (" + s.why_generic + ")";

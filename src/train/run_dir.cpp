@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -67,10 +68,37 @@ void check_resumable(const Config& cfg, const std::string& then_yaml, const std:
                      "Start a new run with --weights RUN/last.h5 to change optimizers");
 }
 
+namespace {
+// Every file a run writes in its directory.
+constexpr const char* kRunFiles[] = {"last.h5", "best.h5", "final.h5", "early_stopping_best.h5", "history.json",
+                                     "history.csv", "config.yaml", "data_meta.json"};
+}  // namespace
+
+void claim_run_dir(const std::string& run_dir, bool overwrite) {
+  // A run is its checkpoints and history; config.yaml, data_meta.json and train.log alone are a start
+  // killed or failed before its first checkpoint, which a new start replaces.
+  std::vector<std::string> found;
+  for (const char* f : kRunFiles)
+    if (fs::exists(fs::path(run_dir) / f)) found.push_back(f);
+  std::string list;
+  for (const std::string& f : found)
+    if (f != "config.yaml" && f != "data_meta.json") list += (list.empty() ? "" : ", ") + f;
+  if (list.empty()) return;
+  if (!overwrite)
+    throw UsageError(fmt::format("{} holds an earlier run ({}); nothing was changed. Continue it with `rnntrain train "
+                                 "--resume {}`, replace it with --overwrite, or train into another directory "
+                                 "(output.dir=...)", run_dir, list, run_dir));
+  found.push_back("train.log");  // the earlier run's log
+  for (const std::string& f : found) {
+    std::error_code ec;
+    fs::remove(fs::path(run_dir) / f, ec);
+    if (ec) throw RuntimeError(fmt::format("--overwrite: cannot remove {}: {}", (fs::path(run_dir) / f).string(), ec.message()));
+  }
+  log_warn("--overwrite: removed the earlier run in {} ({})", run_dir, list);
+}
+
 void remove_stale_temporaries(const std::string& run_dir) {
-  static const char* kFiles[] = {"last.h5", "best.h5", "final.h5", "early_stopping_best.h5", "history.json",
-                                 "history.csv", "config.yaml", "data_meta.json"};
-  for (const char* f : kFiles) {
+  for (const char* f : kRunFiles) {
     const fs::path tmp = fs::path(run_dir) / (std::string(f) + ".tmp");
     std::error_code ec;
     if (fs::remove(tmp, ec)) log_info("removed {}, left by an interrupted run (the file it was for is intact)", tmp.string());

@@ -22,6 +22,12 @@ DataMeta read_meta_file(const std::string& path);
 // whose config.yaml is then_yaml (read from path).
 void check_resumable(const Config& cfg, const std::string& then_yaml, const std::string& path);
 
+// A new run's directory: refused (UsageError, with the commands that continue or replace it) when it
+// holds a run's checkpoints or history (config.yaml, data_meta.json and train.log alone are a start
+// that ended before its first checkpoint); with `overwrite` the run's files and log are removed
+// instead (other files stay).
+void claim_run_dir(const std::string& run_dir, bool overwrite);
+
 // Removes the temporaries of the files a run writes (last.h5.tmp, history.csv.tmp, ...) that a killed
 // run left behind; they are never complete, and the files they were for are intact.
 void remove_stale_temporaries(const std::string& run_dir);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -170,6 +171,15 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   const std::vector<LayerShape> shapes = infer_shapes(cfg.model);
   const bool resuming = !opt.resume_dir.empty();
   const std::string run_dir = resuming ? opt.resume_dir : cfg.output.dir;
+  // The run's log, train.log: what stderr shows (Info and above, whatever -q says), with times.
+  std::optional<LogFile> log_file;
+  if (Comm::world().root()) {
+    if (!resuming) {
+      claim_run_dir(run_dir, opt.overwrite);
+      fs::create_directories(run_dir);
+    }
+    if (fs::is_directory(run_dir)) log_file.emplace((fs::path(run_dir) / "train.log").string());
+  }
 
   DataMeta meta = resuming ? read_meta(run_dir) : DataMeta{};
   Splits data = load_splits(cfg, meta, shapes);

@@ -15,6 +15,7 @@ namespace rnntrain {
 struct TrainOptions {
   std::string resume_dir;  // continue from <dir>/last.h5
   std::string weights;     // start from these weights (overrides model.init_from)
+  bool overwrite = false;  // a new run may replace the run in output.dir (else that is refused)
   bool progress = true;
 };
 
