@@ -2,6 +2,8 @@
 // (what both Keras 3 and tf-keras accept) and Keras 3's `config.json`. Reading is keras_model_read.cpp.
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "core/log.h"
 #include "io/keras_model.h"
 #include "spec/cells.h"
@@ -37,6 +39,16 @@ const char* activation_json(Activation a) {
   return a == Activation::HardSigmoidKeras2 ? "hard_sigmoid" : activation_name(a);
 }
 
+// A Keras object as a config holds it: {class_name, config}, with Keras 3's module and registered_name.
+Json keras_object(const char* module, const char* cls, Json cfg, KerasJsonStyle style) {
+  Json j;
+  if (style == KerasJsonStyle::Keras3) j["module"] = module;
+  j["class_name"] = cls;
+  j["config"] = std::move(cfg);
+  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
+  return j;
+}
+
 // Parameterless initialisers as their snake_case names (accepted by every Keras); the others as
 // {class_name, config} maps.
 Json initializer_json(const Initializer& i, KerasJsonStyle style) {
@@ -58,44 +70,32 @@ Json initializer_json(const Initializer& i, KerasJsonStyle style) {
     case InitKind::RandomUniform: cls = "RandomUniform", cfg["minval"] = i.a, cfg["maxval"] = i.b, cfg["seed"] = nullptr; break;
     case InitKind::RandomNormal: cls = "RandomNormal", cfg["mean"] = i.a, cfg["stddev"] = i.b, cfg["seed"] = nullptr; break;
   }
-  Json j;
-  if (style == KerasJsonStyle::Keras3) j["module"] = "keras.initializers";
-  j["class_name"] = cls;
-  j["config"] = cfg;
-  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
-  return j;
+  return keras_object("keras.initializers", cls, cfg, style);
 }
 
 // null, or Keras' L1, L2 or L1L2 with its factors.
 Json regularizer_json(const Regularizer& r, KerasJsonStyle style) {
   if (!r.active()) return nullptr;
-  Json j, cfg = Json::object();
-  if (style == KerasJsonStyle::Keras3) j["module"] = "keras.regularizers";
-  j["class_name"] = r.l1 == 0.0 ? "L2" : r.l2 == 0.0 ? "L1" : "L1L2";
+  Json cfg = Json::object();
   if (r.l1 != 0.0) cfg["l1"] = r.l1;
   if (r.l2 != 0.0) cfg["l2"] = r.l2;
-  j["config"] = cfg;
-  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
-  return j;
+  return keras_object("keras.regularizers", r.l1 == 0.0 ? "L2" : r.l2 == 0.0 ? "L1" : "L1L2", cfg, style);
 }
 
 // null, or Keras' MaxNorm, NonNeg, UnitNorm or MinMaxNorm with its settings.
 Json constraint_json(const Constraint& c, KerasJsonStyle style) {
-  if (!c.active()) return nullptr;
-  Json j, cfg = Json::object();
-  if (style == KerasJsonStyle::Keras3) j["module"] = "keras.constraints";
   const Json axis = c.axis.size() == 1 ? Json(c.axis[0]) : Json(c.axis);
   switch (c.kind) {
-    case ConstraintKind::MaxNorm: j["class_name"] = "MaxNorm", cfg = {{"max_value", c.max_value}, {"axis", axis}}; break;
-    case ConstraintKind::NonNeg: j["class_name"] = "NonNeg"; break;
-    case ConstraintKind::UnitNorm: j["class_name"] = "UnitNorm", cfg = {{"axis", axis}}; break;
-    default:
-      j["class_name"] = "MinMaxNorm";
-      cfg = {{"min_value", c.min_value}, {"max_value", c.max_value}, {"rate", c.rate}, {"axis", axis}};
+    case ConstraintKind::None: return nullptr;
+    case ConstraintKind::MaxNorm:
+      return keras_object("keras.constraints", "MaxNorm", {{"max_value", c.max_value}, {"axis", axis}}, style);
+    case ConstraintKind::NonNeg: return keras_object("keras.constraints", "NonNeg", Json::object(), style);
+    case ConstraintKind::UnitNorm: return keras_object("keras.constraints", "UnitNorm", {{"axis", axis}}, style);
+    case ConstraintKind::MinMaxNorm:
+      break;
   }
-  j["config"] = cfg;
-  if (style == KerasJsonStyle::Keras3) j["registered_name"] = nullptr;
-  return j;
+  return keras_object("keras.constraints", "MinMaxNorm",
+                      {{"min_value", c.min_value}, {"max_value", c.max_value}, {"rate", c.rate}, {"axis", axis}}, style);
 }
 
 Json base_config(const std::string& name) {

@@ -55,6 +55,17 @@ void put_constraint(Emitter& e, const char* k, const Constraint& c) {
   e << YAML::EndMap;
 }
 
+// A cell's or Dense's regularizers and constraints, those it has (recurrent: the recurrent kernel's too).
+void put_weight_settings(Emitter& e, const LayerSpec& l, bool recurrent) {
+  put_reg(e, "kernel_regularizer", l.kernel_regularizer);
+  if (recurrent) put_reg(e, "recurrent_regularizer", l.recurrent_regularizer);
+  put_reg(e, "bias_regularizer", l.bias_regularizer);
+  put_reg(e, "activity_regularizer", l.activity_regularizer);
+  put_constraint(e, "kernel_constraint", l.kernel_constraint);
+  if (recurrent) put_constraint(e, "recurrent_constraint", l.recurrent_constraint);
+  put_constraint(e, "bias_constraint", l.bias_constraint);
+}
+
 void put_init(Emitter& e, const char* k, const Initializer& init) {
   const char* name = spec::enum_name(spec::init_kinds(), init.kind);
   switch (init.kind) {
@@ -117,13 +128,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_init(e, "kernel_initializer", l.kernel_initializer);
       put_init(e, "recurrent_initializer", l.recurrent_initializer);
       put_init(e, "bias_initializer", l.bias_initializer);
-      put_reg(e, "kernel_regularizer", l.kernel_regularizer);
-      put_reg(e, "recurrent_regularizer", l.recurrent_regularizer);
-      put_reg(e, "bias_regularizer", l.bias_regularizer);
-      put_reg(e, "activity_regularizer", l.activity_regularizer);
-      put_constraint(e, "kernel_constraint", l.kernel_constraint);
-      put_constraint(e, "recurrent_constraint", l.recurrent_constraint);
-      put_constraint(e, "bias_constraint", l.bias_constraint);
+      put_weight_settings(e, l, true);
       break;
     case LayerKind::Dense:
       put_int(e, "units", l.units);
@@ -131,11 +136,7 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       put_bool(e, "use_bias", l.use_bias);
       put_init(e, "kernel_initializer", l.kernel_initializer);
       put_init(e, "bias_initializer", l.bias_initializer);
-      put_reg(e, "kernel_regularizer", l.kernel_regularizer);
-      put_reg(e, "bias_regularizer", l.bias_regularizer);
-      put_reg(e, "activity_regularizer", l.activity_regularizer);
-      put_constraint(e, "kernel_constraint", l.kernel_constraint);
-      put_constraint(e, "bias_constraint", l.bias_constraint);
+      put_weight_settings(e, l, false);
       break;
     case LayerKind::Dropout:
       put_num(e, "rate", l.rate);
