@@ -13,15 +13,16 @@ using namespace rnntrain;
 
 namespace {
 
-// Two parameters: kernel [2, 3] and bias [3], with fixed starting values.
+// Two parameters: kernel [2, 3] and bias [3], with fixed starting values (a zero bias when asked).
 struct Model {
   std::vector<Param> params;
-  Model() {
+  explicit Model(bool zero_bias = false) {
     params.push_back({"kernel", Tensor({2, 3}), Tensor({2, 3})});
     params.push_back({"bias", Tensor({3}), Tensor({3})});
     int64_t j = 0;
     for (Param& p : params)
       for (float& x : p.value.data) x = static_cast<float>(0.3 * std::cos(1.7 * static_cast<double>(j++)));
+    if (zero_bias) params[1].value.zero();
   }
   std::vector<Param*> ptrs() { return {&params[0], &params[1]}; }
 };
@@ -45,10 +46,12 @@ OptimizerSpec spec_of(OptimizerKind kind) {
 }
 
 // The Keras 3 update of one element in double. p: the value; s: the element's slots (m, v, ...),
-// all starting at zero except Adagrad's accumulator. t: 1-based step.
+// all starting at zero except Adagrad's accumulator and ScheduleFreeAdamW's iterate (the value).
+// t: 1-based step. Lamb's trust ratio is per parameter: `sizes` are the parameters' element counts.
 struct Reference {
   OptimizerSpec spec;
   std::vector<double> p, s0, s1, s2;
+  std::vector<size_t> sizes = {6, 3};
 
   void step(double lr, int t, const std::vector<double>& g) {
     for (size_t j = 0; j < p.size(); ++j) {
@@ -130,15 +133,38 @@ struct Reference {
           s0[j] = n2;
           break;
         }
+        case OptimizerKind::Lamb: {  // s2: the update, scaled by the parameter's trust ratio below
+          s0[j] = spec.beta_1 * s0[j] + (1 - spec.beta_1) * g[j];         // momentum
+          s1[j] = spec.beta_2 * s1[j] + (1 - spec.beta_2) * g[j] * g[j];  // velocity
+          s2[j] = s0[j] / (1 - std::pow(spec.beta_1, t)) /
+                  (std::sqrt(s1[j] / (1 - std::pow(spec.beta_2, t))) + spec.epsilon);
+          break;
+        }
+        case OptimizerKind::ScheduleFreeAdamW: {  // s0: the iterate z, s1: velocity
+          const double rate = lr * (spec.warmup_steps > 0 ? std::min(t / spec.warmup_steps, 1.0) : 1.0);
+          const double z_old = s0[j], b1 = spec.beta_1;
+          s1[j] = spec.beta_2 * s1[j] + (1 - spec.beta_2) * g[j] * g[j];
+          s0[j] = z_old - rate * g[j] / (std::sqrt(s1[j] / (1 - std::pow(spec.beta_2, t))) + spec.epsilon);
+          const double x = (1 - 1.0 / t) * (p[j] - (1 - b1) * z_old) / b1 + s0[j] / t;
+          p[j] = (1 - b1) * s0[j] + b1 * x;
+          break;
+        }
       }
+    }
+    if (spec.kind != OptimizerKind::Lamb) return;
+    for (size_t begin = 0, k = 0; k < sizes.size(); begin += sizes[k++]) {
+      double pp = 0, uu = 0;
+      for (size_t j = begin; j < begin + sizes[k]; ++j) pp += p[j] * p[j], uu += s2[j] * s2[j];
+      const double r = pp > 0 && uu > 0 ? std::sqrt(pp / uu) : 1.0;
+      for (size_t j = begin; j < begin + sizes[k]; ++j) p[j] -= r * lr * s2[j];
     }
   }
 };
 
 // Runs 3 steps of the optimizer and of the reference with learning rates 0.1, 0.05, 0.02 and
 // compares every value after each step: |got - want| <= 1e-6 + 2e-5 |want| (float32 arithmetic).
-void check_three_steps(const OptimizerSpec& spec, double shrink = 1.0) {
-  Model m;
+void check_three_steps(const OptimizerSpec& spec, double shrink = 1.0, bool zero_bias = false) {
+  Model m(zero_bias);
   auto opt = make_optimizer(spec, m.ptrs());
   Reference ref{spec, {}, {}, {}, {}};
   for (const Param& p : m.params)
@@ -146,6 +172,7 @@ void check_three_steps(const OptimizerSpec& spec, double shrink = 1.0) {
   const size_t n = ref.p.size();
   const bool accumulator = spec.kind == OptimizerKind::Adagrad || spec.kind == OptimizerKind::Ftrl;
   ref.s0.assign(n, accumulator ? static_cast<float>(spec.initial_accumulator_value) : 0.0);
+  if (spec.kind == OptimizerKind::ScheduleFreeAdamW) ref.s0 = ref.p;
   ref.s1.assign(n, 0.0);
   ref.s2.assign(n, 0.0);
   const double lrs[] = {0.1, 0.05, 0.02};
@@ -301,6 +328,38 @@ TEST(Optimizer, LionWithWeightDecayAndOtherBetas) {
   s.beta_2 = 0.8;
   s.weight_decay = 0.1;
   check_three_steps(s);
+}
+
+// Lamb: Adam's update times |w| / |update| per parameter, after the weight decay; a parameter whose
+// norm is 0 (the zero bias) takes the plain update (ratio 1), as Keras'.
+TEST(Optimizer, Lamb) { check_three_steps(optimizer_defaults(OptimizerKind::Lamb)); }
+
+TEST(Optimizer, LambWithWeightDecayOtherBetasAndAZeroParameter) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::Lamb);
+  s.beta_1 = 0.7, s.beta_2 = 0.9, s.epsilon = 1e-3, s.weight_decay = 0.1;
+  check_three_steps(s);
+  check_three_steps(s, 1.0, true);
+}
+
+// ScheduleFreeAdamW: the iterate starts as the weights (before the first step's decay), the weights
+// average the iterates; warmup scales the rate by t / warmup_steps.
+TEST(Optimizer, ScheduleFreeAdamW) { check_three_steps(optimizer_defaults(OptimizerKind::ScheduleFreeAdamW)); }
+
+TEST(Optimizer, ScheduleFreeAdamWWithWarmupWeightDecayAndOtherBetas) {
+  OptimizerSpec s = optimizer_defaults(OptimizerKind::ScheduleFreeAdamW);
+  s.beta_1 = 0.6, s.beta_2 = 0.95, s.epsilon = 1e-4, s.weight_decay = 0.05, s.warmup_steps = 2;
+  check_three_steps(s);
+}
+
+// Config and Keras names: the config's snake case, Keras' class name in lower case (import) and
+// Keras' own optimizer name, the scope of its variables in legacy files.
+TEST(Optimizer, NamesOfTheNewKinds) {
+  EXPECT_EQ(optimizer_named("schedule_free_adamw"), OptimizerKind::ScheduleFreeAdamW);
+  EXPECT_EQ(optimizer_named("schedulefreeadamw"), OptimizerKind::ScheduleFreeAdamW);
+  EXPECT_EQ(optimizer_named("lamb"), OptimizerKind::Lamb);
+  EXPECT_EQ(optimizer_named("lam_b_x"), std::nullopt);
+  EXPECT_STREQ(optimizer_info(OptimizerKind::ScheduleFreeAdamW).keras_name, "schedule_free_adam_w");
+  EXPECT_STREQ(optimizer_info(OptimizerKind::Lamb).keras_name, "lamb");
 }
 
 TEST(Optimizer, SlotsHaveStableNamesAndRestoreExactly) {

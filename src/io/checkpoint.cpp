@@ -127,7 +127,8 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
     root.set_attr("keras_version", version);
     root.set_attr("backend", std::string("tensorflow"));
     root.set_attr("model_config", model_to_keras_json(model, KerasJsonStyle::Legacy).dump());
-    if (train) root.set_attr("training_config", training_config_json(kt).dump());
+    if (train && legacy_h5_compiles(train->optimizer.kind))  // else it loads uncompiled (keras_train.h)
+      root.set_attr("training_config", training_config_json(kt).dump());
     write_legacy_weights(root.create_group("model_weights"), model, params, version);
     h5::Group rg = root.create_group("rnntrain");
     write_legacy_optimizer(rg, model, params, kt);

@@ -230,7 +230,12 @@ void export_keras(const std::string& path, const ModelSpec& model, const Params&
         root.set_attr("keras_version", version);
         root.set_attr("backend", std::string("tensorflow"));
         root.set_attr("model_config", model_to_keras_json(model, KerasJsonStyle::Legacy).dump());
-        if (training) root.set_attr("training_config", training_config_json(*training).dump());
+        if (training && legacy_h5_compiles(training->train.optimizer.kind))
+          root.set_attr("training_config", training_config_json(*training).dump());
+        else if (training)
+          log_warn("{}: Keras 3 cannot compile a legacy .h5 model with the {} optimizer (it raises, for its own files "
+                   "too), so this file loads uncompiled: compile it in Keras, or export .keras, which keeps it",
+                   path, optimizer_info(training->train.optimizer.kind).keras_class);
         write_legacy_weights(root.create_group("model_weights"), model, params, version);
         if (training) write_legacy_optimizer(root.create_group("rnntrain"), model, params, *training);
       }

@@ -368,7 +368,7 @@ void write_variable(const h5::Group& g, const std::string& name, const Tensor& v
 
 }  // namespace
 
-const char* keras_optimizer_name(OptimizerKind k) { return optimizer_name(k); }
+const char* keras_optimizer_name(OptimizerKind k) { return optimizer_info(k).keras_name; }
 
 Json training_config_json(const KerasTraining& t) {
   Json j;
@@ -379,6 +379,8 @@ Json training_config_json(const KerasTraining& t) {
   j["optimizer_config"] = optimizer_json(t, KerasJsonStyle::Legacy);
   return j;
 }
+
+bool legacy_h5_compiles(OptimizerKind k) { return k != OptimizerKind::Lamb; }
 
 Json compile_config_json(const KerasTraining& t) {
   Json j;

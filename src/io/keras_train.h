@@ -31,6 +31,11 @@ struct KerasTraining {
 // (exponential, cosine), else the current rate (step and reduce_on_plateau are callbacks in Keras).
 // Metrics Keras does not have (perplexity) are left out.
 Json training_config_json(const KerasTraining& t);
+// Whether Keras can compile a legacy .h5's model with optimizer kind k: Keras 3.15's legacy loader
+// resolves optimizers through keras.optimizers.ALL_OBJECTS, which lacks Lamb, and then raises (for its
+// own files too). Where it cannot, rnntrain writes no training_config, so that load_model gives the
+// model uncompiled instead of failing; the optimizer's state is still in /rnntrain (docs/keras.md).
+bool legacy_h5_compiles(OptimizerKind k);
 // The `compile_config` of a .keras config.json, with the same content.
 Json compile_config_json(const KerasTraining& t);
 

@@ -28,30 +28,46 @@ class RuleOptimizer : public Optimizer {
                                        "internal error: please report it)",
                                        i, p.name, p.value.numel(), p.grad.numel()));
     }
-    const SlotKinds kinds = D::slots(spec);
-    for (int k = 0; k < kinds.n; ++k) {
+    kinds_ = D::slots(spec);
+    for (int k = 0; k < kinds_.n; ++k) {
       std::vector<Tensor> tensors;
-      for (Param* p : params_) tensors.emplace_back(p->value.shape, kinds.at[k].init);
-      slots_.emplace_back(kinds.at[k].name, std::move(tensors));
+      for (Param* p : params_) tensors.emplace_back(p->value.shape, kinds_.at[k].init);
+      slots_.emplace_back(kinds_.at[k].name, std::move(tensors));
     }
+    if (kinds_.trust_ratio)
+      for (Param* p : params_) scratch_.emplace_back(p->value.shape);
   }
 
   void step(double lr) override {
+    const int64_t t = iterations_ + 1;
+    if (t == 1)  // Keras builds its slots at the first step: some start as the parameter
+      for (int k = 0; k < kinds_.n; ++k)
+        if (kinds_.at[k].from_value)
+          for (size_t i = 0; i < params_.size(); ++i) slots_[k].second[i].data = params_[i]->value.data;
     clip_gradients(spec_, params_);
     if (spec_.weight_decay > 0) {
       const float f = static_cast<float>(lr * spec_.weight_decay);
       for (Param* p : params_)
         for (float& x : p->value.data) x -= x * f;
     }
-    const int64_t t = iterations_ + 1;
     const StepScalars scalars = D::scalars(spec_, lr, t);
     const typename D::Rule rule = rule_;  // a local: the stores through p and s cannot change it
     for (size_t i = 0; i < params_.size(); ++i) {
       float* s[SlotKinds::kMax] = {};
       for (size_t k = 0; k < slots_.size(); ++k) s[k] = slots_[k].second[i].ptr();
+      if (kinds_.trust_ratio) s[kinds_.n] = scratch_[i].ptr();
       float* p = params_[i]->value.ptr();
       const float* g = params_[i]->grad.ptr();
-      for (int64_t j = 0, n = params_[i]->value.numel(); j < n; ++j) rule(p[j], g[j], s, j, scalars);
+      const int64_t n = params_[i]->value.numel();
+      for (int64_t j = 0; j < n; ++j) rule(p[j], g[j], s, j, scalars);
+      if (kinds_.trust_ratio) {
+        const float* u = s[kinds_.n];
+        double pp = 0.0, uu = 0.0;
+        for (int64_t j = 0; j < n; ++j) pp += static_cast<double>(p[j]) * p[j], uu += static_cast<double>(u[j]) * u[j];
+        const float r = pp > 0 && uu > 0 ? static_cast<float>(std::sqrt(pp) / std::sqrt(uu)) : 1.0f;
+        const float f = r * scalars.lr;
+        for (int64_t j = 0; j < n; ++j) p[j] -= f * u[j];
+      }
     }
     iterations_ = t;
   }
@@ -66,7 +82,9 @@ class RuleOptimizer : public Optimizer {
  private:
   OptimizerSpec spec_;
   typename D::Rule rule_;
+  SlotKinds kinds_;
   std::vector<Param*> params_;
+  std::vector<Tensor> scratch_;  // the update before the trust ratio (SlotKinds::trust_ratio), per parameter
   std::vector<std::pair<std::string, std::vector<Tensor>>> slots_;  // per slot kind: one tensor per parameter
 };
 

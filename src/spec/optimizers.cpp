@@ -6,8 +6,12 @@
 namespace rnntrain {
 
 std::optional<OptimizerKind> optimizer_named(const std::string& name) {
+  auto bare = [](std::string s) {
+    std::erase(s, '_');
+    return s;
+  };
   for (const OptimizerInfo* o : Optimizers::infos)
-    if (name == o->name) return o->kind;
+    if (bare(name) == bare(o->name)) return o->kind;
   return std::nullopt;
 }
 

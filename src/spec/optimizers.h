@@ -4,6 +4,7 @@
 // the device kernel (backend/cuda/kernels_train.cu) all read the descriptors; none of them names a
 // kind. Adding an optimizer: docs/contributing.md. Plain C++17: the CUDA kernels include it too.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -15,7 +16,9 @@
 namespace rnntrain {
 
 // Every optimizer; the order of the list at the end of this file is the order configs list them in.
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl };
+enum class OptimizerKind {
+  SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW
+};
 
 // Keras 3's hyperparameters, named as in Keras; a kind reads those its descriptor lists. The values
 // here are Keras' defaults where the kinds agree; optimizer_defaults() gives a kind's own.
@@ -31,6 +34,7 @@ struct OptimizerSpec {
   bool centered = false;
   double initial_accumulator_value = 0.1;  // Adagrad, Ftrl
   double learning_rate_power = -0.5, l1 = 0.0, l2 = 0.0, l2_shrinkage = 0.0, beta = 0.0;  // Ftrl
+  double warmup_steps = 0.0;  // ScheduleFreeAdamW: the learning rate rises linearly over these steps
   std::optional<double> clipnorm, clipvalue, global_clipnorm;  // at most one (Keras' rule)
 };
 
@@ -60,11 +64,13 @@ struct OptimizerInfo {
   int num_keys;
   double learning_rate;  // Keras' defaults for the two
   double weight_decay;
+  const char* keras_name;  // Keras' default optimizer name (its variables' scope) where it is not `name`
 };
 template <int N>
 constexpr OptimizerInfo make_info(OptimizerKind kind, const char* name, const char* keras_class,
-                                  const OptimizerKey (&keys)[N], double learning_rate, double weight_decay) {
-  return {kind, name, keras_class, keys, N, learning_rate, weight_decay};
+                                  const OptimizerKey (&keys)[N], double learning_rate, double weight_decay,
+                                  const char* keras_name = nullptr) {
+  return {kind, name, keras_class, keys, N, learning_rate, weight_decay, keras_name ? keras_name : name};
 }
 
 // The slots (optimizer state, one tensor per parameter) of a kind with given settings, in the order
@@ -72,6 +78,7 @@ constexpr OptimizerInfo make_info(OptimizerKind kind, const char* name, const ch
 struct OptimizerSlot {
   const char* name;
   float init;
+  bool from_value;  // starts as a copy of the parameter, taken before the first step (Keras' build)
 };
 struct SlotKinds {
   static constexpr int kMax = 3;
@@ -86,7 +93,13 @@ struct SlotKinds {
     const char* name = nullptr;
     double (*value)(const OptimizerSpec&, int64_t t) = nullptr;
   } after;
-  void add(const char* name, float init = 0.0f) { at[n++] = {name, init}; }
+  // Lamb's layer-wise trust ratio: the rule leaves its update u in s[n] (scratch, not state: the slot
+  // array has room for it) and p is unchanged; then, per parameter, p -= r*lr*u with r = |p| / |u|
+  // (1 when either norm is 0), the norms over the whole parameter.
+  bool trust_ratio = false;
+  void add(const char* name, float init = 0.0f) { at[n++] = {name, init, false}; }
+  void add_copy(const char* name) { at[n++] = {name, 0.0f, true}; }
+  int buffers() const { return n + (trust_ratio ? 1 : 0); }  // slots and scratch, one value per parameter each
 };
 
 // The numbers of one optimizer step that are the same for every element, computed once per step on
@@ -111,9 +124,11 @@ struct StepScalars {
 #include "spec/optimizers/adam.h"
 #include "spec/optimizers/adamax.h"
 #include "spec/optimizers/ftrl.h"
+#include "spec/optimizers/lamb.h"
 #include "spec/optimizers/lion.h"
 #include "spec/optimizers/nadam.h"
 #include "spec/optimizers/rmsprop.h"
+#include "spec/optimizers/schedule_free_adamw.h"
 #include "spec/optimizers/sgd.h"
 
 namespace rnntrain {
@@ -125,7 +140,8 @@ struct OptimizerList {
   static decltype(auto) with(OptimizerKind k, F& f) { return with_descriptor<F, OptimizerKind, D...>(k, f); }
 };
 // Every descriptor, in the order configs and messages list them.
-using Optimizers = OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl>;
+using Optimizers =
+    OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW>;
 
 // Calls f(D{}) with the descriptor D of kind k; returns what f returns.
 template <class F>
@@ -140,7 +156,7 @@ inline SlotKinds optimizer_slot_kinds(const OptimizerSpec& o) {
   return with_optimizer(o.kind, [&](auto d) { return decltype(d)::slots(o); });
 }
 // As written in configs ("adam", "rmsprop"), and the kind such a name (or a Keras class name in lower
-// case) means, if any.
+// case; underscores are not compared) means, if any.
 inline const char* optimizer_name(OptimizerKind k) { return optimizer_info(k).name; }
 std::optional<OptimizerKind> optimizer_named(const std::string& name);
 // How many of the leading slot kinds (in rnntrain's order, e.g. {"momentum", "velocity", "velocity_hat"})

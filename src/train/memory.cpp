@@ -32,7 +32,7 @@ MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) 
     m.activations += 4.0 * floats * (training ? 2.0 : 1.0);  // and their gradients
   }
   m.weights = 8.0 * m.params;  // float32 values and gradients
-  if (training) m.slots = 4.0 * m.params * optimizer_slot_kinds(cfg.train.optimizer).n;
+  if (training) m.slots = 4.0 * m.params * optimizer_slot_kinds(cfg.train.optimizer).buffers();
   return m;
 }
 

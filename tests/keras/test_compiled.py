@@ -6,7 +6,8 @@
 # every slot, and so does the .h5 through the recipe in docs/keras.md, run here verbatim; from
 # either, Keras' next step must equal rnntrain's next step (train --resume one epoch more) within
 # 1e-5 + 1e-4·|ref|. Two schedules: `step` (a callback in Keras: the file holds the reduced rate) and
-# `exponential` (Keras' ExponentialDecay, which goes on decaying per step).
+# `exponential` (Keras' ExponentialDecay, which goes on decaying per step); and the optimizers whose state
+# Keras keeps beyond per-element slots or starts from the weights (Nadam, Lamb, ScheduleFreeAdamW).
 # Usage: test_compiled.py RNNTRAIN_BINARY
 import json
 import os
@@ -71,6 +72,14 @@ def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
     for f in ["ckpt.h5", "run/final.h5", "out.h5", "out.keras"]:
         m = keras.saving.load_model(d + f)
         what = f"{name}: load_model({f})"
+        if optimizer == "lamb" and f.endswith(".h5"):
+            # Keras 3.15 cannot compile Lamb from a legacy .h5 (keras.optimizers.ALL_OBJECTS lacks it, and its
+            # loader raises for its own files too): rnntrain's .h5 must still load, uncompiled, with its weights.
+            if getattr(m, "optimizer", None) is not None:
+                s.fail(f"{what}: compiled, but Keras 3.15 cannot compile Lamb from .h5; the test needs updating")
+            for i, (g, r) in enumerate(zip(m.get_weights(), legacy_weights(d + f))):
+                s.equal(f"{what}: weight {i}", g, r)
+            continue
         if m.optimizer is None:
             s.fail(f"{what} is not compiled")
             continue
@@ -97,15 +106,21 @@ def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
             s.fail(f"{name}: the .keras optimizer has {len(got)} slots, the checkpoint {len(slots)}")
         for i, (g, r) in enumerate(zip(got, slots)):
             s.equal(f"{name}: .keras optimizer slot {i}", g, r)
-    scope = {}
-    exec(docs_recipe().replace("runs/x/last.h5", d + "ckpt.h5"), scope)
-    recipe = scope["m"]
-    if int(recipe.optimizer.iterations.numpy()) != 2:
+    recipe = None
+    if optimizer != "lamb":
+        scope = {}
+        exec(docs_recipe().replace("runs/x/last.h5", d + "ckpt.h5"), scope)
+        recipe = scope["m"]
+    if recipe is None:
+        pass
+    elif int(recipe.optimizer.iterations.numpy()) != 2:
         s.fail(f"{name}: after the docs recipe the optimizer is at step {int(recipe.optimizer.iterations.numpy())}")
-    s.close(f"{name}: the learning rate after the docs recipe", float(recipe.optimizer.learning_rate), lr_now, rtol=1e-6)
-    got = [np.asarray(v.numpy()) for v in recipe.optimizer.variables]
-    for i, (g, r) in enumerate(zip(got[len(got) - len(slots):], slots)):
-        s.equal(f"{name}: docs recipe optimizer slot {i}", g, r)
+    if recipe is not None:
+        s.close(f"{name}: the learning rate after the docs recipe", float(recipe.optimizer.learning_rate), lr_now,
+                rtol=1e-6)
+        got = [np.asarray(v.numpy()) for v in recipe.optimizer.variables]
+        for i, (g, r) in enumerate(zip(got[len(got) - len(slots):], slots)):
+            s.equal(f"{name}: docs recipe optimizer slot {i}", g, r)
 
     # rnntrain's next epoch (one step) from last.h5, and Keras' from each way in.
     code, _, _ = s.rnntrain("train", "--resume", d + "run", "train.epochs=3")
@@ -121,7 +136,7 @@ def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
         for i, (g, r) in enumerate(zip(m.get_weights(), ref)):
             s.close(f"{name}: weight {i} after Keras' next step from {label}", g, r, atol=1e-5, rtol=1e-4)
     # The check can fail: a fresh optimizer's step from the same weights lands elsewhere.
-    fresh = keras.models.clone_model(models["out.h5"])
+    fresh = keras.models.clone_model(models.get("out.h5") or models["out.keras"])
     fresh.set_weights(legacy_weights(d + "ckpt.h5"))
     fresh.compile(optimizer=(fresh_optimizer or keras.optimizers.Adam)(lr_now), loss="categorical_crossentropy")
     fresh.fit(X, Y, batch_size=N, epochs=1, shuffle=False, verbose=0)
@@ -131,7 +146,7 @@ def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
         s.fail(f"{name}: the test cannot tell restored optimizer state from a fresh one (gap {gap:.3g})")
 
     # Training on in Keras from every file: the plain load_model then fit.
-    for f in ["run/final.h5", "out.h5"]:
+    for f in ["run/final.h5", "out.h5", "out.keras"]:
         if f in models:
             h = models[f].fit(X, Y, batch_size=8, epochs=1, verbose=0)
             if not np.isfinite(h.history["loss"][0]) or "accuracy" not in h.history:
@@ -146,6 +161,9 @@ def main():
     case(s, "exponential", "{type: exponential, decay_steps: 1, decay_rate: 0.5}", 0.0025)
     # Nadam: Keras keeps its momentum schedule's product after the slots; Keras' next step reads it.
     case(s, "nadam", "constant", 0.01, "nadam", keras.optimizers.Nadam)
+    # Lamb (trust ratio per variable) and ScheduleFreeAdamW (its iterate starts as the weights).
+    case(s, "lamb", "constant", 0.01, "lamb", keras.optimizers.Lamb)
+    case(s, "schedule_free_adamw", "constant", 0.01, "schedule_free_adamw", keras.optimizers.ScheduleFreeAdamW)
     s.finish("keras compiled")
 
 

@@ -1,4 +1,5 @@
-# Keras -> rnntrain resume: Keras trains a few steps with Adam (and SGD with momentum), saves a legacy
+# Keras -> rnntrain resume: Keras trains a few steps with each optimizer (Adam, SGD with momentum, Lion, Adamax,
+# Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW), saves a legacy
 # .h5 checkpoint with its optimizer state, and takes one more step. rnntrain imports the checkpoint,
 # resumes from it (`train --resume`: at epoch 4, as Keras' initial_epoch would) for its one step, and
 # its weights must match Keras' within
@@ -84,6 +85,11 @@ def main():
                                           l2_regularization_strength=0.01, l2_shrinkage_regularization_strength=0.01,
                                           beta=0.1, learning_rate_power=-0.6, initial_accumulator_value=0.2),
          [L.LSTM(4), L.Dense(2)])
+    case(s, "lamb", keras.optimizers.Lamb(learning_rate=0.01, beta_2=0.99),
+         [L.LSTM(4, return_sequences=True), L.GRU(3), L.Dense(2)])
+    # Step 4 of a 5-step warmup: the rate is 0.8 of the configured one.
+    case(s, "schedule_free_adamw", keras.optimizers.ScheduleFreeAdamW(learning_rate=0.01, warmup_steps=5),
+         [L.Masking(0.0), L.GRU(4), L.Dense(2)])
     s.finish("keras resume")
 
 

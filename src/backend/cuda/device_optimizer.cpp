@@ -26,15 +26,22 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
     groups_[k].name = kinds.at[k].name;
     for (Param* p : params.all()) groups_[k].host.emplace_back(p->value.shape, kinds.at[k].init);
     groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
+    if (kinds.at[k].from_value) copy_slots_ |= 1u << k;
   }
   upload();
+  if (kinds.trust_ratio) {  // allocated here, not in a captured step
+    const auto nv = static_cast<int64_t>(store.variables());
+    scratch_.ensure(std::max<int64_t>(store.size(), 1));
+    sums_.ensure(std::max<int64_t>(2 * nv, 1));
+    factors_.ensure(std::max<int64_t>(nv, 1));
+  }
   if (std::any_of(regs.begin(), regs.end(), [](const Regularizer& r) { return r.active(); })) {
     std::vector<float> f;
     for (const Regularizer& r : regs) f.insert(f.end(), {static_cast<float>(r.l1), static_cast<float>(r.l2)});
     copy_to_device(regs_.ensure(static_cast<int64_t>(f.size())), f.data(), sizeof(float) * f.size(), gpu.stream());
     gpu.sync();  // f is a local
   }
-  if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm) || regs_.get())
+  if (is_set(spec.clipnorm) || is_set(spec.global_clipnorm) || regs_.get() || scratch_.get())
     var_ids_ = store.var_ids();  // before any capture
   if (std::any_of(constraints.begin(), constraints.end(), [](const Constraint& c) { return c.active(); })) {
     std::vector<int32_t> slice(static_cast<size_t>(std::max<int64_t>(store.size(), 1)), -1), groups;
@@ -59,7 +66,8 @@ DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
 void DeviceOptimizer::set_step(double lr, int64_t t) {
   const StepScalars sc = with_optimizer(spec_.kind, [&](auto d) { return decltype(d)::scalars(spec_, lr, t); });
   const float v[k::kSchedFloats] = {sc.lr, sc.k[0], sc.k[1], sc.k[2],
-                                    spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f};
+                                    spec_.weight_decay > 0 ? static_cast<float>(lr * spec_.weight_decay) : 0.0f,
+                                    t == 1 ? 1.0f : 0.0f};
   sched_.set(v);
 }
 
@@ -96,6 +104,8 @@ void DeviceOptimizer::apply(double* nonfinite, double* penalty) {
   a.p = store_.w(), a.g = store_.g(), a.trained = store_.trained(), a.n = store_.size();
   a.nonfinite = nonfinite;
   for (size_t k = 0; k < groups_.size(); ++k) a.s[k] = groups_[k].dev.get();
+  if (scratch_.get()) a.s[groups_.size()] = scratch_.get();
+  a.copy_slots = copy_slots_;
 
   if (scaled_) {
     a.skip = scale_state_.get() + 1;
@@ -118,6 +128,17 @@ void DeviceOptimizer::apply(double* nonfinite, double* penalty) {
   }
   a.sched = static_cast<const float*>(sched_.dev());
   k::optimizer_step(a, spec_, st);
+  if (scratch_.get()) {  // Lamb's trust ratio: each variable's |p| and |u|, then p -= r*lr*u
+    const int64_t nv = static_cast<int64_t>(store_.variables());
+    double* sums = sums_.ensure(2 * nv);
+    CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * 2 * nv, st));
+    k::sum_squares_by_var(store_.w(), var_ids_, store_.size(), sums, st);
+    k::sum_squares_by_var(scratch_.get(), var_ids_, store_.size(), sums + nv, st);
+    k::trust_ratios(sums, nv, factors_.ensure(nv), st);
+    if (share_) share_(factors_.get(), nv);
+    k::trust_update(store_.w(), scratch_.get(), var_ids_, store_.size(), factors_.get(), a.sched, a.skip, nonfinite,
+                    st);
+  }
   if (slices_ > 0) {  // Keras' constraints, on the updated weights
     CUDA_CHECK(cudaMemsetAsync(slice_sums_.get(), 0, sizeof(double) * slices_, st));
     k::sum_squares_by_var(store_.w(), slice_.get(), store_.size(), slice_sums_.get(), st);

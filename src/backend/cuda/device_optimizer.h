@@ -41,7 +41,7 @@ class DeviceOptimizer {
   // Enqueues the regularizers' penalty at the current values, added to *penalty (evaluation).
   void penalty(double* penalty);
   // Data parallelism: every rank's gradients are the same, but the sums behind the clipping factors
-  // add in an order that differs between ranks (atomics), so rank 0's factors are sent to all
+  // and Lamb's trust ratios add in an order that differs between ranks (atomics), so rank 0's are sent to all
   // (share(factors, n) on the stream) to keep the ranks' weights bit for bit the same.
   void share_clip_factors(std::function<void(float* factors, int64_t n)> share) { share_ = std::move(share); }
 
@@ -65,6 +65,8 @@ class DeviceOptimizer {
     DeviceBuffer<float> dev{"optimizer slot"};
   };
   std::vector<Group> groups_;
+  unsigned copy_slots_ = 0;  // bit k: slot k starts as the parameter (OptimizerSlot::from_value)
+  DeviceBuffer<float> scratch_{"optimizer update"};  // Lamb's update before its trust ratio; else empty
   const int32_t* var_ids_ = nullptr;  // the store's, when clipping by norm or regularizing
   DeviceBuffer<float> regs_{"regularizer factors"};  // l1, l2 per variable; empty without regularizers
   // Constraints: each element's slice (-1: none), each slice's rule and sum of squares; empty without.
@@ -78,7 +80,7 @@ class DeviceOptimizer {
   DeviceBuffer<float> scale_{"loss scale"};
   DeviceBuffer<int> scale_state_{"loss scale state"};  // [0]: finite steps in a row, [1]: non-finite flag
   StepValues sched_;  // set_step()'s StepScalars and decay (k::OptArgs::sched)
-  std::function<void(float*, int64_t)> share_;
+  std::function<void(float*, int64_t)> share_;  // clipping factors and trust ratios, rank 0's to all
 };
 
 }  // namespace rnntrain::cuda

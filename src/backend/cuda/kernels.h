@@ -157,26 +157,34 @@ void activity_regularizer(const float* y, float* dy, int64_t n, double l1, doubl
 // slice's sum of squares); nothing when *skip (an fp16 step whose gradients were not finite).
 void constrain(float* w, const int32_t* slice, int64_t n, const ConstraintRule* rules, const double* sums,
                const int* skip, cudaStream_t s);
-constexpr int kSchedFloats = 5;
+constexpr int kSchedFloats = 6;
 struct OptArgs {
   float* p = nullptr;
   float* g = nullptr;
   const uint32_t* trained = nullptr;  // bit i of word i / 32: element i is trained (not a frozen bias or gap)
   const int32_t* var = nullptr;       // [n] variable ids, for clip 1 only
-  float* s[SlotKinds::kMax] = {};  // the slots, in the order of the kind's descriptor
+  float* s[SlotKinds::kMax] = {};  // the slots, in the order of the kind's descriptor, then its scratch
+  unsigned copy_slots = 0;         // bit k: slot k starts as the parameter (copied before decay at step 1)
   int64_t n = 0;
   // clipping: 0 none, 1 per-variable factors, 2 one factor, 3 clip value
   int clip = 0;
   const float* factors = nullptr;  // per variable (clip 1)
   float factor = 1.0f, clipvalue = 0.0f;
   // On the device, so that a captured step reads each step's values: the descriptor's StepScalars
-  // (lr, k[0..2]) and lr * weight_decay (0: none), kSchedFloats floats.
+  // (lr, k[0..2]), lr * weight_decay (0: none) and 1 at the first step, kSchedFloats floats.
   const float* sched = nullptr;
   const int* skip = nullptr;  // one int on the device: non-zero skips the update (non-finite fp16 grads)
   double* nonfinite = nullptr;  // set to 1 when an updated parameter is inf or NaN (null: not checked)
 };
 // One update with the rule of spec.kind's descriptor (spec/optimizers/*.h): a kernel per kind.
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s);
+// Lamb's trust ratio (SlotKinds::trust_ratio): sums[v] and sums[nv + v] hold variable v's sums of p^2 and
+// u^2; ratios[v] = sqrt(p2) / sqrt(u2), or 1 when either is 0.
+void trust_ratios(const double* sums, int64_t nv, float* ratios, cudaStream_t s);
+// p[i] -= ratios[var[i]] * lr * u[i] for var[i] >= 0 (lr: sched[0]); nothing when *skip; *nonfinite = 1
+// when an updated value is inf or NaN (null: not checked).
+void trust_update(float* p, const float* u, const int32_t* var, int64_t n, const float* ratios, const float* sched,
+                  const int* skip, double* nonfinite, cudaStream_t s);
 
 // ---- mixed precision and step control (kernels_mixed.cu) ----
 enum ElemType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };

@@ -149,6 +149,7 @@ __global__ void optimizer_k(OptArgs a, Rule rule) {
   if (a.skip && *a.skip) return;
   const StepScalars sc = {a.sched[0], {a.sched[1], a.sched[2], a.sched[3]}};
   const float decay = a.sched[4];
+  const bool first = a.sched[5] != 0.0f;
   GRID_LOOP(i, a.n) {
     if (!bit_set(a.trained, i)) continue;
     float g = a.g[i];
@@ -156,10 +157,33 @@ __global__ void optimizer_k(OptArgs a, Rule rule) {
     else if (a.clip == 2) g *= a.factor;
     else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
     float p = a.p[i];
+    if (first)
+      for (int k = 0; k < SlotKinds::kMax; ++k)
+        if (a.copy_slots >> k & 1u) a.s[k][i] = p;
     if (decay > 0.0f) p -= p * decay;
     rule(p, g, a.s, i, sc);
     a.p[i] = p;
     if (a.nonfinite && !isfinite(p)) *a.nonfinite = 1.0;  // every writer stores the same value
+  }
+}
+
+__global__ void trust_ratios_k(const double* sums, int64_t nv, float* ratios) {
+  GRID_LOOP(v, nv) {
+    const double p2 = sums[v], u2 = sums[nv + v];
+    ratios[v] = p2 > 0.0 && u2 > 0.0 ? static_cast<float>(sqrt(p2) / sqrt(u2)) : 1.0f;
+  }
+}
+
+__global__ void trust_update_k(float* p, const float* u, const int32_t* var, int64_t n, const float* ratios,
+                               const float* sched, const int* skip, double* nonfinite) {
+  if (skip && *skip) return;
+  const float lr = sched[0];
+  GRID_LOOP(i, n) {
+    const int32_t v = var[i];
+    if (v < 0) continue;
+    const float x = p[i] - ratios[v] * lr * u[i];
+    p[i] = x;
+    if (nonfinite && !isfinite(x)) *nonfinite = 1.0;
   }
 }
 
@@ -248,6 +272,19 @@ void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s)
     optimizer_k<Rule><<<blocks_for(a.n), kThreads, 0, s>>>(a, Rule(spec));
   });
   LAUNCH_CHECK("optimizer_step");
+}
+
+void trust_ratios(const double* sums, int64_t nv, float* ratios, cudaStream_t s) {
+  if (nv == 0) return;
+  trust_ratios_k<<<blocks_for(nv), kThreads, 0, s>>>(sums, nv, ratios);
+  LAUNCH_CHECK("trust_ratios");
+}
+
+void trust_update(float* p, const float* u, const int32_t* var, int64_t n, const float* ratios, const float* sched,
+                  const int* skip, double* nonfinite, cudaStream_t s) {
+  if (n == 0) return;
+  trust_update_k<<<blocks_for(n), kThreads, 0, s>>>(p, u, var, n, ratios, sched, skip, nonfinite);
+  LAUNCH_CHECK("trust_update");
 }
 
 }  // namespace rnntrain::cuda::k
