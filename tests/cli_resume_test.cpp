@@ -155,6 +155,17 @@ TEST(RunDirectory, AnEarlierRunIsNeverReplacedSilently) {
   EXPECT_EQ(slurp(run + "/best.h5"), best);
   r = run_rnntrain("train -q --resume " + run + " --overwrite", tmp);
   EXPECT_EQ(r.code, 2) << "--resume and --overwrite contradict each other: " << r.err;
+  // A run killed before its first last.h5 (best.h5 written, last.h5 not) cannot be resumed: the hint
+  // is --overwrite, not --resume.
+  const std::string last = slurp(run + "/last.h5");
+  std::filesystem::rename(run + "/last.h5", tmp / "last.h5");
+  r = run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + run, tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  for (const char* part : {"never wrote last.h5", "cannot be resumed", "--overwrite", "nothing was changed"})
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << " in: " << r.err;
+  EXPECT_EQ(r.err.find("--resume"), std::string::npos) << r.err;
+  std::filesystem::rename(tmp / "last.h5", run + "/last.h5");
+  EXPECT_EQ(slurp(run + "/last.h5"), last);
 
   r = run_rnntrain("train " + cfg + " train.epochs=1 output.dir=" + run + " --overwrite", tmp);
   ASSERT_EQ(r.code, 0) << r.err;

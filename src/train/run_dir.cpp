@@ -84,6 +84,10 @@ void claim_run_dir(const std::string& run_dir, bool overwrite) {
   for (const std::string& f : found)
     if (f != "config.yaml" && f != "data_meta.json") list += (list.empty() ? "" : ", ") + f;
   if (list.empty()) return;
+  if (!overwrite && !fs::exists(fs::path(run_dir) / "last.h5"))  // killed before its first last.h5
+    throw UsageError(fmt::format("{} holds an earlier run ({}) that never wrote last.h5, so it cannot be resumed; "
+                                 "nothing was changed. Replace it with --overwrite, or train into another directory "
+                                 "(output.dir=...)", run_dir, list));
   if (!overwrite)
     throw UsageError(fmt::format("{} holds an earlier run ({}); nothing was changed. Continue it with `rnntrain train "
                                  "--resume {}`, replace it with --overwrite, or train into another directory "
