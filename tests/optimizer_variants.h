@@ -23,7 +23,10 @@ inline std::vector<std::pair<std::string, OptimizerSpec>> optimizer_variants() {
         flags.*k.flag = all.*k.flag = k.fallback == 0;
       } else {
         const bool unit = k.range == KeyRange::Unit || k.range == KeyRange::UnitOpen;
-        all.*k.number = unit ? (k.fallback == 0.5 ? 0.25 : 0.5) : 2 * k.fallback + 0.01;
+        // Muon's Newton-Schulz coefficients move 10%: doubled, the iteration diverges.
+        const bool ns = std::string(k.name).rfind("muon_", 0) == 0;
+        all.*k.number = unit ? (k.fallback == 0.5 ? 0.25 : 0.5) : ns ? 1.1 * k.fallback : 2 * k.fallback + 0.01;
+        if (k.range == KeyRange::Count) all.*k.number = k.fallback + 1;
       }
     }
     all.learning_rate = 2 * defaults.learning_rate;

@@ -140,6 +140,9 @@ struct Reference {
                   (std::sqrt(s1[j] / (1 - std::pow(spec.beta_2, t))) + spec.epsilon);
           break;
         }
+        case OptimizerKind::Adafactor:
+        case OptimizerKind::Muon:
+          break;  // per tensor: their own tests below
         case OptimizerKind::ScheduleFreeAdamW: {  // s0: the iterate z, s1: velocity
           const double rate = lr * (spec.warmup_steps > 0 ? std::min(t / spec.warmup_steps, 1.0) : 1.0);
           const double z_old = s0[j], b1 = spec.beta_1;
@@ -349,6 +352,110 @@ TEST(Optimizer, ScheduleFreeAdamWWithWarmupWeightDecayAndOtherBetas) {
   OptimizerSpec s = optimizer_defaults(OptimizerKind::ScheduleFreeAdamW);
   s.beta_1 = 0.6, s.beta_2 = 0.95, s.epsilon = 1e-4, s.weight_decay = 0.05, s.warmup_steps = 2;
   check_three_steps(s);
+}
+
+// Adafactor, written out in double over the [2, 3] kernel (factored: row and column moments) and the
+// [3] bias (a full velocity): three steps against the optimizer, with weight decay and a clip
+// threshold that clips. Its slots: r, c, velocity variable by variable, r and c scalars for the bias.
+TEST(Optimizer, AdafactorFactorsTwoDimensionalParameters) {
+  OptimizerSpec spec = optimizer_defaults(OptimizerKind::Adafactor);
+  spec.weight_decay = 0.05, spec.clip_threshold = 0.5, spec.beta_2_decay = -0.6, spec.epsilon_2 = 0.02;
+  Model m;
+  auto opt = make_optimizer(spec, m.ptrs());
+  const auto slots = opt->slots();
+  ASSERT_EQ(slots.size(), 6u);
+  const char* names[] = {"r/0", "c/0", "velocity/0", "r/1", "c/1", "velocity/1"};
+  const Shape shapes[] = {{2}, {3}, {2, 3}, {}, {}, {3}};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(slots[i].name, names[i]);
+    EXPECT_EQ(slots[i].tensor->shape, shapes[i]) << names[i];
+  }
+  std::vector<std::vector<double>> p(2), r{{0, 0}}, c{{0, 0, 0}}, v{{}, {0, 0, 0}};
+  for (size_t i = 0; i < 2; ++i)
+    for (float x : m.params[i].value.data) p[i].push_back(x);
+  const double lrs[] = {0.1, 0.05, 0.02};
+  for (int t = 1; t <= 3; ++t) {
+    set_grads(m, t, 1.0);
+    opt->step(lrs[t - 1]);
+    const double rho = std::min(lrs[t - 1], 1 / std::sqrt(t)), b = 1 - std::pow(t, spec.beta_2_decay);
+    for (size_t i = 0, j0 = 0; i < 2; j0 += p[i].size(), ++i) {
+      std::vector<double> g(p[i].size()), u(p[i].size());
+      double pp = 0, uu = 0;
+      for (size_t j = 0; j < g.size(); ++j) {
+        g[j] = static_cast<float>(grad_at(static_cast<int64_t>(j0 + j), t, 1.0));
+        p[i][j] -= p[i][j] * spec.weight_decay * lrs[t - 1];
+        pp += p[i][j] * p[i][j];
+      }
+      const double G = 1e-30;
+      if (i == 0) {  // [2, 3]
+        for (int a = 0; a < 2; ++a)
+          r[0][a] = b * r[0][a] + (1 - b) * (g[3 * a] * g[3 * a] + g[3 * a + 1] * g[3 * a + 1] + g[3 * a + 2] * g[3 * a + 2] + 3 * G) / 3;
+        for (int k = 0; k < 3; ++k) c[0][k] = b * c[0][k] + (1 - b) * (g[k] * g[k] + g[3 + k] * g[3 + k] + 2 * G) / 2;
+        const double r_mean = (r[0][0] + r[0][1]) / 2;
+        for (size_t j = 0; j < 6; ++j) u[j] = g[j] / std::sqrt(r[0][j / 3] / r_mean * c[0][j % 3]);
+      } else {
+        for (size_t j = 0; j < 3; ++j) {
+          v[1][j] = b * v[1][j] + (1 - b) * (g[j] * g[j] + G);
+          u[j] = g[j] / std::sqrt(v[1][j]);
+        }
+      }
+      for (double x : u) uu += x * x;
+      const double n = static_cast<double>(u.size());
+      const double alpha = std::max(spec.epsilon_2, std::sqrt(pp / n)) * rho;
+      const double clip = std::max(1.0, std::sqrt(uu / n) / spec.clip_threshold);
+      for (size_t j = 0; j < u.size(); ++j) {
+        p[i][j] -= alpha * u[j] / clip;
+        EXPECT_NEAR(m.params[i].value.data[j], p[i][j], 1e-6 + 2e-5 * std::fabs(p[i][j]))
+            << "step " << t << " parameter " << i << " element " << j;
+      }
+    }
+  }
+  EXPECT_EQ(opt->iterations(), 3);
+}
+
+// Muon: AdamW (its own slots, decay and rate) on 1-D weights and on embeddings (by Keras path unless
+// exclude_embeddings is off), Muon on the other 2-D weights; slots weight by weight as Keras lists them.
+TEST(Optimizer, MuonChoosesAdamWForVectorsAndEmbeddings) {
+  OptimizerSpec spec = optimizer_defaults(OptimizerKind::Muon);
+  Model m;
+  auto names_of = [&](const std::vector<std::string>& paths) {
+    auto opt = make_optimizer(spec, m.ptrs(), paths);
+    std::vector<std::string> out;
+    for (const NamedTensor& s : opt->slots()) out.push_back(s.name);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names_of({"sequential/lstm/lstm_cell/kernel", "sequential/lstm/lstm_cell/bias"}),
+            (V{"momentum/0", "momentum/1", "velocity/1"}));
+  EXPECT_EQ(names_of({"sequential/Embedding_1/embeddings", "sequential/dense/bias"}),
+            (V{"momentum/0", "velocity/0", "momentum/1", "velocity/1"}));
+  spec.exclude_embeddings = false;
+  EXPECT_EQ(names_of({"sequential/embedding/embeddings", "sequential/dense/bias"}),
+            (V{"momentum/0", "momentum/1", "velocity/1"}));
+  // One step from zero slots: the [2, 3] kernel moves by lr * sqrt(3) * rms_rate * NS(g), NS written
+  // out here in double (X = X / |X|; 5 times X = a X + (b A + c A A) X with A = X X^T).
+  spec = optimizer_defaults(OptimizerKind::Muon);
+  spec.weight_decay = 0, spec.adam_weight_decay = 0, spec.nesterov = false;
+  Model k;
+  auto opt = make_optimizer(spec, k.ptrs());
+  const Tensor before = k.params[0].value;
+  set_grads(k, 1, 1.0);
+  double x[6], norm = 0;
+  for (int j = 0; j < 6; ++j) x[j] = k.params[0].grad.data[j], norm += x[j] * x[j];
+  for (double& v : x) v /= std::sqrt(norm) + 1e-7;
+  for (int step = 0; step < 5; ++step) {
+    double A[2][2], B[2][2], y[6];
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) A[i][j] = x[3 * i] * x[3 * j] + x[3 * i + 1] * x[3 * j + 1] + x[3 * i + 2] * x[3 * j + 2];
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) B[i][j] = spec.muon_b * A[i][j] + spec.muon_c * (A[i][0] * A[0][j] + A[i][1] * A[1][j]);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) y[3 * i + j] = spec.muon_a * x[3 * i + j] + B[i][0] * x[j] + B[i][1] * x[3 + j];
+    std::copy(y, y + 6, x);
+  }
+  opt->step(0.1);
+  for (int j = 0; j < 6; ++j)
+    EXPECT_NEAR(k.params[0].value.data[j], before.data[j] - 0.1 * std::sqrt(3.0) * 0.2 * x[j], 1e-6) << j;
 }
 
 // Config and Keras names: the config's snake case, Keras' class name in lower case (import) and

@@ -31,7 +31,7 @@ int cmd_export(const CommandArgs& a) {
   std::unique_ptr<Optimizer> optimizer;
   KerasTraining kt{cfg.train, cfg.train.optimizer.learning_rate, 0, {}};
   auto fresh_optimizer = [&] {
-    optimizer = make_optimizer(cfg.train.optimizer, params.all());
+    optimizer = make_optimizer(cfg.train.optimizer, params.all(), keras_variable_paths(cfg.model, params));
     kt.slots.clear();
     for (const NamedTensor& s : optimizer->slots()) kt.slots.emplace_back(s.name, s.tensor);
   };

@@ -188,7 +188,8 @@ Json optimizer_json(const KerasTraining& t, KerasJsonStyle style) {
   const OptimizerInfo& info = optimizer_info(o.kind);
   for (int i = 0; i < info.num_keys; ++i) {
     const OptimizerKey& k = info.keys[i];
-    if (k.number) c[k.name] = o.*k.number;
+    if (k.number && k.range == KeyRange::Count) c[k.name] = static_cast<int64_t>(o.*k.number);
+    else if (k.number) c[k.name] = o.*k.number;
     else c[k.name] = o.*k.flag;
   }
   return keras_object("keras.optimizers", info.keras_class, std::move(c), style);
@@ -306,32 +307,21 @@ void optimizer_from(const json& j, const std::string& file, TrainSpec& t) {
                                  "gradient_accumulation_steps", "loss_scale_factor", "jit_compile",
                                  "is_legacy_optimizer"};
   for (int i = 0; i < info.num_keys; ++i) known.push_back(info.keys[i].name);
+  if (*kind == OptimizerKind::Muon) {
+    known.push_back("exclude_layers");
+    if (auto it = c.find("exclude_layers"); it != c.end() && !(it->is_array() && it->empty()) && !it->is_null())
+      log_warn("{}: {}: exclude_layers {} is not imported: rnntrain's Muon takes AdamW for the weights that are not "
+               "2-D and for embeddings only; the others get Muon's update", file, owner, it->dump());
+  }
   warn_unknown(c, known, file, owner, fmt::format("rnntrain's {} has no such setting", info.name));
   t.optimizer = o;
 }
 
-// Keras 3's variable path of each parameter with '/' as '_', in Params::all() order, as Keras names
-// optimizer slots: "sequential_lstm_lstm_cell_kernel", "sequential_bidirectional_forward_lstm_lstm_cell_bias",
-// "sequential_time_distributed_dense_kernel".
+// Keras 3's variable path of each parameter with '/' as '_', as Keras names optimizer slots:
+// "sequential_lstm_lstm_cell_kernel".
 std::vector<std::string> param_paths(const ModelSpec& model, const Params& params) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < params.layers.size() && i < model.layers.size(); ++i) {
-    const LayerSpec& l = model.layers[i];
-    for (const Param& p : params.layers[i].params) {
-      std::string w = p.name;
-      if (is_recurrent(l.kind)) {
-        w = fmt::format("{}/{}", cell_traits(l.kind).keras_cell, w);
-      } else if (l.kind == LayerKind::Bidirectional) {
-        const size_t slash = w.find('/');
-        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_traits(l.inner->kind).keras_cell, w.substr(slash + 1));
-      } else if (l.kind == LayerKind::TimeDistributed) {
-        w = l.inner->name + "/" + w;
-      }
-      std::string s = "sequential/" + l.name + "/" + w;
-      std::replace(s.begin(), s.end(), '/', '_');
-      out.push_back(s);
-    }
-  }
+  std::vector<std::string> out = keras_variable_paths(model, params);
+  for (std::string& s : out) std::replace(s.begin(), s.end(), '/', '_');
   return out;
 }
 
@@ -444,6 +434,16 @@ std::vector<size_t> keras_slot_order(const std::vector<std::string>& slot_names)
     by_kind[kind].push_back(i);
   }
   std::vector<size_t> out;
+  bool listed_by_variable = false;  // a kind seen again after another: the per-tensor kinds list Keras' order
+  for (size_t i = 1; i < slot_names.size(); ++i) {
+    const std::string kind = slot_names[i].substr(0, slot_names[i].rfind('/'));
+    listed_by_variable |= kind != slot_names[i - 1].substr(0, slot_names[i - 1].rfind('/')) &&
+                          by_kind[kind].front() != i;
+  }
+  if (listed_by_variable) {
+    for (size_t i = 0; i < slot_names.size(); ++i) out.push_back(i);
+    return out;
+  }
   size_t k = 0;
   size_t together = keras_interleaved_slots(kinds);
   for (size_t q = 1; q < together; ++q)

@@ -56,7 +56,9 @@ const char* keras_optimizer_name(OptimizerKind k);
 
 // rnntrain's optimizer slots ("momentum/3": slot kind, then the parameter's index) in Keras 3's
 // variable order: one list per slot kind in creation order, except that Adam creates momentum and
-// velocity together, interleaved per parameter. Returns indices into `slot_names`.
+// velocity together, interleaved per parameter. Slots already listed parameter by parameter (the
+// per-tensor kinds: a kind comes again after another) are in Keras' order as they are. Returns
+// indices into `slot_names`.
 std::vector<size_t> keras_slot_order(const std::vector<std::string>& slot_names);
 
 }  // namespace rnntrain

@@ -102,10 +102,13 @@ void scale(Tensor& t, float f) {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<Param*> params) {
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<Param*> params,
+                                          const std::vector<std::string>& paths) {
   check_clipping(spec);
   return with_optimizer(spec.kind, [&](auto d) -> std::unique_ptr<Optimizer> {
-    return std::make_unique<RuleOptimizer<decltype(d)>>(spec, std::move(params));
+    using D = decltype(d);
+    if constexpr (PerTensor<D>::value) return make_tensor_optimizer(spec, std::move(params), paths);
+    else return std::make_unique<RuleOptimizer<D>>(spec, std::move(params));
   });
 }
 

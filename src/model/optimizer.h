@@ -32,8 +32,14 @@ class Optimizer {
 };
 
 // The parameters must outlive the optimizer. Throws ConfigError when more than one of clipnorm,
-// clipvalue and global_clipnorm is set (Keras refuses that too).
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<Param*> params);
+// clipvalue and global_clipnorm is set (Keras refuses that too). paths: the parameters' Keras
+// variable paths (model/params.h: keras_variable_paths), which Muon reads; their names when empty.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<Param*> params,
+                                          const std::vector<std::string>& paths = {});
+
+// The kinds whose update is not elementwise (spec/optimizers.h: kPerTensor), from model/tensor_optimizers.cpp.
+std::unique_ptr<Optimizer> make_tensor_optimizer(const OptimizerSpec& spec, std::vector<Param*> params,
+                                                 const std::vector<std::string>& paths);
 
 // Gradient clipping in place, shared with the trainer's tests: returns the global norm before clipping.
 double clip_gradients(const OptimizerSpec& spec, const std::vector<Param*>& params);

@@ -263,4 +263,25 @@ Params init_params(const ModelSpec& model, Rng& rng) {
   return params;
 }
 
+std::vector<std::string> keras_variable_paths(const ModelSpec& model, const Params& params) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < params.layers.size() && i < model.layers.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    for (const Param& p : params.layers[i].params) {
+      std::string w = p.name;
+      if (is_recurrent(l.kind)) {
+        w = fmt::format("{}/{}", cell_traits(l.kind).keras_cell, w);
+      } else if (l.kind == LayerKind::Bidirectional) {
+        const size_t slash = w.find('/');
+        w = fmt::format("{}_{}/{}/{}", w.substr(0, slash), l.inner->name, cell_traits(l.inner->kind).keras_cell,
+                        w.substr(slash + 1));
+      } else if (l.kind == LayerKind::TimeDistributed) {
+        w = l.inner->name + "/" + w;
+      }
+      out.push_back("sequential/" + l.name + "/" + w);
+    }
+  }
+  return out;
+}
+
 }  // namespace rnntrain

@@ -45,6 +45,9 @@ void check_params_fit(const Params& params, const std::vector<LayerShape>& shape
 // Keras' weight regularizer of each parameter, in Params::all() order (inactive where it has none):
 // kernel, recurrent_kernel, bias and embeddings by name, a Bidirectional's for both directions.
 std::vector<Regularizer> weight_regularizers(const ModelSpec& model, const Params& params);
+// Keras 3's variable path of each parameter, in Params::all() order: "sequential/lstm/lstm_cell/kernel",
+// "sequential/bidirectional/forward_lstm/lstm_cell/bias", "sequential/time_distributed/dense/kernel".
+std::vector<std::string> keras_variable_paths(const ModelSpec& model, const Params& params);
 // Their penalty at the current values, summed in double; with add_grads, each regularized
 // parameter's grad += l1 * sign(w) + l2 * (2 * w) in float32, as the CUDA kernel adds it.
 double weight_penalty(const std::vector<Regularizer>& regs, const std::vector<Param*>& params, bool add_grads);

@@ -12,7 +12,10 @@
 namespace rnntrain {
 
 // The range a setting's value must lie in (the updates run in float32: at most FLT_MAX).
-enum class KeyRange { Positive, NonNegative, NonPositive, Unit /* [0, 1] */, UnitOpen /* [0, 1) */, Flag };
+enum class KeyRange {
+  Positive, NonNegative, NonPositive, Unit /* [0, 1] */, UnitOpen /* [0, 1) */, Flag,
+  Count /* a whole number >= 0, written as an integer (Keras calls range() on it) */
+};
 
 // Calls f(D{}) with the first of the descriptors D... whose info.kind is k (the last one if none is).
 template <class F, class Kind, class D, class... Rest>

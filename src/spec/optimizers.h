@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,7 @@ namespace rnntrain {
 
 // Every optimizer; the order of the list at the end of this file is the order configs list them in.
 enum class OptimizerKind {
-  SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW
+  SGD, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW, Adafactor, Muon
 };
 
 // Keras 3's hyperparameters, named as in Keras; a kind reads those its descriptor lists. The values
@@ -35,6 +36,13 @@ struct OptimizerSpec {
   double initial_accumulator_value = 0.1;  // Adagrad, Ftrl
   double learning_rate_power = -0.5, l1 = 0.0, l2 = 0.0, l2_shrinkage = 0.0, beta = 0.0;  // Ftrl
   double warmup_steps = 0.0;  // ScheduleFreeAdamW: the learning rate rises linearly over these steps
+  double beta_2_decay = -0.8, epsilon_1 = 1e-30, epsilon_2 = 1e-3, clip_threshold = 1.0;  // Adafactor
+  bool relative_step = true;
+  // Muon: Newton-Schulz coefficients and steps, the update's RMS scale, and the AdamW it runs on the
+  // other weights (rate times adam_lr_ratio, its own weight decay; beta_1, beta_2 are its adam_beta_*).
+  double muon_a = 3.4445, muon_b = -4.775, muon_c = 2.0315, ns_steps = 5, rms_rate = 0.2;
+  double adam_lr_ratio = 1.0, adam_weight_decay = 0.004;
+  bool exclude_embeddings = true;
   std::optional<double> clipnorm, clipvalue, global_clipnorm;  // at most one (Keras' rule)
 };
 
@@ -116,16 +124,27 @@ struct StepScalars {
 // OptimizerSpec, whose RNNTRAIN_HD operator()(float& p, float g, float* const* s, int64_t i, const
 // StepScalars& sc) updates one element i: p its value, g its clipped gradient, s[k][i] its slot k.
 // Weight decay and clipping are applied before, for every kind.
+//
+// A kind whose update is not elementwise (Adafactor's factored moments) has `static constexpr bool
+// kPerTensor = true` and no Rule: both engines run it over whole parameters in Keras layout
+// (model/tensor_optimizers.cpp, backend/cuda/tensor_optimizer.cpp). Its slots may then have other
+// shapes than the parameter's (SlotKinds: rows, cols) and are listed variable by variable.
+template <class D, class = void>
+struct PerTensor : std::false_type {};
+template <class D>
+struct PerTensor<D, std::void_t<decltype(D::kPerTensor)>> : std::bool_constant<D::kPerTensor> {};
 
 }  // namespace rnntrain
 
 #include "spec/optimizers/adadelta.h"
+#include "spec/optimizers/adafactor.h"
 #include "spec/optimizers/adagrad.h"
 #include "spec/optimizers/adam.h"
 #include "spec/optimizers/adamax.h"
 #include "spec/optimizers/ftrl.h"
 #include "spec/optimizers/lamb.h"
 #include "spec/optimizers/lion.h"
+#include "spec/optimizers/muon.h"
 #include "spec/optimizers/nadam.h"
 #include "spec/optimizers/rmsprop.h"
 #include "spec/optimizers/schedule_free_adamw.h"
@@ -141,7 +160,8 @@ struct OptimizerList {
 };
 // Every descriptor, in the order configs and messages list them.
 using Optimizers =
-    OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW>;
+    OptimizerList<Sgd, Adam, AdamW, RMSprop, Adagrad, Lion, Adamax, Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW,
+                  Adafactor, Muon>;
 
 // Calls f(D{}) with the descriptor D of kind k; returns what f returns.
 template <class F>

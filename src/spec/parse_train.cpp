@@ -48,6 +48,7 @@ void read_key(const Value& x, KeyRange range, double* number, bool* flag) {
     case KeyRange::NonPositive: *number = x.as_double(-kFloatMax, 0.0, false, false); return;
     case KeyRange::Unit: *number = x.as_double(0.0, 1.0, false, false); return;
     case KeyRange::UnitOpen: *number = unit_open(x); return;
+    case KeyRange::Count: *number = static_cast<double>(x.as_int(0, 1000000)); return;
   }
 }
 

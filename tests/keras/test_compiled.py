@@ -7,7 +7,7 @@
 # either, Keras' next step must equal rnntrain's next step (train --resume one epoch more) within
 # 1e-5 + 1e-4·|ref|. Two schedules: `step` (a callback in Keras: the file holds the reduced rate) and
 # `exponential` (Keras' ExponentialDecay, which goes on decaying per step); and the optimizers whose state
-# Keras keeps beyond per-element slots or starts from the weights (Nadam, Lamb, ScheduleFreeAdamW).
+# Keras keeps beyond per-element slots or starts from the weights (Nadam, Lamb, ScheduleFreeAdamW, Adafactor's factored moments, Muon's per-weight rules).
 # Usage: test_compiled.py RNNTRAIN_BINARY
 import json
 import os
@@ -104,8 +104,8 @@ def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
         got = got[2:] if len(got) == len(slots) + 2 else got[1:]  # Nadam: slots ends in its u_product
         if len(got) != len(slots):
             s.fail(f"{name}: the .keras optimizer has {len(got)} slots, the checkpoint {len(slots)}")
-        for i, (g, r) in enumerate(zip(got, slots)):
-            s.equal(f"{name}: .keras optimizer slot {i}", g, r)
+        for i, (g, r) in enumerate(zip(got, slots)):  # Adafactor's unused scalars are int32 in Keras
+            s.equal(f"{name}: .keras optimizer slot {i}", g.astype(r.dtype) if g.shape == () else g, r)
     recipe = None
     if optimizer != "lamb":
         scope = {}
@@ -120,7 +120,7 @@ def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
                 rtol=1e-6)
         got = [np.asarray(v.numpy()) for v in recipe.optimizer.variables]
         for i, (g, r) in enumerate(zip(got[len(got) - len(slots):], slots)):
-            s.equal(f"{name}: docs recipe optimizer slot {i}", g, r)
+            s.equal(f"{name}: docs recipe optimizer slot {i}", g.astype(r.dtype) if g.shape == () else g, r)
 
     # rnntrain's next epoch (one step) from last.h5, and Keras' from each way in.
     code, _, _ = s.rnntrain("train", "--resume", d + "run", "train.epochs=3")
@@ -164,6 +164,10 @@ def main():
     # Lamb (trust ratio per variable) and ScheduleFreeAdamW (its iterate starts as the weights).
     case(s, "lamb", "constant", 0.01, "lamb", keras.optimizers.Lamb)
     case(s, "schedule_free_adamw", "constant", 0.01, "schedule_free_adamw", keras.optimizers.ScheduleFreeAdamW)
+    case(s, "adafactor", "constant", 0.01, "adafactor", keras.optimizers.Adafactor)
+    # Muon: Newton-Schulz on the LSTM's kernels (rows < columns) and the Dense kernel (rows > columns),
+    # AdamW with its own weight decay on the biases.
+    case(s, "muon", "constant", 0.01, "muon", keras.optimizers.Muon)
     s.finish("keras compiled")
 
 

@@ -206,6 +206,22 @@ def warnings(s):
                 if not any(phrase in w for w in warned):
                     s.fail(f"import ({suffix}) does not warn about {phrase!r}; it warns: {warned}")
             s.checks += 1
+    # Muon: Keras always writes exclude_layers; an empty list is what rnntrain does, a pattern is named.
+    for suffix in [".keras", ".h5"]:
+        for excluded in [[], ["dense"]]:
+            m = keras.Sequential([keras.Input((5, 3)), L.LSTM(4), L.Dense(3, activation="softmax")])
+            m.compile(optimizer=keras.optimizers.Muon(0.01, exclude_layers=excluded),
+                      loss="sparse_categorical_crossentropy")
+            path = s.path("warnings", f"muon{len(excluded)}{suffix}")
+            m.save(path)
+            code, _, err = s.rnntrain("import", path, "-o", path + ".yaml")
+            warned = [line for line in err.splitlines() if "warn" in line]
+            named = any("exclude_layers" in w and "dense" in w for w in warned)
+            if code != 0 or (warned if not excluded else not named):
+                s.fail(f"import of Muon with exclude_layers={excluded} ({suffix}): code {code}, warnings {warned}")
+            elif "type: muon" not in open(path + ".yaml").read():
+                s.fail(f"import of Muon ({suffix}) did not configure muon")
+            s.checks += 1
 
 
 def main():

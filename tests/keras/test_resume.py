@@ -1,5 +1,5 @@
 # Keras -> rnntrain resume: Keras trains a few steps with each optimizer (Adam, SGD with momentum, Lion, Adamax,
-# Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW), saves a legacy
+# Adadelta, Nadam, Ftrl, Lamb, ScheduleFreeAdamW, Muon), saves a legacy
 # .h5 checkpoint with its optimizer state, and takes one more step. rnntrain imports the checkpoint,
 # resumes from it (`train --resume`: at epoch 4, as Keras' initial_epoch would) for its one step, and
 # its weights must match Keras' within
@@ -90,6 +90,11 @@ def main():
     # Step 4 of a 5-step warmup: the rate is 0.8 of the configured one.
     case(s, "schedule_free_adamw", keras.optimizers.ScheduleFreeAdamW(learning_rate=0.01, warmup_steps=5),
          [L.Masking(0.0), L.GRU(4), L.Dense(2)])
+    # Muon on the GRU's kernels and its [2, 3H] bias, AdamW on the Dense bias.
+    case(s, "muon", keras.optimizers.Muon(learning_rate=0.02, momentum=0.9, nesterov=False, weight_decay=0.01),
+         [L.GRU(4), L.Dense(2)])
+    # Not Adafactor: Keras 3.15 cannot save it to .h5 (the unused r and c of a 1-D weight are both named
+    # after the weight: "name already exists"); test_compiled.py checks its steps against Keras'.
     s.finish("keras resume")
 
 

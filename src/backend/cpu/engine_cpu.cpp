@@ -22,7 +22,7 @@ class CpuEngine final : public Engine {
   CpuEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
       : cfg_(cfg), params_(std::move(params)),
         model_(resolve_model(cfg_.model, cfg_.plan.fuse), params_, &cfg_.plan), rng_(rng),
-        opt_(make_optimizer(cfg_.train.optimizer, params_.all())), dp_(ranks && ranks->distributed() ? ranks : nullptr),
+        opt_(make_optimizer(cfg_.train.optimizer, params_.all(), keras_variable_paths(cfg_.model, params_))), dp_(ranks && ranks->distributed() ? ranks : nullptr),
         regs_(weight_regularizers(cfg_.model, params_)), constraints_(weight_constraints(cfg_.model, params_)) {
     if (dp_) refuse_activity_regularizers(cfg_.model, dp_->describe());
   }

@@ -17,12 +17,16 @@ bool is_set(const std::optional<double>& v) { return v.has_value() && *v > 0; }
 }  // namespace
 
 DeviceOptimizer::DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params,
-                                 const std::vector<Regularizer>& regs, const std::vector<Constraint>& constraints)
+                                 const std::vector<Regularizer>& regs, const std::vector<Constraint>& constraints,
+                                 const std::vector<std::string>& paths)
     : gpu_(gpu), store_(store), spec_(spec), sched_(gpu, sizeof(float) * k::kSchedFloats, "learning rate") {
   check_clipping(spec);
   const SlotKinds kinds = optimizer_slot_kinds(spec);  // the descriptor's slots, as model/optimizer.cpp
-  groups_.resize(kinds.n);
-  for (int k = 0; k < kinds.n; ++k) {
+  if (with_optimizer(spec.kind, [](auto d) { return PerTensor<decltype(d)>::value; }))
+    tensor_ = std::make_unique<TensorOptimizer>(gpu, store, spec, params, paths);
+  else
+    groups_.resize(kinds.n);
+  for (size_t k = 0; k < groups_.size(); ++k) {
     groups_[k].name = kinds.at[k].name;
     for (Param* p : params.all()) groups_[k].host.emplace_back(p->value.shape, kinds.at[k].init);
     groups_[k].dev.ensure(std::max<int64_t>(store.size(), 1));
@@ -72,6 +76,7 @@ void DeviceOptimizer::set_step(double lr, int64_t t) {
 }
 
 std::vector<std::pair<std::string, Tensor*>> DeviceOptimizer::slots() {
+  if (tensor_) return tensor_->slots();
   std::vector<std::pair<std::string, Tensor*>> out;
   for (Group& g : groups_)
     for (size_t i = 0; i < g.host.size(); ++i) out.emplace_back(fmt::format("{}/{}", g.name, i), &g.host[i]);
@@ -79,6 +84,7 @@ std::vector<std::pair<std::string, Tensor*>> DeviceOptimizer::slots() {
 }
 
 void DeviceOptimizer::download() {
+  if (tensor_) tensor_->download();
   for (Group& g : groups_) {
     std::vector<Tensor*> t;
     for (Tensor& h : g.host) t.push_back(&h);
@@ -87,6 +93,7 @@ void DeviceOptimizer::download() {
 }
 
 void DeviceOptimizer::upload() {
+  if (tensor_) tensor_->upload();
   for (Group& g : groups_) {
     std::vector<Tensor*> t;
     for (Tensor& h : g.host) t.push_back(&h);
@@ -127,7 +134,8 @@ void DeviceOptimizer::apply(double* nonfinite, double* penalty) {
     a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }
   a.sched = static_cast<const float*>(sched_.dev());
-  k::optimizer_step(a, spec_, st);
+  if (tensor_) tensor_->apply(a);
+  else k::optimizer_step(a, spec_, st);
   if (scratch_.get()) {  // Lamb's trust ratio: each variable's |p| and |u|, then p -= r*lr*u
     const int64_t nv = static_cast<int64_t>(store_.variables());
     double* sums = sums_.ensure(2 * nv);

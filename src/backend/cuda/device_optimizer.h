@@ -8,14 +8,17 @@
 // is not finite, then adjusts the scale, all on the device. Keras' weight regularizers add their
 // gradients (after unscaling, before clipping) and their penalty there too; Keras' weight
 // constraints project the updated weights (a kernel summing each slice's squares, one applying the
-// rule).
+// rule). Lamb's trust ratio is a second stage over per-variable sums; the kinds whose update is per
+// tensor (Adafactor, Muon) run in TensorOptimizer instead of the elementwise kernel.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backend/cuda/param_store.h"
+#include "backend/cuda/tensor_optimizer.h"
 #include "spec/constraint_rule.h"
 #include "spec/config.h"
 
@@ -25,8 +28,10 @@ class DeviceOptimizer {
  public:
   // params: the host parameters (shapes for the host slot tensors); not kept. regs, constraints: each
   // parameter's weight regularizer and constraint (Params::all() order; model/params.h).
+  // paths: the parameters' Keras variable paths (model/params.h), which Muon reads.
   DeviceOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpec& spec, Params& params,
-                  const std::vector<Regularizer>& regs, const std::vector<Constraint>& constraints);
+                  const std::vector<Regularizer>& regs, const std::vector<Constraint>& constraints,
+                  const std::vector<std::string>& paths);
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
 
@@ -65,6 +70,7 @@ class DeviceOptimizer {
     DeviceBuffer<float> dev{"optimizer slot"};
   };
   std::vector<Group> groups_;
+  std::unique_ptr<TensorOptimizer> tensor_;  // the kinds whose update is per tensor (Adafactor); groups_ empty
   unsigned copy_slots_ = 0;  // bit k: slot k starts as the parameter (OptimizerSlot::from_value)
   DeviceBuffer<float> scratch_{"optimizer update"};  // Lamb's update before its trust ratio; else empty
   const int32_t* var_ids_ = nullptr;  // the store's, when clipping by norm or regularizing

@@ -178,6 +178,45 @@ struct OptArgs {
 };
 // One update with the rule of spec.kind's descriptor (spec/optimizers/*.h): a kernel per kind.
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s);
+// ---- per-tensor optimizers in Keras layout (kernels_tensor.cu; tensor_optimizer.h) ----
+struct TensorVar {
+  int64_t off = 0, n = 0;        // its elements in the Keras-layout buffers
+  int64_t rows = 1, cols = 0;    // a matrix [rows, cols] when factored (Adafactor) or not adamw (Muon)
+  int64_t r_off = 0, c_off = 0;  // Adafactor: its row and column moments
+  int factored = 0;              // Adafactor: factored moments
+  int adamw = 0;                 // Muon: AdamW, not Muon, updates it
+  float wd = 0.0f;               // its weight decay (times the learning rate, sched[0])
+};
+// g[j] = clipped G[pos[j]]; p[j] = P[pos[j]] less its weight decay (a.clip, a.factors by var[j], lr * vars[v].wd).
+void tensor_gather(const OptArgs& a, const TensorVar* vars, const int64_t* pos, const int32_t* var, int64_t n, float* g,
+                   float* p, cudaStream_t s);
+// out[v] = sum of x^2 over variable v's elements, in a fixed order (deterministic, unlike sum_squares_by_var).
+void tensor_squares(const float* x, const TensorVar* vars, int64_t nv, double* out, const int* skip, cudaStream_t s);
+// Adafactor over variable v (h: its host copy) of the Keras-layout buffers: row and column moments
+// (factored) and its sum of r into sums[2 nv + v]; then, for all variables, u into g, velocity into vel.
+void adafactor_moments(const TensorVar& h, int v, int64_t nv, const float* g, float* r, float* c, double* sums,
+                       float eps1, const float* sched, const int* skip, cudaStream_t s);
+void adafactor_velocity(const TensorVar* vars, const int32_t* var, int64_t n, int64_t nv, float* g, const float* r,
+                        const float* c, float* vel, const double* sums, float eps1, const float* sched, const int* skip,
+                        cudaStream_t s);
+// P[pos[j]] = p[j] - max(eps2, rms_v(p)) rho u[j] / max(1, rms_v(u) / clip) (sums: p^2 then u^2 per variable).
+void adafactor_apply(const TensorVar* vars, const int32_t* var, const int64_t* pos, int64_t n, int64_t nv,
+                     const float* p, const float* u, const double* sums, float eps2, float clip, const float* sched,
+                     const int* skip, float* P, double* nonfinite, cudaStream_t s);
+
+// Muon, over all variables: AdamW ones update m, v and write P[pos[j]]; Muon ones update m and leave
+// nesterov ? g + momentum m : m in g (sched[1]: AdamW's alpha).
+void muon_moments(const TensorVar* vars, const int32_t* var, const int64_t* pos, int64_t n, float* g, const float* p,
+                  float* m, float* v, float c1, float c2, float eps, float mu, bool nesterov, const float* sched,
+                  const int* skip, float* P, double* nonfinite, cudaStream_t s);
+// x[j] /= sqrt(sums[var[j]]) + 1e-7 for the Muon variables (Newton-Schulz's start).
+void muon_normalize(const TensorVar* vars, const int32_t* var, int64_t n, float* x, const double* sums, const int* skip,
+                    cudaStream_t s);
+// P[pos[j]] = p[j] - lr * x[j] * sqrt(max(rows, cols)) * rms_rate for the Muon variables.
+void muon_apply(const TensorVar* vars, const int32_t* var, const int64_t* pos, int64_t n, const float* p,
+                const float* x, float rms_rate, const float* sched, const int* skip, float* P, double* nonfinite,
+                cudaStream_t s);
+
 // Lamb's trust ratio (SlotKinds::trust_ratio): sums[v] and sums[nv + v] hold variable v's sums of p^2 and
 // u^2; ratios[v] = sqrt(p2) / sqrt(u2), or 1 when either is 0.
 void trust_ratios(const double* sums, int64_t nv, float* ratios, cudaStream_t s);

@@ -37,6 +37,20 @@ __device__ inline float to_f(__half v) { return __half2float(v); }
 __device__ inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Bit i of a bit set stored as 32-bit words (ParamStore::trained()).
+// The block's total of v, in every thread. Every thread of the block calls it.
+__device__ inline double block_sum(double v) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const double total = part[0];
+  __syncthreads();  // part is reused by the next call
+  return total;
+}
+
 __device__ inline bool bit_set(const uint32_t* bits, int64_t i) { return (bits[i >> 5] >> (i & 31)) & 1u; }
 
 // fminf/fmaxf drop NaN operands; these keep NaN, as the CPU backend does, so bad weights surface.

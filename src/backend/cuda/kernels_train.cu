@@ -13,14 +13,8 @@ namespace {
 
 // Adds the block's values of v into *sum (one atomic per block). Every thread of the block calls it.
 __device__ void block_add(double v, double* sum) {
-  __shared__ double part[kThreads];
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0 && part[0] != 0.0) atomicAdd(sum, part[0]);
+  const double total = block_sum(v);
+  if (threadIdx.x == 0 && total != 0.0) atomicAdd(sum, total);
 }
 
 // A per-element loss (spec/losses/*.h, kRows false): one thread per element, so reads are
@@ -268,8 +262,11 @@ void constrain(float* w, const int32_t* slice, int64_t n, const ConstraintRule* 
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s) {
   if (a.n == 0) return;
   with_optimizer(spec.kind, [&](auto d) {
-    using Rule = typename decltype(d)::Rule;
-    optimizer_k<Rule><<<blocks_for(a.n), kThreads, 0, s>>>(a, Rule(spec));
+    using D = decltype(d);
+    if constexpr (!PerTensor<D>::value) {  // the others: tensor_optimizer.cpp
+      using Rule = typename D::Rule;
+      optimizer_k<Rule><<<blocks_for(a.n), kThreads, 0, s>>>(a, Rule(spec));
+    }
   });
   LAUNCH_CHECK("optimizer_step");
 }

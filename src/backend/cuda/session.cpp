@@ -34,7 +34,7 @@ struct Session::Impl {
   Impl(const Config& c, const ResolvedModel& m, Params& p, Comm* ranks)
       : cfg(c), params(p), model(gpu, m, cfg.plan, p, cfg.train.seed),
         opt(gpu, model.store(), cfg.train.optimizer, p, weight_regularizers(cfg.model, p),
-            weight_constraints(cfg.model, p)) {
+            weight_constraints(cfg.model, p), keras_variable_paths(cfg.model, p)) {
     if (cfg.plan.precision == Precision::Fp16) opt.enable_loss_scale();
     // One launched rank takes the NCCL path where the build has it (mpirun -np 1 checks it against a
     // plain run), and trains alone where it does not.

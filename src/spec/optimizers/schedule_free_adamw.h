@@ -13,7 +13,7 @@ struct ScheduleFreeAdamW {
       number_key("beta_1", &OptimizerSpec::beta_1, 0.9, KeyRange::UnitOpen),
       number_key("beta_2", &OptimizerSpec::beta_2, 0.999, KeyRange::UnitOpen),
       number_key("epsilon", &OptimizerSpec::epsilon, 1e-8, KeyRange::Positive),
-      number_key("warmup_steps", &OptimizerSpec::warmup_steps, 0.0, KeyRange::NonNegative)};
+      number_key("warmup_steps", &OptimizerSpec::warmup_steps, 0.0, KeyRange::Count)};
   static constexpr OptimizerInfo info = make_info(OptimizerKind::ScheduleFreeAdamW, "schedule_free_adamw",
                                                   "ScheduleFreeAdamW", keys, 0.0025, 0.0, "schedule_free_adam_w");
 
