@@ -10,6 +10,7 @@ DEB_PACKAGES=(
   build-essential cmake pkg-config ninja-build
   libyaml-cpp-dev libcli11-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libgtest-dev libzip-dev
+  libprotobuf-dev protobuf-compiler libboost-dev  # TensorBoard event files: protobuf records, Boost.CRC (CRC-32C)
   libdnnl-dev  # oneDNN: the CPU backend's recurrent stacks (plan.cpu: onednn); optional at build time
   ocl-icd-opencl-dev  # Debian's oneDNN CMake config requires OpenCL (a recommends apt skips here)
   libopenmpi-dev openmpi-bin  # data-parallel training under mpirun (docs/distributed.md); optional at build time
@@ -31,9 +32,9 @@ fi
 
 # Python: numpy and h5py for the data scripts and the tests that write fixtures; Keras 3 with its JAX
 # CPU backend for the Keras interchange suite (tests/keras/, ctest label `keras`), which skips with a
-# printed reason when keras is missing. Pinned; reinstalled only when a version differs.
+# printed reason when keras is missing; tensorboard, whose reader checks the event files. Pinned; reinstalled only when a version differs.
 PY=${PYTHON:-python3}
-PIP_PACKAGES=(numpy==2.4.6 h5py==3.11.0 keras==3.15.1 "jax[cpu]==0.10.2" jaxlib==0.10.2)
+PIP_PACKAGES=(numpy==2.4.6 h5py==3.11.0 keras==3.15.1 "jax[cpu]==0.10.2" jaxlib==0.10.2 tensorboard==2.20.0)
 if ! "$PY" - "${PIP_PACKAGES[@]}" <<'PYEOF' 2>/dev/null
 import sys
 from importlib.metadata import version

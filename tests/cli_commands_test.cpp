@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "data/npy.h"
 #include "io/h5.h"
 
 using namespace rnntrain;
@@ -107,6 +108,30 @@ TEST_F(Cli, TrainThenEvalJsonThenPredict) {
   ASSERT_EQ(p.code, 0) << p.err;
   h5::File f = h5::File::open(pred);
   EXPECT_EQ(f.root().shape("predictions"), (Shape{64, 1}));
+}
+
+// eval --data x.npy: the inputs' own targets come with --targets; the config's (other inputs') never do.
+TEST_F(Cli, EvalOfAnNpyFileTakesItsTargetsFromTargets) {
+  const std::string run = (tmp / "run").string(), x = (tmp / "x.npy").string(), y = (tmp / "y.npy").string();
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + run, tmp).code, 0);
+  Tensor xs({40, 12, 2}), ys({40, 1});
+  for (int64_t i = 0; i < xs.numel(); ++i) xs.data[i] = static_cast<float>((i * 37 % 11) / 11.0);
+  for (int64_t i = 0; i < ys.numel(); ++i) ys.data[i] = static_cast<float>(i % 5) * 0.3f;
+  write_file(x, npy_bytes(xs));
+  write_file(y, npy_bytes(ys));
+  const std::string eval = "eval " + cfg + " --weights " + run + "/last.h5 --json";
+  CmdResult r = run_rnntrain(eval + " --data " + x, tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--targets"), std::string::npos) << r.err;
+  r = run_rnntrain(eval + " --targets " + y, tmp);
+  EXPECT_EQ(r.code, 2) << "--targets without --data: " << r.err;
+  r = run_rnntrain(eval + " --data " + x + " --targets " + y, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["samples"], 40);
+  CmdResult same = run_rnntrain(eval + " 'data.test={format: npy, inputs: " + x + ", targets: " + y + "}'", tmp);
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(got["loss"], nlohmann::json::parse(same.out)["loss"]) << "the same as data.test naming both files";
 }
 
 TEST_F(Cli, PlanPrintsShapesAndTotal) {

@@ -55,6 +55,7 @@ int run_cli(int argc, char** argv) {
   eval->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
   eval->add_option("--weights", a.weights, "Weights to evaluate (a checkpoint or Keras .h5)")->required();
   eval->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
+  eval->add_option("--targets", a.targets, "The targets of an .npy --data, as an .npy file");
   eval->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   eval->add_flag("--json", a.json, "Print {\"loss\", \"metrics\", \"samples\"} as JSON on stdout");
   eval->add_flag("--allow-nonfinite", a.allow_nonfinite, "Evaluate weights that hold inf or NaN (refused otherwise)");

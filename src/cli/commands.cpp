@@ -69,8 +69,9 @@ int cmd_train(const CommandArgs& a) {
 }
 
 // The data for eval and predict: --data replaces the path of data.test (else validation, else
-// train) and keeps its other keys while the format stays; the training run's data_meta.json (next
-// to the weights, or --meta) supplies CSV scaling and the text vocabulary.
+// train) and keeps its other keys while the format stays; an .npy --data holds inputs only, so eval
+// takes its targets from --targets (never the config's, which belong to other inputs). The training
+// run's data_meta.json (next to the weights, or --meta) supplies CSV scaling and the text vocabulary.
 static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targets) {
   const DataSource* tmpl = cfg.data.test ? &*cfg.data.test : cfg.data.validation ? &*cfg.data.validation
                            : cfg.data.train ? &*cfg.data.train : nullptr;
@@ -89,8 +90,17 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
       src.lengths = "";
     }
     src.path = fs::absolute(a.data).string();
-    if (src.format == DataFormat::Npy) src.inputs = src.path;
+    if (src.format == DataFormat::Npy) {
+      src.inputs = src.path;
+      if (!a.targets.empty()) src.targets = fs::absolute(a.targets).string();
+      else if (need_targets)
+        throw UsageError(fmt::format("--data {} holds inputs only: pass their targets with --targets FILE.npy (the "
+                                     "config's targets belong to other inputs)", a.data));
+    }
   }
+  if (!a.targets.empty() && (a.data.empty() || src.format != DataFormat::Npy))
+    throw UsageError(fmt::format("--targets {} goes with an .npy --data (inputs and targets in two files); {}", a.targets,
+                                 a.data.empty() ? "pass --data too" : "this --data holds its targets itself"));
   if (!need_targets) src.targets = "";
   const std::string meta_dir = a.meta.empty() ? fs::path(a.weights).parent_path().string() : "";
   DataMeta meta = a.meta.empty() ? read_meta(meta_dir) : read_meta_file(a.meta);

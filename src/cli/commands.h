@@ -10,7 +10,7 @@ namespace rnntrain {
 
 struct CommandArgs {
   std::vector<std::string> args;  // CONFIG then KEY=VALUE overrides
-  std::string resume, weights, data, output, meta;
+  std::string resume, weights, data, targets, output, meta;
   bool json = false, progress = true;
   bool allow_nonfinite = false;  // eval, predict: use weights holding inf or NaN
   bool overwrite = false;        // train: replace the run in output.dir

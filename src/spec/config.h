@@ -265,6 +265,9 @@ const char* fuse_mode_name(FuseMode f);
 
 struct OutputSpec {
   std::string dir = "runs/run";  // the run directory (relative to the working directory)
+  // TensorBoard event files in dir/tensorboard: 0 per epoch, N > 0 also every N steps, -1 none
+  // (`tensorboard: epoch | N | off`).
+  int64_t tensorboard = 0;
 };
 
 struct Config {

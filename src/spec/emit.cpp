@@ -324,6 +324,8 @@ std::string emit_config(const Config& c) {
   put_name(e, "device", spec::enum_name(spec::devices(), c.device));
   key(e, "output") << YAML::BeginMap;
   put_str(e, "dir", c.output.dir);
+  if (c.output.tensorboard < 0) put_name(e, "tensorboard", "off");
+  else if (c.output.tensorboard > 0) put_int(e, "tensorboard", c.output.tensorboard);
   e << YAML::EndMap << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

@@ -49,9 +49,16 @@ Config type_config(const spec::Value& root, const std::string& filename) {
   if (auto x = root.get("device")) c.device = spec::read_enum(*x, spec::devices(), "device");
   if (auto x = root.get("output")) {
     x->require_map(" like {dir: runs/quickstart}");
-    constexpr const char* output_keys[] = {"dir"};
+    constexpr const char* output_keys[] = {"dir", "tensorboard"};
     x->check_keys(output_keys, "output");
     if (auto d = x->get("dir")) c.output.dir = d->as_string();
+    if (auto t = x->get("tensorboard")) {
+      const std::string s = t->as_string();
+      if (s == "epoch") c.output.tensorboard = 0;
+      else if (s == "off" || s == "false") c.output.tensorboard = -1;
+      else if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) c.output.tensorboard = t->as_int(1, int64_t{1} << 40);
+      else t->fail("must be epoch (event files per epoch), a number of steps N (also every N steps) or off");
+    }
   }
   return c;
 }

@@ -92,10 +92,10 @@ void claim_run_dir(const std::string& run_dir, bool overwrite) {
     throw UsageError(fmt::format("{} holds an earlier run ({}); nothing was changed. Continue it with `rnntrain train "
                                  "--resume {}`, replace it with --overwrite, or train into another directory "
                                  "(output.dir=...)", run_dir, list, run_dir));
-  found.push_back("train.log");  // the earlier run's log
+  found.insert(found.end(), {"train.log", "tensorboard"});  // the earlier run's log and event files
   for (const std::string& f : found) {
     std::error_code ec;
-    fs::remove(fs::path(run_dir) / f, ec);
+    fs::remove_all(fs::path(run_dir) / f, ec);
     if (ec) throw RuntimeError(fmt::format("--overwrite: cannot remove {}: {}", (fs::path(run_dir) / f).string(), ec.message()));
   }
   log_warn("--overwrite: removed the earlier run in {} ({})", run_dir, list);

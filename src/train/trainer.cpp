@@ -25,6 +25,7 @@
 #include "train/memory.h"
 #include "train/observers.h"
 #include "train/progress.h"
+#include "train/tensorboard.h"
 
 namespace fs = std::filesystem;
 
@@ -271,6 +272,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   if (early) observers.push_back(&*early);
   observers.push_back(&checkpoints);  // one rank writes the run directory: every rank holds the same weights
   if (comm.root()) observers.push_back(&history);
+  std::optional<TensorBoardObserver> tensorboard;
+  if (comm.root() && cfg.output.tensorboard >= 0) {
+    tensorboard.emplace(run_dir, cfg.output.tensorboard);
+    observers.push_back(&*tensorboard);
+  }
 
   const int64_t n = data.train.size(), bs = cfg.train.batch_size;
   int64_t steps = (n + bs - 1) / bs;
@@ -374,6 +380,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       std::vector<std::pair<std::string, double>> shown{{"loss", e.sum / e.count}};
       for (auto* m : ms) shown.emplace_back(m->name(), m->result());
       progress.update(e.done, seen, shown);
+      if (tensorboard) tensorboard->on_step(epoch * steps + e.done, shown, e.lr);
     };
     // With asynchronous steps (a GPU) the next batch is gathered on a second thread while this one
     // enqueues the step.
