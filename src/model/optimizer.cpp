@@ -45,11 +45,7 @@ class RuleOptimizer : public Optimizer {
         if (kinds_.at[k].from_value)
           for (size_t i = 0; i < params_.size(); ++i) slots_[k].second[i].data = params_[i]->value.data;
     clip_gradients(spec_, params_);
-    if (spec_.weight_decay > 0) {
-      const float f = static_cast<float>(lr * spec_.weight_decay);
-      for (Param* p : params_)
-        for (float& x : p->value.data) x -= x * f;
-    }
+    for (Param* p : params_) decay_weights(p->value, lr, spec_.weight_decay);
     const StepScalars scalars = D::scalars(spec_, lr, t);
     const typename D::Rule rule = rule_;  // a local: the stores through p and s cannot change it
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -110,6 +106,12 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector
     if constexpr (PerTensor<D>::value) return make_tensor_optimizer(spec, std::move(params), paths);
     else return std::make_unique<RuleOptimizer<D>>(spec, std::move(params));
   });
+}
+
+void decay_weights(Tensor& value, double lr, double wd) {
+  if (wd <= 0) return;
+  const float f = static_cast<float>(lr * wd);
+  for (float& x : value.data) x -= x * f;
 }
 
 double clip_gradients(const OptimizerSpec& spec, const std::vector<Param*>& params) {

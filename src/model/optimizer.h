@@ -41,6 +41,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector
 std::unique_ptr<Optimizer> make_tensor_optimizer(const OptimizerSpec& spec, std::vector<Param*> params,
                                                  const std::vector<std::string>& paths);
 
+// Keras' decoupled weight decay of one parameter in place: p -= p * lr * wd (nothing when wd <= 0).
+void decay_weights(Tensor& value, double lr, double wd);
+
 // Gradient clipping in place, shared with the trainer's tests: returns the global norm before clipping.
 double clip_gradients(const OptimizerSpec& spec, const std::vector<Param*>& params);
 

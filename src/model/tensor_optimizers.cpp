@@ -31,11 +31,7 @@ class AdafactorOptimizer : public Optimizer {
 
   void step(double lr) override {
     clip_gradients(spec_, params_);
-    if (spec_.weight_decay > 0) {
-      const float f = static_cast<float>(lr * spec_.weight_decay);
-      for (Param* p : params_)
-        for (float& x : p->value.data) x -= x * f;
-    }
+    for (Param* p : params_) decay_weights(p->value, lr, spec_.weight_decay);
     const int64_t t = iterations_ + 1;
     const StepScalars sc = Adafactor::scalars(spec_, lr, t);
     const float rho = sc.k[0], b = sc.k[1], eps1 = static_cast<float>(spec_.epsilon_1);
@@ -133,12 +129,8 @@ class MuonOptimizer : public Optimizer {
 
   void step(double lr) override {
     clip_gradients(spec_, params_);
-    for (size_t i = 0; i < params_.size(); ++i) {  // Keras' Muon._apply_weight_decay: the base rate
-      const double wd = adamw_[i] ? spec_.adam_weight_decay : spec_.weight_decay;
-      const float f = static_cast<float>(lr * wd);
-      if (wd > 0)
-        for (float& x : params_[i]->value.data) x -= x * f;
-    }
+    for (size_t i = 0; i < params_.size(); ++i)  // Keras' Muon._apply_weight_decay: the base rate
+      decay_weights(params_[i]->value, lr, adamw_[i] ? spec_.adam_weight_decay : spec_.weight_decay);
     const int64_t t = iterations_ + 1;
     const StepScalars sc = Muon::scalars(spec_, lr, t);
     const float c1 = static_cast<float>(1.0 - spec_.beta_1), c2 = static_cast<float>(1.0 - spec_.beta_2);
