@@ -22,10 +22,17 @@ namespace {
 
 using namespace rnntrain::testing;
 
-std::vector<std::unique_ptr<Metric>> metrics_of(const Config& cfg, const std::vector<MetricKind>& kinds) {
+std::vector<std::unique_ptr<Metric>> metrics_of(const Config& cfg, const std::vector<MetricSpec>& specs) {
   std::vector<std::unique_ptr<Metric>> out;
-  for (MetricKind k : kinds) out.push_back(make_metric(MetricSpec{k, ""}, cfg.train.loss));
+  for (const MetricSpec& s : specs) out.push_back(make_metric(s, cfg.train.loss, infer_shapes(cfg.model).back().out));
   return out;
+}
+
+// A metric of Keras' defaults, or with a setting changed.
+MetricSpec metric(MetricKind kind, void (*set)(MetricSpec&) = nullptr) {
+  MetricSpec s{kind, ""};
+  if (set) set(s);
+  return s;
 }
 
 std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) {
@@ -38,7 +45,7 @@ struct MetricCase {
   std::string name, layers;
   LossKind loss;
   bool from_logits;
-  std::vector<MetricKind> metrics;
+  std::vector<MetricSpec> metrics;
   bool masked;
 };
 
@@ -93,17 +100,37 @@ INSTANTIATE_TEST_SUITE_P(
     Kinds, DeviceMetrics,
     ::testing::Values(
         MetricCase{"sparse_logits", kSeq, LossKind::SparseCategoricalCrossentropy, true,
-                   {MetricKind::Accuracy, MetricKind::Perplexity}, false},
+                   {metric(MetricKind::Accuracy), metric(MetricKind::Perplexity)}, false},
         MetricCase{"sparse_logits_masked", kSeq, LossKind::SparseCategoricalCrossentropy, true,
-                   {MetricKind::Accuracy, MetricKind::Perplexity}, true},
+                   {metric(MetricKind::Accuracy), metric(MetricKind::Perplexity)}, true},
         MetricCase{"categorical_softmax",
                    "[{type: LSTM, units: 12, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, "
                    "units: 5, activation: softmax}}]",
-                   LossKind::CategoricalCrossentropy, false, {MetricKind::Accuracy, MetricKind::Perplexity}, true},
-        MetricCase{"binary_logits", kSeq, LossKind::BinaryCrossentropy, true, {MetricKind::Accuracy, MetricKind::MSE},
+                   LossKind::CategoricalCrossentropy, false, {metric(MetricKind::Accuracy), metric(MetricKind::Perplexity)}, true},
+        MetricCase{"binary_logits", kSeq, LossKind::BinaryCrossentropy, true, {metric(MetricKind::Accuracy), metric(MetricKind::MSE)},
                    true},
         MetricCase{"regression", "[{type: GRU, units: 12}, {type: Dense, units: 3}]", LossKind::MSE, false,
-                   {MetricKind::MAE, MetricKind::MSE, MetricKind::Accuracy}, false}),
+                   {metric(MetricKind::MAE), metric(MetricKind::MSE), metric(MetricKind::Accuracy)}, false},
+        MetricCase{"sparse_top_k_masked", kSeq, LossKind::SparseCategoricalCrossentropy, true,
+                   {metric(MetricKind::SparseTopKCategoricalAccuracy, [](MetricSpec& s) { s.k = 2; })}, true},
+        MetricCase{"binary_confusion_masked", kSeq, LossKind::BinaryCrossentropy, true,
+                   {metric(MetricKind::Precision, [](MetricSpec& s) { s.threshold = 0.0; }),
+                    metric(MetricKind::Recall, [](MetricSpec& s) { s.class_id = 3; }),
+                    metric(MetricKind::AUC, [](MetricSpec& s) { s.from_logits = true; }),
+                    metric(MetricKind::AUC, [](MetricSpec& s) {
+                      s.name = "pr", s.from_logits = true, s.curve = AucCurve::PR, s.multi_label = true;
+                    })},
+                   true},
+        MetricCase{"categorical_scores",
+                   "[{type: GRU, units: 12}, {type: Dense, units: 5, activation: softmax}]",
+                   LossKind::CategoricalCrossentropy, false,
+                   {metric(MetricKind::TopKCategoricalAccuracy, [](MetricSpec& s) { s.k = 2; }),
+                    metric(MetricKind::F1Score),
+                    metric(MetricKind::FBetaScore, [](MetricSpec& s) {
+                      s.beta = 0.5, s.threshold = 0.2, s.average = FAverage::Weighted;
+                    }),
+                    metric(MetricKind::AUC, [](MetricSpec& s) { s.summation = AucSummation::Majoring; })},
+                   false}),
     [](const auto& info) { return info.param.name; });
 
 struct GraphCase {
@@ -141,7 +168,7 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) 
   Rng r1(9), r2(9);
   auto graphed = make_engine(cfg, init, r1);
   auto eager = make_engine(plain, init, r2);
-  auto mg = metrics_of(cfg, {MetricKind::MAE}), me = metrics_of(cfg, {MetricKind::MAE});
+  auto mg = metrics_of(cfg, {metric(MetricKind::MAE)}), me = metrics_of(cfg, {metric(MetricKind::MAE)});
 
   // 8 steps of B = 16, one of B = 5 (a new shape: uncaptured), then after step 10 evaluations (one
   // with lengths, which rewrites the lengths the captured cuDNN calls read) and a prediction (which

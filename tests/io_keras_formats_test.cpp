@@ -286,12 +286,50 @@ TEST_F(KerasFormats, MetricsAndTheLearningRateOrScheduleRoundTrip) {
   }
   // Keras' own spellings and classes of the metrics are read too; others are left out.
   auto back = train_from_keras_json(Json::parse(R"({"loss": "mse", "metrics": ["acc", "mean_squared_error",
-      {"class_name": "MeanAbsoluteError", "config": {}}, {"class_name": "AUC", "config": {}}]})"), "t.h5");
+      {"class_name": "MeanAbsoluteError", "config": {}}, {"class_name": "MeanIoU", "config": {}}]})"), "t.h5");
   ASSERT_TRUE(back);
   ASSERT_EQ(back->metrics.size(), 3u);
   EXPECT_EQ(back->metrics[0].kind, MetricKind::Accuracy);
   EXPECT_EQ(back->metrics[1].kind, MetricKind::MSE);
   EXPECT_EQ(back->metrics[2].kind, MetricKind::MAE);
+}
+
+// The metrics with settings are written as Keras' objects (Keras 3 and legacy forms) and read back
+// the same; settings rnntrain cannot report leave the metric out, the rest of the file still read.
+TEST_F(KerasFormats, MetricsWithSettingsRoundTripAsKerasObjects) {
+  const Config c = parse_config(
+      "model:\n  layers:\n    - {type: Input, shape: [3, 2]}\n    - {type: LSTM, units: 4}\n"
+      "    - {type: Dense, units: 4, activation: softmax}\n"
+      "train:\n  loss: categorical_crossentropy\n  metrics: [precision, {type: recall, thresholds: 0.3, class_id: 2},\n"
+      "    {type: auc, curve: PR, summation_method: minoring, num_thresholds: 50, multi_label: true, name: pr_auc},\n"
+      "    {type: auc, from_logits: true}, {type: f1_score, average: weighted, threshold: 0.4},\n"
+      "    {type: fbeta_score, beta: 0.5, average: micro}, {type: top_k_categorical_accuracy, k: 2}]\n",
+      "m.yaml");
+  ASSERT_EQ(c.train.metrics.size(), 7u);
+  const KerasTraining kt{c.train, 0.001, 0, {}};
+  for (const Json& written : {training_config_json(kt), compile_config_json(kt)}) {
+    EXPECT_EQ(written["metrics"][0]["class_name"], "Precision");
+    EXPECT_EQ(written["metrics"][2]["config"]["curve"], "PR");
+    EXPECT_EQ(written["metrics"][4]["config"]["average"], "weighted");
+    auto back = train_from_keras_json(nlohmann::json::parse(written.dump()), "t.keras");
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->metrics, c.train.metrics);
+  }
+  // Keras' defaults by name, and what rnntrain leaves out (with a warning each).
+  auto back = train_from_keras_json(Json::parse(R"({"loss": "mse", "metrics": ["auc", "f1_score",
+      {"class_name": "Precision", "config": {"thresholds": [0.2, 0.7], "name": "p"}},
+      {"class_name": "Recall", "config": {"top_k": 2}},
+      {"class_name": "AUC", "config": {"curve": "PRGAIN"}},
+      {"class_name": "AUC", "config": {"num_thresholds": 1}},
+      {"class_name": "AUC", "config": {"label_weights": [1, 2]}},
+      {"class_name": "F1Score", "config": {"average": null, "name": "f1"}}]})"), "t.h5");
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->metrics.size(), 3u);
+  EXPECT_EQ(back->metrics[0].kind, MetricKind::AUC);
+  EXPECT_EQ(back->metrics[0].num_thresholds, 200);
+  EXPECT_EQ(back->metrics[1].name, "f1_score");
+  EXPECT_EQ(back->metrics[2].name, "f1");
+  EXPECT_EQ(back->metrics[2].average, FAverage::Macro);
 }
 
 // Crafted training configs: each is read into settings the config check then refuses with its

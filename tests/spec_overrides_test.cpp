@@ -269,6 +269,7 @@ void expect_same(const Config& a, const Config& b) {
   for (size_t i = 0; i < t.metrics.size(); ++i) {
     EXPECT_EQ(t.metrics[i].kind, u.metrics[i].kind);
     EXPECT_EQ(t.metrics[i].name, u.metrics[i].name);
+    EXPECT_EQ(t.metrics[i], u.metrics[i]) << "a setting of metric " << t.metrics[i].name;
   }
   const ScheduleSpec &s = t.schedule, &r = u.schedule;
   EXPECT_EQ(s.kind, r.kind);
@@ -350,6 +351,15 @@ TEST(RoundTrip, EveryOptimizerLossAndScheduleComesBackEqual) {
                                "{type: piecewise_constant, boundaries: [10, 300], values: [0.01, 0.005, 1.5e-4]}",
                                "{type: cosine_restarts, decay_steps: 20, t_mul: 1.5, m_mul: 0.8, alpha: 0.01}"})
     expect_round_trip(kRichTokens, {std::string("train.schedule=") + schedule});
+}
+
+TEST(RoundTrip, MetricsWithSettingsComeBackEqual) {
+  expect_round_trip(kRichTokens, {"train.loss=categorical_crossentropy",
+                                  "train.metrics=[accuracy, {type: precision, thresholds: 0.25, class_id: 1, name: p1}, "
+                                  "recall, {type: auc, curve: PR, summation_method: majoring, num_thresholds: 33, "
+                                  "multi_label: true, from_logits: true}, {type: f1_score, average: micro}, "
+                                  "{type: fbeta_score, beta: 2, threshold: 0.6, average: weighted}, "
+                                  "{type: sparse_top_k_categorical_accuracy, k: 3}]"});
 }
 
 TEST(RoundTrip, EveryOptimizerDescriptorAndKeyComesBackEqual) {

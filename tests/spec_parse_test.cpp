@@ -152,6 +152,45 @@ TEST(Defaults, MetricNamesAreCanonicalAndLossAliasesResolve) {
   EXPECT_EQ(c.train.metrics[2].name, "mse");
 }
 
+TEST(Defaults, MetricsTakeKerasSettingsAndANameInAMap) {
+  const Config c = parse_config(std::string(kHead) + "    - {type: Dense, units: 3}\n" +
+                                    "train: {metrics: [auc, {type: auc, curve: pr, name: pr_auc}, f1_score,\n"
+                                    "  {type: precision, thresholds: 0.2, class_id: 2}, {type: top_k_categorical_accuracy, k: 2}]}\n",
+                                "q.yaml");
+  ASSERT_EQ(c.train.metrics.size(), 5u);
+  EXPECT_EQ(c.train.metrics[0].name, "auc");
+  EXPECT_EQ(c.train.metrics[0].curve, AucCurve::ROC);
+  EXPECT_EQ(c.train.metrics[0].num_thresholds, 200);  // Keras' defaults
+  EXPECT_EQ(c.train.metrics[1].name, "pr_auc");
+  EXPECT_EQ(c.train.metrics[1].curve, AucCurve::PR);
+  EXPECT_EQ(c.train.metrics[2].average, FAverage::Macro);
+  EXPECT_FALSE(c.train.metrics[2].threshold);
+  EXPECT_EQ(c.train.metrics[3].threshold, 0.2);
+  EXPECT_EQ(c.train.metrics[3].class_id, 2);
+  EXPECT_EQ(c.train.metrics[4].k, 2);
+}
+
+TEST(Errors, MetricSettingsAreCheckedByKind) {
+  const std::string h = std::string(kHead) + "    - {type: Dense, units: 3}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train: {metrics: [auc, auc]}\n", "a metric named 'auc' is listed twice; give one another `name`"},
+      {"train: {metrics: [{type: precision, k: 2}]}\n", "top_k_categorical_accuracy"},
+      {"train: {metrics: [{type: auc, curve: ROCC}]}\n", "ROC"},
+      {"train: {metrics: [{type: auc, num_thresholds: 1}]}\n", "num_thresholds"},
+      {"train: {metrics: [{type: f1_score, threshold: 0}]}\n", "threshold"},
+      {"train: {metrics: [{type: mae, name: err}]}\n", "name"},
+      {"train: {metrics: [{type: auc, name: val_auc}]}\n", "history's own columns"},
+      {"train: {metrics: [{type: auc, name: 'a,b'}]}\n", "letters, digits and _"},
+  };
+  for (const auto& [text, says] : cases) {
+    SCOPED_TRACE(text);
+    const std::string msg = error_of(h + text);
+    EXPECT_STARTS(msg, "q.yaml:");
+    EXPECT_HAS(msg, "train.metrics[");
+    EXPECT_HAS(msg, says);
+  }
+}
+
 TEST(Defaults, DataFormatComesFromTheSuffixAndPathsStayAsWritten) {
   const Config c = parse_config(std::string(kHead) + "    - {type: Dense, units: 1}\n" + R"(data:
   train: {path: data/train.H5, lengths: len}

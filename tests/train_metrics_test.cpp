@@ -27,7 +27,7 @@ LossSpec loss_of(LossKind kind, bool logits = false, double smoothing = 0.0) {
 }
 
 std::unique_ptr<Metric> metric(MetricKind kind, const LossSpec& loss, std::string name = "") {
-  return make_metric(MetricSpec{kind, std::move(name)}, loss);
+  return make_metric(MetricSpec{kind, std::move(name)}, loss, Shape{});
 }
 
 }  // namespace
@@ -149,4 +149,164 @@ TEST(Metrics, BadTargetsThrowDataError) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("(2, 2)"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+std::unique_ptr<Metric> metric_of(const MetricSpec& spec, const LossSpec& loss, Shape out) {
+  return make_metric(spec, loss, out);
+}
+
+MetricSpec spec_of(MetricKind kind) {
+  MetricSpec s{kind, ""};
+  return s;
+}
+
+}  // namespace
+
+// Keras' in_top_k (JAX): the label's prediction ranks 1 + the predictions above it, so ties count
+// as hits; categorical takes the label from the one-hot target, sparse from the index.
+TEST(Metrics, TopKAccuracyRanksTheLabelWithTiesInItsFavour) {
+  const Tensor pred = tensor({4, 4}, {0.1f, 0.4f, 0.3f, 0.2f, 0.25f, 0.25f, 0.25f, 0.25f,  //
+                                      0.7f, 0.1f, 0.1f, 0.1f, 0.1f, 0.2f, 0.3f, 0.4f});
+  const Tensor labels = tensor({4}, {2, 3, 1, 0});
+  const Tensor onehot = tensor({4, 4}, {0, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 0});
+  for (int64_t k : {1, 2}) {
+    MetricSpec cat = spec_of(MetricKind::TopKCategoricalAccuracy), sparse = spec_of(MetricKind::SparseTopKCategoricalAccuracy);
+    cat.k = sparse.k = k;
+    auto c = metric_of(cat, loss_of(LossKind::CategoricalCrossentropy), {4});
+    auto s = metric_of(sparse, loss_of(LossKind::SparseCategoricalCrossentropy), {4});
+    c->update(pred, onehot, nullptr);
+    s->update(pred, labels, nullptr);
+    EXPECT_DOUBLE_EQ(c->result(), k == 1 ? 0.25 : 0.75) << k;
+    EXPECT_DOUBLE_EQ(s->result(), k == 1 ? 0.25 : 0.75) << k;
+  }
+  auto masked = metric_of([] { MetricSpec m{MetricKind::SparseTopKCategoricalAccuracy, ""}; m.k = 2; return m; }(),
+                          loss_of(LossKind::SparseCategoricalCrossentropy), {4});
+  const Tensor mask = tensor({4}, {1, 1, 1, 0});
+  masked->update(pred, labels, &mask);
+  EXPECT_DOUBLE_EQ(masked->result(), 1.0);
+  auto bad = metric_of(spec_of(MetricKind::SparseTopKCategoricalAccuracy), loss_of(LossKind::SparseCategoricalCrossentropy), {4});
+  EXPECT_THROW(bad->update(pred, tensor({4}, {2, 3, 4, 0}), nullptr), DataError);  // label 4 of 4 classes
+}
+
+// Precision and Recall count p > threshold against targets != 0; class_id keeps one unit.
+TEST(Metrics, PrecisionAndRecallAtTheirThresholdAndClass) {
+  const LossSpec bce = loss_of(LossKind::BinaryCrossentropy);
+  const Tensor pred = tensor({5, 1}, {0.9f, 0.6f, 0.4f, 0.2f, 0.7f}), y = tensor({5, 1}, {1, 0, 0.3f, 0, 1});
+  for (double t : {0.5, 0.3}) {
+    MetricSpec p = spec_of(MetricKind::Precision), r = spec_of(MetricKind::Recall);
+    p.threshold = r.threshold = t;
+    auto pm = metric_of(p, bce, {1}), rm = metric_of(r, bce, {1});
+    pm->update(pred, y, nullptr);
+    rm->update(pred, y, nullptr);
+    EXPECT_DOUBLE_EQ(pm->result(), t == 0.5 ? 2.0 / 3.0 : 0.75) << t;
+    EXPECT_DOUBLE_EQ(rm->result(), t == 0.5 ? 2.0 / 3.0 : 1.0) << t;
+  }
+  const Tensor two = tensor({3, 2}, {0.9f, 0.2f, 0.1f, 0.8f, 0.6f, 0.7f}), y2 = tensor({3, 2}, {1, 0, 0, 1, 0, 1});
+  for (int64_t id : {0, 1}) {
+    MetricSpec p = spec_of(MetricKind::Precision);
+    p.class_id = id;
+    auto m = metric_of(p, bce, {2});
+    m->update(two, y2, nullptr);
+    EXPECT_DOUBLE_EQ(m->result(), id == 0 ? 0.5 : 1.0) << id;
+  }
+  auto empty = metric_of(spec_of(MetricKind::Precision), bce, {1});
+  EXPECT_EQ(empty->result(), 0.0);  // no predicted positives: Keras' divide_no_nan
+}
+
+// AUC from Keras' 200 evenly spaced thresholds: the ROC area of well separated predictions is the
+// rank statistic; predictions in one bucket make a step whose height the summation method picks.
+TEST(Metrics, AucOfTheRocAndItsSummationMethods) {
+  const LossSpec bce = loss_of(LossKind::BinaryCrossentropy);
+  auto roc = metric_of(spec_of(MetricKind::AUC), bce, {1});
+  roc->update(tensor({4, 1}, {0.1f, 0.4f, 0.35f, 0.8f}), tensor({4, 1}, {0, 0, 1, 1}), nullptr);
+  EXPECT_NEAR(roc->result(), 0.75, 1e-12);
+  MetricSpec logits = spec_of(MetricKind::AUC);
+  logits.from_logits = true;
+  auto lm = metric_of(logits, bce, {1});
+  lm->update(tensor({4, 1}, {-2.0f, 0.5f, 0.3f, 3.0f}), tensor({4, 1}, {0, 0, 1, 1}), nullptr);
+  EXPECT_NEAR(lm->result(), 0.75, 1e-12);
+  const std::pair<AucSummation, double> methods[] = {
+      {AucSummation::Interpolation, 0.5}, {AucSummation::Minoring, 0.0}, {AucSummation::Majoring, 1.0}};
+  for (const auto& [method, area] : methods) {
+    MetricSpec s = spec_of(MetricKind::AUC);
+    s.summation = method;
+    auto m = metric_of(s, bce, {1});
+    m->update(tensor({2, 1}, {0.5f, 0.5f}), tensor({2, 1}, {1, 0}), nullptr);
+    EXPECT_NEAR(m->result(), area, 1e-12) << static_cast<int>(method);
+  }
+  // multi_label: the mean of each unit's AUC (1 and 0 here); flattened, one curve over all units.
+  const Tensor pred = tensor({2, 2}, {0.9f, 0.9f, 0.1f, 0.1f}), y = tensor({2, 2}, {1, 0, 0, 0});
+  MetricSpec multi = spec_of(MetricKind::AUC);
+  multi.multi_label = true;
+  auto mm = metric_of(multi, bce, {2}), flat = metric_of(spec_of(MetricKind::AUC), bce, {2});
+  mm->update(pred, y, nullptr);
+  flat->update(pred, y, nullptr);
+  EXPECT_NEAR(mm->result(), 0.5, 1e-12);
+  EXPECT_NEAR(flat->result(), 2.5 / 3.0, 1e-12);
+}
+
+// F-scores per class from the row's maximum (no threshold) or p > threshold, then averaged as Keras
+// does: macro (mean), weighted (by each class's targets), micro (counts summed first).
+TEST(Metrics, FScoresAverageThePerClassScores) {
+  const LossSpec cce = loss_of(LossKind::CategoricalCrossentropy);
+  const Tensor pred = tensor({5, 3}, {0.7f, 0.2f, 0.1f, 0.1f, 0.6f, 0.3f, 0.3f, 0.3f, 0.4f, 0.5f, 0.4f, 0.1f, 0.2f, 0.7f, 0.1f});
+  const Tensor y = tensor({5, 3}, {1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0});
+  // By the maximum: class 0 tp 1 fp 1 fn 1 (F 0.5), class 1 tp 2 (F 1), class 2 tp 0 (F 0).
+  const std::pair<FAverage, double> averages[] = {{FAverage::Macro, 0.5}, {FAverage::Weighted, 0.6}, {FAverage::Micro, 0.6}};
+  for (const auto& [average, want] : averages) {
+    MetricSpec f = spec_of(MetricKind::F1Score);
+    f.average = average;
+    auto m = metric_of(f, cce, {3});
+    m->update(pred, y, nullptr);
+    EXPECT_NEAR(m->result(), want, 1e-6) << static_cast<int>(average);
+  }
+  MetricSpec f2 = spec_of(MetricKind::FBetaScore);  // beta 2 above 0.35: F2 0.5, 10/11, 0
+  f2.beta = 2.0, f2.threshold = 0.35;
+  auto m = metric_of(f2, cce, {3});
+  m->update(pred, y, nullptr);
+  EXPECT_NEAR(m->result(), (0.5 + 10.0 / 11.0) / 3.0, 1e-6);
+}
+
+// The state of a confusion metric adds up across batches and ranks, and restores it exactly.
+TEST(Metrics, ConfusionStateMergesAndRestores) {
+  const LossSpec bce = loss_of(LossKind::BinaryCrossentropy);
+  MetricSpec pr = spec_of(MetricKind::AUC);
+  pr.curve = AucCurve::PR;
+  auto all = metric_of(pr, bce, {1}), a = metric_of(pr, bce, {1}), b = metric_of(pr, bce, {1});
+  const Tensor p1 = tensor({3, 1}, {0.9f, 0.3f, 0.6f}), y1 = tensor({3, 1}, {1, 0, 1});
+  const Tensor p2 = tensor({3, 1}, {0.2f, 0.8f, 0.55f}), y2 = tensor({3, 1}, {1, 0, 0});
+  all->update(p1, y1, nullptr);
+  all->update(p2, y2, nullptr);
+  a->update(p1, y1, nullptr);
+  b->update(p2, y2, nullptr);
+  a->merge(b->state().data());
+  EXPECT_EQ(a->state(), all->state());
+  EXPECT_EQ(a->result(), all->result());
+  EXPECT_GT(all->result(), 0.0);
+  const std::vector<double> saved = all->state();
+  all->reset();
+  EXPECT_EQ(all->result(), 0.0);
+  all->merge(saved.data());
+  EXPECT_EQ(all->result(), a->result());
+}
+
+// What Keras' classes cannot take is refused before training, naming the metric and the way out.
+TEST(Metrics, ConfusionMetricsTheModelCannotHaveAreConfigErrors) {
+  const auto message = [](const MetricSpec& s, const LossSpec& l, Shape out) {
+    try {
+      make_metric(s, l, out);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(spec_of(MetricKind::F1Score), loss_of(LossKind::CategoricalCrossentropy), {-1, 4})
+                .find("one prediction per sample"), std::string::npos);
+  EXPECT_NE(message(spec_of(MetricKind::Precision), loss_of(LossKind::SparseCategoricalCrossentropy), {4})
+                .find("takes class labels"), std::string::npos);
+  MetricSpec id = spec_of(MetricKind::Recall);
+  id.class_id = 4;
+  EXPECT_NE(message(id, loss_of(LossKind::BinaryCrossentropy), {4}).find("class_id 4 is not a unit"), std::string::npos);
 }

@@ -62,10 +62,14 @@ class CudaEngine final : public Engine {
   void enqueue_train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
     check_targets(b);
     std::vector<MetricForm> forms;
-    for (Metric* m : metrics) forms.push_back(m->form(pred_shape(b), b.y));
+    std::vector<std::pair<Metric*, size_t>> widths;
+    for (Metric* m : metrics) {
+      forms.push_back(m->form(pred_shape(b), b.y));
+      widths.emplace_back(m, static_cast<size_t>(forms.back().width()));
+    }
     const int64_t t = opt_.iterations() + 1;
     session_.enqueue_train_step(b, lr, t, rng_, forms);
-    metrics_.push_back(metrics);
+    metrics_.push_back(std::move(widths));
     opt_.set_iterations(t);
     stale_ = true;
   }
@@ -73,9 +77,13 @@ class CudaEngine final : public Engine {
   std::vector<LossValue> collect_losses(bool wait) override {
     std::vector<LossValue> out = std::exchange(early_, {});
     for (const cuda::StepLoss& l : session_.collect(wait)) {
-      const std::vector<Metric*> ms = std::move(metrics_.front());
+      const std::vector<std::pair<Metric*, size_t>> ms = std::move(metrics_.front());
       metrics_.pop_front();
-      for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(l.metrics[j], l.metric_count);
+      size_t at = 0;  // each metric's form's sums, in order
+      for (const auto& [m, width] : ms) {
+        m->add(l.metrics.data() + at, l.metric_count);
+        at += width;
+      }
       out.push_back({l.sum, l.count, l.params_finite, l.penalty});
     }
     return out;
@@ -135,7 +143,8 @@ class CudaEngine final : public Engine {
   cuda::Session session_;
   CudaOptimizerView opt_;
   bool stale_ = false;  // the device has newer parameters than params_
-  std::deque<std::vector<Metric*>> metrics_;  // of the steps enqueued and not collected, oldest first
+  // The metrics of the steps enqueued and not collected, oldest first, with their sums' widths.
+  std::deque<std::vector<std::pair<Metric*, size_t>>> metrics_;
   std::vector<LossValue> early_;               // collected by train_step() for the next collect_losses()
 };
 

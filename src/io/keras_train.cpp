@@ -195,26 +195,131 @@ Json optimizer_json(const KerasTraining& t, KerasJsonStyle style) {
   return keras_object("keras.optimizers", info.keras_class, std::move(c), style);
 }
 
-// The metrics as Keras names them: as configs do, but for perplexity, which Keras does not have.
-Json metrics_json(const std::vector<MetricSpec>& metrics) {
+// The Keras classes of the metrics with settings, which are written as class_name/config objects.
+const char* keras_metric_class(MetricKind k) {
+  switch (k) {
+    case MetricKind::TopKCategoricalAccuracy: return "TopKCategoricalAccuracy";
+    case MetricKind::SparseTopKCategoricalAccuracy: return "SparseTopKCategoricalAccuracy";
+    case MetricKind::Precision: return "Precision";
+    case MetricKind::Recall: return "Recall";
+    case MetricKind::AUC: return "AUC";
+    case MetricKind::F1Score: return "F1Score";
+    case MetricKind::FBetaScore: return "FBetaScore";
+    default: return nullptr;
+  }
+}
+
+Json metric_json(const MetricSpec& m, KerasJsonStyle style) {
+  const char* cls = keras_metric_class(m.kind);
+  if (!cls) return m.name;
+  Json c = {{"name", m.name}, {"dtype", "float32"}};
+  switch (m.kind) {
+    case MetricKind::Precision:
+    case MetricKind::Recall:
+      c["thresholds"] = opt_or_null(m.threshold), c["top_k"] = nullptr;
+      c["class_id"] = m.class_id >= 0 ? Json(m.class_id) : Json(nullptr);
+      break;
+    case MetricKind::AUC:
+      c["num_thresholds"] = m.num_thresholds, c["curve"] = m.curve == AucCurve::ROC ? "ROC" : "PR";
+      c["summation_method"] = m.summation == AucSummation::Interpolation ? "interpolation"
+                              : m.summation == AucSummation::Minoring    ? "minoring"
+                                                                         : "majoring";
+      c["multi_label"] = m.multi_label, c["num_labels"] = nullptr, c["label_weights"] = nullptr;
+      c["from_logits"] = m.from_logits;
+      break;
+    case MetricKind::F1Score:
+    case MetricKind::FBetaScore:
+      c["average"] = m.average == FAverage::Micro ? "micro" : m.average == FAverage::Macro ? "macro" : "weighted";
+      c["beta"] = m.beta, c["threshold"] = opt_or_null(m.threshold);
+      break;
+    default: c["k"] = m.k;  // the top-k accuracies
+  }
+  return keras_object("keras.metrics", cls, std::move(c), style);
+}
+
+// The metrics as Keras names them: as configs do, but for perplexity, which Keras does not have;
+// those with settings as objects.
+Json metrics_json(const std::vector<MetricSpec>& metrics, KerasJsonStyle style) {
   Json out = Json::array();
   for (const MetricSpec& m : metrics)
-    if (m.kind != MetricKind::Perplexity) out.push_back(m.name);
+    if (m.kind != MetricKind::Perplexity) out.push_back(metric_json(m, style));
   return out.empty() ? Json(nullptr) : out;
 }
 
-// Keras' metrics by name or class ("acc", "MeanAbsoluteError"); the others are logged and left out.
+// The settings of a Keras metric object into `m`; "" when rnntrain takes it as it is, else why not.
+std::string metric_settings_from(const json& c, MetricSpec& m, const std::string& file) {
+  const auto num = [&](const char* key) { return number(c, key); };
+  const auto has = [&](const char* key) { return c.contains(key) && !c[key].is_null(); };
+  if (c.contains("name") && c["name"].is_string()) {
+    const std::string name = c["name"].get<std::string>();
+    if (!name.empty() && name.size() <= 64 && name != "loss" && !name.starts_with("val_") &&
+        std::all_of(name.begin(), name.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
+      m.name = name;
+  }
+  if (auto k = num("k")) {
+    if (*k < 1 || *k > 1e6) return "its k is not a count of classes";
+    m.k = static_cast<int64_t>(*k);
+  }
+  if (m.kind == MetricKind::Precision || m.kind == MetricKind::Recall) {
+    if (has("top_k")) return "top_k is not supported (rnntrain counts by thresholds; use class_id)";
+    json t = c.value("thresholds", json(nullptr));
+    if (t.is_array() && t.size() == 1) t = t[0];
+    if (t.is_array()) return "it has several thresholds (rnntrain reports one value per metric: list one per threshold)";
+    if (t.is_number()) m.threshold = t.get<double>();
+    if (auto id = num("class_id")) m.class_id = static_cast<int64_t>(*id);
+  }
+  if (m.kind == MetricKind::AUC) {
+    if (has("thresholds")) return "its thresholds are listed (rnntrain spaces num_thresholds evenly)";
+    if (has("label_weights")) return "label_weights are not supported";
+    if (auto n = num("num_thresholds")) {
+      if (*n < 2 || *n > 100000) return "num_thresholds is not in [2, 100000]";
+      m.num_thresholds = static_cast<int64_t>(*n);
+    }
+    const std::string curve = c.value("curve", std::string("ROC")), sum = c.value("summation_method", std::string("interpolation"));
+    if (curve != "ROC" && curve != "PR") return "curve " + curve.substr(0, 20) + " is not supported (ROC, PR)";
+    m.curve = curve == "ROC" ? AucCurve::ROC : AucCurve::PR;
+    if (sum == "interpolation") m.summation = AucSummation::Interpolation;
+    else if (sum == "minoring") m.summation = AucSummation::Minoring;
+    else if (sum == "majoring") m.summation = AucSummation::Majoring;
+    else return "summation_method " + sum.substr(0, 30) + " is not supported";
+    m.multi_label = c.value("multi_label", false), m.from_logits = c.value("from_logits", false);
+  }
+  if (m.kind == MetricKind::F1Score || m.kind == MetricKind::FBetaScore) {
+    const json avg = c.value("average", json(nullptr));
+    if (avg == "micro") m.average = FAverage::Micro;
+    else if (avg == "weighted") m.average = FAverage::Weighted;
+    else if (avg != "macro") {
+      log_warn("{}: metric {}: average {} reports a value per class in Keras; rnntrain logs one number, their mean "
+               "(average: macro)", file, m.name, avg.dump().substr(0, 20));
+    }
+    if (auto b = num("beta")) m.beta = *b;
+    if (auto t = num("threshold")) m.threshold = *t;
+  }
+  if (m.threshold && !(*m.threshold >= 0.0 && *m.threshold <= 1.0)) return "its threshold is not in [0, 1]";
+  if (!(m.beta > 0.0 && m.beta < 1e30)) return "its beta is not positive";
+  if (m.class_id < -1 || m.class_id > 1000000000) return "its class_id is not a class";
+  return "";
+}
+
+// Keras' metrics by name or class ("acc", "MeanAbsoluteError", an AUC object); the others are logged
+// and left out.
 void metrics_from(const json& list, const std::string& file, std::vector<MetricSpec>& out) {
   for (const json& m : list) {
     const std::string name = m.is_string() ? m.get<std::string>() : m.is_object() ? m.value("class_name", "") : "";
-    const std::optional<MetricSpec> spec = metric_named(name);
-    if (!spec || spec->kind == MetricKind::Perplexity) {
-      log_warn("{}: metric {} is not imported (rnntrain has accuracy, binary_accuracy, categorical_accuracy, "
-               "sparse_categorical_accuracy, mae, mse); training is unchanged: metrics are only reported",
-               file, name.empty() ? m.dump().substr(0, 80) : name.substr(0, 80));
+    std::optional<MetricSpec> spec = metric_named(name);
+    std::string why = !spec || spec->kind == MetricKind::Perplexity
+                          ? "rnntrain has accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy, "
+                            "mae, mse, top_k_categorical_accuracy, sparse_top_k_categorical_accuracy, precision, recall, "
+                            "auc, f1_score, fbeta_score"
+                          : "";
+    if (why.empty() && m.is_object() && m.contains("config") && m["config"].is_object())
+      why = metric_settings_from(m["config"], *spec, file);
+    if (!why.empty()) {
+      log_warn("{}: metric {} is not imported: {}; training is unchanged: metrics are only reported", file,
+               name.empty() ? m.dump().substr(0, 80) : name.substr(0, 80), why);
       continue;
     }
-    if (std::none_of(out.begin(), out.end(), [&](const MetricSpec& o) { return o.kind == spec->kind; }))
+    if (std::none_of(out.begin(), out.end(), [&](const MetricSpec& o) { return o.name == spec->name; }))
       out.push_back(*spec);
   }
 }
@@ -363,7 +468,7 @@ const char* keras_optimizer_name(OptimizerKind k) { return optimizer_info(k).ker
 Json training_config_json(const KerasTraining& t) {
   Json j;
   j["loss"] = loss_json(t.train.loss, KerasJsonStyle::Legacy);
-  j["metrics"] = metrics_json(t.train.metrics);
+  j["metrics"] = metrics_json(t.train.metrics, KerasJsonStyle::Legacy);
   j["weighted_metrics"] = nullptr;
   j["loss_weights"] = nullptr;
   j["optimizer_config"] = optimizer_json(t, KerasJsonStyle::Legacy);
@@ -377,7 +482,7 @@ Json compile_config_json(const KerasTraining& t) {
   j["optimizer"] = optimizer_json(t, KerasJsonStyle::Keras3);
   j["loss"] = loss_json(t.train.loss, KerasJsonStyle::Keras3);
   j["loss_weights"] = nullptr;
-  j["metrics"] = metrics_json(t.train.metrics);
+  j["metrics"] = metrics_json(t.train.metrics, KerasJsonStyle::Keras3);
   j["weighted_metrics"] = nullptr;
   j["run_eagerly"] = false;
   j["steps_per_execution"] = 1;

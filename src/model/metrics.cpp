@@ -4,6 +4,7 @@
 #include "model/metrics.h"
 
 #include <cmath>
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -21,8 +22,9 @@ class MeanMetric : public Metric {
  public:
   double result() const override { return count_ > 0 ? total_ / count_ : 0.0; }
   void reset() override { total_ = count_ = 0.0; }
-  void add(double total, double count) override { total_ += total, count_ += count; }
-  std::pair<double, double> totals() const override { return {total_, count_}; }
+  void add(const double* sums, double count) override { total_ += sums[0], count_ += count; }
+  std::vector<double> state() const override { return {total_, count_}; }
+  void merge(const double* state) override { total_ += state[0], count_ += state[1]; }
 
  protected:
   double total_ = 0.0, count_ = 0.0;
@@ -35,7 +37,15 @@ int64_t argmax(const float* p, int64_t k) {  // first index of the maximum, as n
   return best;
 }
 
-enum class AccKind { Binary, Categorical, Sparse };  // MetricForm::accuracy's codes
+enum class AccKind { Binary, Categorical, Sparse, TopK, SparseTopK };  // MetricForm::accuracy's codes
+
+// Keras' in_top_k (JAX): the label's prediction ranks 1 + (predictions above it); NaN ranks last.
+bool in_top_k(const float* p, int64_t k, int64_t label, int64_t top) {
+  const float at = std::isnan(p[label]) ? -INFINITY : p[label];
+  int64_t above = 0;
+  for (int64_t j = 0; j < k; ++j) above += p[j] > at;
+  return above < top;
+}
 
 // A metric whose per-position values are a loss's, after the loss's target checks.
 MetricForm loss_form(const LossSpec& spec, const Shape& shape, const Tensor& target) {
@@ -60,8 +70,8 @@ AccKind accuracy_by_shapes(const Tensor& pred, const Tensor& target) {
 class Accuracy : public MeanMetric {
  public:
   // fixed: the kind, or nullopt to decide by shapes at each update. threshold: binary only.
-  Accuracy(std::string name, std::optional<AccKind> fixed, double threshold)
-      : fixed_(fixed), threshold_(threshold) {
+  Accuracy(std::string name, std::optional<AccKind> fixed, double threshold, int64_t top_k = 1)
+      : fixed_(fixed), threshold_(threshold), top_k_(top_k) {
     name_ = std::move(name);
   }
 
@@ -80,6 +90,10 @@ class Accuracy : public MeanMetric {
         hit = static_cast<double>(same) / static_cast<double>(v.k);
       } else if (kind == AccKind::Categorical) {
         hit = argmax(target.ptr() + i * v.k, v.k) == argmax(p, v.k) ? 1.0 : 0.0;
+      } else if (kind == AccKind::TopK) {
+        hit = in_top_k(p, v.k, argmax(target.ptr() + i * v.k, v.k), top_k_) ? 1.0 : 0.0;
+      } else if (kind == AccKind::SparseTopK) {
+        hit = in_top_k(p, v.k, static_cast<int64_t>(target[i]), top_k_) ? 1.0 : 0.0;
       } else {
         hit = target[i] == static_cast<float>(argmax(p, v.k)) ? 1.0 : 0.0;
       }
@@ -95,22 +109,29 @@ class Accuracy : public MeanMetric {
     f.kind = MetricForm::Kind::Accuracy;
     f.accuracy = static_cast<int>(checked_kind(pred, target, nullptr));
     f.threshold = threshold_;
+    f.top_k = top_k_;
     return f;
   }
 
  private:
   AccKind checked_kind(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
     const AccKind kind = fixed_ ? *fixed_ : accuracy_by_shapes(pred, target);
-    const char* who = kind == AccKind::Binary        ? "binary_accuracy"
-                      : kind == AccKind::Categorical ? "categorical_accuracy"
-                                                     : "sparse_categorical_accuracy";
-    if (kind == AccKind::Sparse) check_sparse_targets(who, pred, target, mask);
-    else check_dense_targets(who, pred, target, mask);
+    static constexpr const char* kWho[] = {"binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
+                                           "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"};
+    const char* who = kWho[static_cast<int>(kind)];
+    if (kind == AccKind::Sparse || kind == AccKind::SparseTopK) {
+      const TargetView v = check_sparse_targets(who, pred, target, mask);
+      for (int64_t i = 0; kind == AccKind::SparseTopK && i < v.n; ++i)  // its labels index the predictions
+        if (mask_weight(mask, i) != 0.0) checked_label(who, pred, target, i, v.k);
+    } else {
+      check_dense_targets(who, pred, target, mask);
+    }
     return kind;
   }
 
   std::optional<AccKind> fixed_;
   double threshold_;
+  int64_t top_k_;
 };
 
 // mae and mse: the per-position mean over the last axis, as the losses of the same name.
@@ -155,6 +176,139 @@ class Perplexity : public MeanMetric {
   LossSpec spec_;
 };
 
+double divide_no_nan(double a, double b) { return b == 0.0 ? 0.0 : a / b; }
+
+// Precision, Recall, AUC, F1Score and FBetaScore over the histograms of spec/confusion.h, with
+// Keras' formulas for the result.
+class Confusion : public Metric {
+ public:
+  Confusion(std::string name, const MetricSpec& spec, const ConfusionRule& rule, int64_t units)
+      : spec_(spec), rule_(rule), units_(units), classes_(rule.per_class ? units : 1),
+        hist_(static_cast<size_t>(2 * classes_ * rule.bins())) {
+    name_ = std::move(name);
+  }
+
+  void update(const Tensor& pred, const Tensor& target, const Tensor* mask) override {
+    const TargetView v = checked(pred, target, mask);
+    double* pos = hist_.data();
+    double* neg = pos + hist_.size() / 2;
+    for (int64_t i = 0; i < v.n; ++i)
+      if (mask_weight(mask, i) != 0.0)
+        confusion_row(rule_, pred.ptr() + i * v.k, target.ptr() + i * v.k, v.k, [&](int64_t at, double p, double n) {
+          pos[at] += p;
+          neg[at] += n;
+        });
+  }
+  MetricForm form(const Shape& shape, const Tensor& target) const override {
+    Tensor pred;
+    pred.shape = shape;
+    checked(pred, target, nullptr);
+    MetricForm f;
+    f.kind = MetricForm::Kind::Confusion;
+    f.confusion = rule_;
+    f.classes = classes_;
+    return f;
+  }
+  void add(const double* sums, double) override { merge(sums); }
+  void merge(const double* state) override {
+    for (size_t i = 0; i < hist_.size(); ++i) hist_[i] += state[i];
+  }
+  std::vector<double> state() const override { return hist_; }
+  void reset() override { std::fill(hist_.begin(), hist_.end(), 0.0); }
+
+  double result() const override {
+    const int64_t bins = rule_.bins();
+    const double* pos = hist_.data();
+    const double* neg = pos + hist_.size() / 2;
+    switch (spec_.kind) {
+      case MetricKind::Precision: return divide_no_nan(pos[1], pos[1] + neg[1]);
+      case MetricKind::Recall: return divide_no_nan(pos[1], pos[1] + pos[0]);
+      case MetricKind::AUC: {
+        double sum = 0.0;
+        for (int64_t c = 0; c < classes_; ++c) sum += auc(pos + c * bins, neg + c * bins);
+        return sum / static_cast<double>(classes_);
+      }
+      default: return f_score(pos, neg);
+    }
+  }
+
+ private:
+  TargetView checked(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
+    const TargetView v = check_dense_targets(name_.c_str(), pred, target, mask);
+    if (v.k != units_)
+      throw DataError(fmt::format("metric '{}': the predictions have {} units, the model {}", name_, v.k, units_));
+    return v;
+  }
+
+  // One histogram's AUC (Keras' AUC.result and interpolate_pr_auc).
+  double auc(const double* pos, const double* neg) const {
+    const int64_t T = spec_.num_thresholds;
+    std::vector<double> tp(T), fp(T), fn(T), tn(T);
+    double above_p = 0.0, above_n = 0.0, all_p = 0.0, all_n = 0.0;
+    for (int64_t c = 0; c <= T; ++c) all_p += pos[c], all_n += neg[c];
+    for (int64_t i = T - 1; i >= 0; --i) {  // threshold i: the bins above it
+      above_p += pos[i + 1], above_n += neg[i + 1];
+      tp[i] = above_p, fp[i] = above_n, fn[i] = all_p - above_p, tn[i] = all_n - above_n;
+    }
+    double area = 0.0;
+    if (spec_.curve == AucCurve::PR && spec_.summation == AucSummation::Interpolation) {
+      for (int64_t i = 0; i + 1 < T; ++i) {
+        const double p0 = tp[i] + fp[i], p1 = tp[i + 1] + fp[i + 1];
+        const double dtp = tp[i] - tp[i + 1];
+        const double slope = divide_no_nan(dtp, std::max(p0 - p1, 0.0));
+        const double intercept = tp[i + 1] - slope * p1;
+        const double ratio = p0 > 0 && p1 > 0 ? divide_no_nan(p0, std::max(p1, 0.0)) : 1.0;
+        area += divide_no_nan(slope * (dtp + intercept * std::log(ratio)), std::max(tp[i + 1] + fn[i + 1], 0.0));
+      }
+      return area;
+    }
+    std::vector<double> x(T), y(T);
+    for (int64_t i = 0; i < T; ++i) {
+      const double recall = divide_no_nan(tp[i], tp[i] + fn[i]);
+      if (spec_.curve == AucCurve::ROC) x[i] = divide_no_nan(fp[i], fp[i] + tn[i]), y[i] = recall;
+      else x[i] = recall, y[i] = divide_no_nan(tp[i], tp[i] + fp[i]);
+    }
+    for (int64_t i = 0; i + 1 < T; ++i) {
+      const double h = spec_.summation == AucSummation::Interpolation ? (y[i] + y[i + 1]) / 2.0
+                        : spec_.summation == AucSummation::Minoring    ? std::min(y[i], y[i + 1])
+                                                                       : std::max(y[i], y[i + 1]);
+      area += (x[i] - x[i + 1]) * h;
+    }
+    return area;
+  }
+
+  // Keras' FBetaScore.result over per-class counts (micro: summed over the classes first).
+  double f_score(const double* pos, const double* neg) const {
+    constexpr double eps = 1e-7;  // Keras' backend.epsilon()
+    const double b2 = spec_.beta * spec_.beta;
+    struct Counts {
+      double tp = 0, fp = 0, fn = 0, weight = 0;
+    };
+    std::vector<Counts> per(static_cast<size_t>(classes_));
+    for (int64_t c = 0; c < classes_; ++c)
+      per[c] = {pos[2 * c + 1], neg[2 * c + 1], pos[2 * c], pos[2 * c] + pos[2 * c + 1]};
+    if (spec_.average == FAverage::Micro) {
+      Counts all;
+      for (const Counts& c : per) all.tp += c.tp, all.fp += c.fp, all.fn += c.fn, all.weight += c.weight;
+      per = {all};
+    }
+    double total_weight = 0.0, sum = 0.0, weighted = 0.0;
+    for (const Counts& c : per) total_weight += c.weight;
+    for (const Counts& c : per) {
+      const double precision = c.tp / (c.tp + c.fp + eps), recall = c.tp / (c.tp + c.fn + eps);
+      const double f = precision * recall / (b2 * precision + recall + eps) * (1.0 + b2);
+      sum += f;
+      weighted += f * c.weight / (total_weight + eps);
+    }
+    return spec_.average == FAverage::Weighted ? weighted : sum / static_cast<double>(per.size());
+  }
+
+  MetricSpec spec_;
+  ConfusionRule rule_;
+  int64_t units_, classes_;
+  std::vector<double> hist_;  // the positives' histograms, then the negatives'
+};
+
 const char* default_name(MetricKind k) {
   switch (k) {
     case MetricKind::Accuracy: return "accuracy";
@@ -164,13 +318,61 @@ const char* default_name(MetricKind k) {
     case MetricKind::MAE: return "mae";
     case MetricKind::MSE: return "mse";
     case MetricKind::Perplexity: return "perplexity";
+    case MetricKind::TopKCategoricalAccuracy: return "top_k_categorical_accuracy";
+    case MetricKind::SparseTopKCategoricalAccuracy: return "sparse_top_k_categorical_accuracy";
+    case MetricKind::Precision: return "precision";
+    case MetricKind::Recall: return "recall";
+    case MetricKind::AUC: return "auc";
+    case MetricKind::F1Score: return "f1_score";
+    case MetricKind::FBetaScore: return "fbeta_score";
   }
   return "?";
 }
 
 }  // namespace
 
-std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss) {
+// The histograms' rule of a confusion metric; ConfigError where the loss or the output shape do not fit.
+ConfusionRule confusion_rule(const MetricSpec& spec, const std::string& name, const LossSpec& loss, const Shape& out) {
+  const int64_t units = out.empty() ? 1 : out.back();
+  if (loss_info(loss.kind).targets == Targets::Labels)
+    throw ConfigError(fmt::format("metric '{}' compares every output unit with a target of the same shape, but "
+                                  "train.loss {} takes class labels; use categorical_crossentropy with one-hot "
+                                  "targets, or sparse_top_k_categorical_accuracy",
+                                  name, loss_name(loss.kind)));
+  ConfusionRule r;
+  switch (spec.kind) {
+    case MetricKind::Precision:
+    case MetricKind::Recall:
+      r.threshold = static_cast<float>(spec.threshold.value_or(0.5));
+      r.class_id = spec.class_id;
+      break;
+    case MetricKind::AUC:
+      r.mode = ConfusionRule::Even;
+      r.num_thresholds = spec.num_thresholds;
+      r.sigmoid = spec.from_logits;
+      r.per_class = spec.multi_label;
+      break;
+    default:  // the f-scores
+      if (out.size() != 1)
+        throw ConfigError(fmt::format("metric '{}': Keras' {} takes one prediction per sample ([batch, classes]), but "
+                                      "the model's output is {} per sample; use precision and recall (with class_id), or "
+                                      "return_sequences: false in the last recurrent layer",
+                                      name, spec.kind == MetricKind::F1Score ? "F1Score" : "FBetaScore", shape_str(out)));
+      r.mode = spec.threshold ? ConfusionRule::Threshold : ConfusionRule::RowMax;
+      r.threshold = static_cast<float>(spec.threshold.value_or(0.5));
+      r.per_class = r.soft = true;
+  }
+  if (r.class_id >= units)
+    throw ConfigError(fmt::format("metric '{}': class_id {} is not a unit of the output (it has {}); use 0..{}", name,
+                                  r.class_id, units, units - 1));
+  if ((r.per_class ? units : 1) * r.bins() > (int64_t{1} << 21))
+    throw ConfigError(fmt::format("metric '{}': {} units x {} thresholds are too many histograms (at most 2^21 bins); "
+                                  "lower num_thresholds or drop multi_label",
+                                  name, units, r.bins() - 1));
+  return r;
+}
+
+std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss, const Shape& out) {
   std::string name = spec.name.empty() ? default_name(spec.kind) : spec.name;
   // Binary accuracy thresholds probabilities at 0.5, logits at 0 (the same decision).
   const double threshold = loss.from_logits ? 0.0 : 0.5;
@@ -190,6 +392,16 @@ std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss
     case MetricKind::SparseCategoricalAccuracy: return std::make_unique<Accuracy>(name, AccKind::Sparse, threshold);
     case MetricKind::MAE: return std::make_unique<ErrorMean>(name, LossKind::MAE);
     case MetricKind::MSE: return std::make_unique<ErrorMean>(name, LossKind::MSE);
+    case MetricKind::TopKCategoricalAccuracy:
+      return std::make_unique<Accuracy>(name, AccKind::TopK, threshold, spec.k);
+    case MetricKind::SparseTopKCategoricalAccuracy:
+      return std::make_unique<Accuracy>(name, AccKind::SparseTopK, threshold, spec.k);
+    case MetricKind::Precision:
+    case MetricKind::Recall:
+    case MetricKind::AUC:
+    case MetricKind::F1Score:
+    case MetricKind::FBetaScore:
+      return std::make_unique<Confusion>(name, spec, confusion_rule(spec, name, loss, out), out.empty() ? 1 : out.back());
     case MetricKind::Perplexity:
       if (!over_classes(loss_info(loss.kind)))
         throw ConfigError(fmt::format("metric '{}' needs a class distribution per step, but the loss is {}; use it "

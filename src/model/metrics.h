@@ -1,5 +1,6 @@
-// Keras metrics as running means over an epoch: update() per batch, result() at the end. Entries
-// are weighted by the mask as the loss is. "accuracy" is resolved by the loss, as Keras does.
+// Keras metrics over an epoch: update() per batch, result() at the end. Entries are weighted by the
+// mask as the loss is (sample weights do not count: Keras weighs only its weighted_metrics).
+// "accuracy" is resolved by the loss, as Keras does.
 #pragma once
 #include <memory>
 #include <string>
@@ -7,18 +8,25 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "spec/confusion.h"
 #include "spec/config.h"
 
 namespace rnntrain {
 
 // What update() adds for a batch, in a form a device engine computes next to the predictions (the
-// CUDA backend): one value per unmasked position, summed, and the count of those positions.
+// CUDA backend). Loss and Accuracy: one value per unmasked position, summed (count: the positions);
+// Confusion: the histograms of spec/confusion.h.
 struct MetricForm {
-  enum class Kind { Loss, Accuracy };
+  enum class Kind { Loss, Accuracy, Confusion };
   Kind kind = Kind::Loss;
   LossSpec loss;           // Loss: the per-position values of this loss (mae, mse, perplexity's crossentropy)
-  int accuracy = 0;        // Accuracy: 0 binary, 1 categorical, 2 sparse
+  int accuracy = 0;        // Accuracy: 0 binary, 1 categorical, 2 sparse, 3 top-k categorical, 4 top-k sparse
   double threshold = 0.5;  // binary
+  int64_t top_k = 1;       // top-k
+  ConfusionRule confusion;
+  int64_t classes = 1;  // Confusion: histograms (the units when per class)
+  // The sums the form adds up: 1, or the positives' and negatives' histograms.
+  int64_t width() const { return kind == Kind::Confusion ? 2 * classes * confusion.bins() : 1; }
   bool operator==(const MetricForm&) const = default;
 };
 
@@ -29,11 +37,15 @@ class Metric {
   // The form of update() for predictions of shape `pred` against `target`, after the checks update()
   // makes (a DataError for targets that do not fit); add() then takes the batch's sums.
   virtual MetricForm form(const Shape& pred, const Tensor& target) const = 0;
-  virtual void add(double total, double count) = 0;
+  // A batch's form().width() sums, and its positions.
+  virtual void add(const double* sums, double count) = 0;
   virtual double result() const = 0;
   virtual void reset() = 0;
-  // The running sums behind result(): reset() then add() of them restores the metric exactly.
-  virtual std::pair<double, double> totals() const = 0;
+  // The running sums behind result() (state_size() of them): reset() then merge() of them restores
+  // the metric exactly; merge() of another's adds them up (data-parallel ranks).
+  virtual std::vector<double> state() const = 0;
+  virtual void merge(const double* state) = 0;
+  size_t state_size() const { return state().size(); }
   const std::string& name() const { return name_; }
 
  protected:
@@ -41,7 +53,8 @@ class Metric {
 };
 
 // Resolves MetricKind::Accuracy by the loss (binary, categorical or sparse) and, for losses
-// with from_logits, makes accuracy and perplexity read logits correctly.
-std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss);
+// with from_logits, makes accuracy and perplexity read logits correctly. `out`: the model's output
+// shape without the batch axis. ConfigError for a metric the loss or the output cannot have.
+std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss, const Shape& out);
 
 }  // namespace rnntrain

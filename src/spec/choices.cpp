@@ -72,11 +72,26 @@ constexpr Choice<MetricKind> kMetrics[] = {
     {"mae", MetricKind::MAE},
     {"mse", MetricKind::MSE},
     {"perplexity", MetricKind::Perplexity},
+    {"top_k_categorical_accuracy", MetricKind::TopKCategoricalAccuracy},
+    {"sparse_top_k_categorical_accuracy", MetricKind::SparseTopKCategoricalAccuracy},
+    {"precision", MetricKind::Precision},
+    {"recall", MetricKind::Recall},
+    {"auc", MetricKind::AUC},
+    {"f1_score", MetricKind::F1Score},
+    {"fbeta_score", MetricKind::FBetaScore},
     {"acc", MetricKind::Accuracy, true},
     {"mean_absolute_error", MetricKind::MAE, true},
     {"mean_squared_error", MetricKind::MSE, true},
 };
 
+
+constexpr Choice<AucCurve> kCurves[] = {
+    {"ROC", AucCurve::ROC}, {"PR", AucCurve::PR}, {"roc", AucCurve::ROC, true}, {"pr", AucCurve::PR, true}};
+constexpr Choice<AucSummation> kSummations[] = {
+    {"interpolation", AucSummation::Interpolation}, {"minoring", AucSummation::Minoring},
+    {"majoring", AucSummation::Majoring}};
+constexpr Choice<FAverage> kAverages[] = {
+    {"micro", FAverage::Micro}, {"macro", FAverage::Macro}, {"weighted", FAverage::Weighted}};
 
 constexpr Choice<ScheduleKind> kSchedules[] = {
     {"constant", ScheduleKind::Constant}, {"exponential", ScheduleKind::Exponential},
@@ -127,6 +142,9 @@ std::span<const Choice<LossKind>> loss_kinds() {
   return kinds;
 }
 std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
+std::span<const Choice<AucCurve>> auc_curves() { return kCurves; }
+std::span<const Choice<AucSummation>> auc_summations() { return kSummations; }
+std::span<const Choice<FAverage>> f_averages() { return kAverages; }
 std::span<const Choice<OptimizerKind>> optimizer_kinds() {
   static const std::vector<Choice<OptimizerKind>> kinds = [] {
     std::vector<Choice<OptimizerKind>> v;

@@ -150,11 +150,32 @@ struct DataSpec {
 
 // LossKind and LossSpec: spec/losses.h, with the losses' descriptors.
 
-// "accuracy" resolves to binary/categorical/sparse by the loss, as Keras does.
-enum class MetricKind { Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MAE, MSE, Perplexity };
+// "accuracy" resolves to binary/categorical/sparse by the loss, as Keras does. The rest are Keras'
+// metrics of the same names (model/metrics.cpp).
+enum class MetricKind {
+  Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MAE, MSE, Perplexity,
+  TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall, AUC, F1Score, FBetaScore
+};
+enum class AucCurve { ROC, PR };
+enum class AucSummation { Interpolation, Minoring, Majoring };
+enum class FAverage { Micro, Macro, Weighted };
 struct MetricSpec {
   MetricKind kind;
-  std::string name;  // the history column: "accuracy", "mae", "perplexity", ...
+  std::string name;  // the history column: "accuracy", "mae", "perplexity", "auc", ...
+  int64_t k = 5;     // top-k accuracies
+  // precision, recall: the threshold (0.5); f-scores: predicted positive above it, or (none) the
+  // row's maximum
+  std::optional<double> threshold{};
+  int64_t class_id = -1;  // precision, recall: only this output unit (-1: all, flattened)
+  // auc
+  int64_t num_thresholds = 200;
+  AucCurve curve = AucCurve::ROC;
+  AucSummation summation = AucSummation::Interpolation;
+  bool multi_label = false, from_logits = false;
+  // f1_score, fbeta_score
+  FAverage average = FAverage::Macro;
+  double beta = 1.0;
+  bool operator==(const MetricSpec&) const = default;
 };
 
 // OptimizerKind and OptimizerSpec: spec/optimizers.h, with the optimizers' descriptors.

@@ -260,6 +260,30 @@ void put_schedule(Emitter& e, const ScheduleSpec& s) {
   e << YAML::EndMap;
 }
 
+// A metric as its name, or as a map of the keys that differ from its defaults.
+void put_metric(Emitter& e, const MetricSpec& m) {
+  MetricSpec plain{m.kind, spec::enum_name(spec::metric_kinds(), m.kind)};
+  if (m == plain) {
+    e << m.name;
+    return;
+  }
+  e << YAML::BeginMap;
+  put_name(e, "type", plain.name.c_str());
+  if (m.name != plain.name) put_str(e, "name", m.name);
+  if (m.k != plain.k) put_int(e, "k", m.k);
+  if (m.threshold)
+    put_num(e, m.kind == MetricKind::Precision || m.kind == MetricKind::Recall ? "thresholds" : "threshold", *m.threshold);
+  if (m.class_id != plain.class_id) put_int(e, "class_id", m.class_id);
+  if (m.num_thresholds != plain.num_thresholds) put_int(e, "num_thresholds", m.num_thresholds);
+  if (m.curve != plain.curve) put_name(e, "curve", spec::enum_name(spec::auc_curves(), m.curve));
+  if (m.summation != plain.summation) put_name(e, "summation_method", spec::enum_name(spec::auc_summations(), m.summation));
+  if (m.multi_label) put_bool(e, "multi_label", true);
+  if (m.from_logits) put_bool(e, "from_logits", true);
+  if (m.average != plain.average) put_name(e, "average", spec::enum_name(spec::f_averages(), m.average));
+  if (m.beta != plain.beta) put_num(e, "beta", m.beta);
+  e << YAML::EndMap;
+}
+
 void put_train(Emitter& e, const TrainSpec& t) {
   key(e, "train") << YAML::BeginMap;
   put_int(e, "epochs", t.epochs), put_int(e, "batch_size", t.batch_size);
@@ -270,7 +294,7 @@ void put_train(Emitter& e, const TrainSpec& t) {
   put_optimizer(e, t.optimizer);
   put_loss(e, t.loss);
   key(e, "metrics") << YAML::Flow << YAML::BeginSeq;
-  for (const MetricSpec& m : t.metrics) e << m.name;
+  for (const MetricSpec& m : t.metrics) put_metric(e, m);
   e << YAML::EndSeq;
   put_schedule(e, t.schedule);
   if (const auto& es = t.early_stopping) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <limits>
 #include <vector>
@@ -104,14 +105,62 @@ LossSpec read_loss(const Value& v) {
   return l;
 }
 
+// The keys a metric of `kind` takes, besides type and name.
+std::vector<const char*> metric_keys(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::TopKCategoricalAccuracy:
+    case MetricKind::SparseTopKCategoricalAccuracy: return {"k"};
+    case MetricKind::Precision:
+    case MetricKind::Recall: return {"thresholds", "class_id"};
+    case MetricKind::AUC: return {"num_thresholds", "curve", "summation_method", "multi_label", "from_logits"};
+    case MetricKind::F1Score: return {"average", "threshold"};
+    case MetricKind::FBetaScore: return {"average", "beta", "threshold"};
+    default: return {};
+  }
+}
+
+// A metric: its name, or a map {type: auc, curve: PR, name: pr_auc} with the keys of Keras' class.
+MetricSpec read_metric(const Value& v) {
+  const Value tv = type_of(v, "{type: auc, curve: PR, name: pr_auc}");
+  MetricSpec m{read_enum(tv, metric_kinds(), "metric"), ""};
+  m.name = enum_name(metric_kinds(), m.kind);
+  if (!v.is_map()) return m;
+  std::vector<const char*> keys = metric_keys(m.kind);  // a metric with settings may be named (two AUCs)
+  keys.insert(keys.begin(), keys.empty() ? std::initializer_list<const char*>{"type"} : std::initializer_list<const char*>{"type", "name"});
+  std::vector<std::vector<const char*>> sibling_keys;
+  std::vector<Value::Sibling> others;
+  for (const Choice<MetricKind>& c : metric_kinds()) sibling_keys.push_back(metric_keys(c.value));
+  for (size_t i = 0; i < sibling_keys.size(); ++i) others.push_back({metric_kinds()[i].name, sibling_keys[i]});
+  v.check_keys(keys, tv.as_string(), others);
+  if (auto x = v.get("name")) {
+    m.name = x->as_string();
+    if (!std::all_of(m.name.begin(), m.name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+      x->fail(fmt::format("metric name '{}': use letters, digits and _ (it names a history column)", m.name));
+  }
+  if (auto x = v.get("k")) m.k = x->as_int(1, 1000000);
+  if (auto x = v.get("thresholds")) m.threshold = x->as_double(0.0, 1.0, false, false);
+  if (auto x = v.get("threshold")) m.threshold = x->as_double(0.0, 1.0, true, false);  // Keras: 0 < t <= 1
+  if (auto x = v.get("class_id")) m.class_id = x->as_int(0, 1000000000);
+  if (auto x = v.get("num_thresholds")) m.num_thresholds = x->as_int(2, 100000);
+  if (auto x = v.get("curve")) m.curve = read_enum(*x, auc_curves(), "curve");
+  if (auto x = v.get("summation_method")) m.summation = read_enum(*x, auc_summations(), "summation_method");
+  if (auto x = v.get("multi_label")) m.multi_label = x->as_bool();
+  if (auto x = v.get("from_logits")) m.from_logits = x->as_bool();
+  if (auto x = v.get("average")) m.average = read_enum(*x, f_averages(), "average");
+  if (auto x = v.get("beta")) m.beta = positive(*x);
+  return m;
+}
+
 std::vector<MetricSpec> read_metrics(const Value& v) {
-  v.require_seq(" of metric names, e.g. metrics: [accuracy]");
+  v.require_seq(" of metric names or maps, e.g. metrics: [accuracy, {type: auc, curve: PR, name: pr_auc}]");
   std::vector<MetricSpec> out;
   for (const Value& item : v.items()) {
-    MetricSpec m{read_enum(item, metric_kinds(), "metric"), ""};
-    m.name = enum_name(metric_kinds(), m.kind);
+    const MetricSpec m = read_metric(item);
     for (const MetricSpec& o : out)
-      if (o.name == m.name) item.fail(fmt::format("the metric '{}' is listed twice", m.name));
+      if (o.name == m.name)
+        item.fail(fmt::format("a metric named '{}' is listed twice; give one another `name`", m.name));
+    if (m.name == "loss" || m.name.starts_with("val_"))
+      item.fail(fmt::format("'{}' cannot name a metric: loss and val_* are the history's own columns", m.name));
     out.push_back(m);
   }
   return out;

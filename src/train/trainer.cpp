@@ -62,7 +62,8 @@ Params initial_params(const Config& cfg, const std::string& weights, bool allow_
 
 static std::vector<std::unique_ptr<Metric>> make_metrics(const Config& cfg) {
   std::vector<std::unique_ptr<Metric>> out;
-  for (const auto& m : cfg.train.metrics) out.push_back(make_metric(m, cfg.train.loss));
+  const Shape shape = infer_shapes(cfg.model).back().out;
+  for (const auto& m : cfg.train.metrics) out.push_back(make_metric(m, cfg.train.loss, shape));
   return out;
 }
 
@@ -72,20 +73,42 @@ static std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) 
   return out;
 }
 
+// The loss's sum and count, then each metric's state(): a resume state's `partial`.
+static std::vector<double> metric_state(const std::vector<Metric*>& ms, double sum, double count) {
+  std::vector<double> t{sum, count};
+  for (const Metric* m : ms) {
+    const std::vector<double> s = m->state();
+    t.insert(t.end(), s.begin(), s.end());
+  }
+  return t;
+}
+
+static size_t metric_state_size(const std::vector<Metric*>& ms) {
+  size_t n = 2;
+  for (const Metric* m : ms) n += m->state_size();
+  return n;
+}
+
+// Adds metric_state()'s metric part to the metrics.
+static void merge_metric_state(const std::vector<Metric*>& ms, const std::vector<double>& t) {
+  size_t at = 2;
+  for (Metric* m : ms) {
+    m->merge(t.data() + at);
+    at += m->state_size();
+  }
+}
+
 // Under data parallelism: the loss sums and the metrics' totals summed across the ranks, so every
 // rank holds the one-process values (up to the order of the sums). Otherwise nothing.
 static void reduce_metrics(const std::vector<Metric*>& ms, double* sum, double* count) {
   Comm& comm = Comm::world();
   if (!comm.distributed()) return;
-  std::vector<double> t{sum ? *sum : 0.0, count ? *count : 0.0};
-  for (const Metric* m : ms) t.insert(t.end(), {m->totals().first, m->totals().second});
+  std::vector<double> t = metric_state(ms, sum ? *sum : 0.0, count ? *count : 0.0);
   comm.allreduce_sum(t.data(), static_cast<int64_t>(t.size()));
   if (sum) *sum = t[0];
   if (count) *count = t[1];
-  for (size_t j = 0; j < ms.size(); ++j) {
-    ms[j]->reset();
-    ms[j]->add(t[2 + 2 * j], t[3 + 2 * j]);
-  }
+  for (Metric* m : ms) m->reset();
+  merge_metric_state(ms, t);
 }
 
 EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data) {
@@ -289,7 +312,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     if (fs::exists(run_cfg_path)) check_resumable(cfg, read_text(run_cfg_path), run_cfg_path);
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
     if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0 || st.step < 0 ||
-        (st.step > 0 && st.partial.size() != 2 + 2 * cfg.train.metrics.size()))
+        (st.step > 0 && st.partial.size() != metric_state_size(raw(make_metrics(cfg)))))
       throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, step {}, optimizer step {}); start a new "
                                   "run from its weights with --weights instead", last_path, st.epoch, st.step,
                                   st.iterations));
@@ -423,8 +446,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       rng.set_state(resumed.rng);
       so_far.done = std::min(resumed.step, steps);
       so_far.sum = resumed.partial[0], so_far.count = resumed.partial[1];
-      if (comm.root())  // the saved totals are every rank's together: one rank holds them, reduce_metrics sums
-        for (size_t j = 0; j < ms.size(); ++j) ms[j]->add(resumed.partial[2 + 2 * j], resumed.partial[3 + 2 * j]);
+      if (comm.root()) merge_metric_state(ms, resumed.partial);  // every rank's totals: one holds them, reduce_metrics sums
     }
     const EpochSteps e = train_steps(epoch, so_far);
     reduce_metrics(ms, nullptr, nullptr);
@@ -433,8 +455,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       if (e.done > 0) {
         st.step = e.done;
         st.epoch_rng = epoch_rng;
-        st.partial = {e.sum, e.count};
-        for (auto* m : ms) st.partial.insert(st.partial.end(), {m->totals().first, m->totals().second});
+        st.partial = metric_state(ms, e.sum, e.count);
       } else {
         st.rng = epoch_rng;  // nothing of this epoch done: it starts over, shuffle included
       }

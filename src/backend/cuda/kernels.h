@@ -8,6 +8,7 @@
 
 #include "spec/activations.h"
 #include "spec/constraint_rule.h"
+#include "spec/confusion.h"
 #include "spec/losses.h"
 #include "spec/optimizers.h"
 
@@ -132,8 +133,9 @@ void invert_count(const double* count, double* out, cudaStream_t s);
 // Keras' accuracies as the metric sums: sum += per-position hits (binary: the share of the k outputs
 // thresholded right; categorical: argmax of target == argmax of pred; sparse: label == argmax).
 struct AccuracyArgs {
-  int mode = 0;  // 0 binary, 1 categorical, 2 sparse
+  int mode = 0;  // 0 binary, 1 categorical, 2 sparse, 3 top-k categorical, 4 top-k sparse
   float threshold = 0.5f;
+  int64_t top_k = 1;
   const float* pred = nullptr;    // [n, k]
   const float* target = nullptr;  // [n, k], or labels [n] when sparse
   const uint8_t* mask = nullptr;  // [n] or null
@@ -141,6 +143,18 @@ struct AccuracyArgs {
   double* sum = nullptr;
 };
 void accuracy(const AccuracyArgs& a, cudaStream_t s);
+// Keras' confusion metrics: adds the unmasked positions' units into the histograms at hist (width
+// doubles: the positives', then the negatives'), by spec/confusion.h's rule.
+struct ConfusionArgs {
+  ConfusionRule rule;
+  const float* pred = nullptr;    // [n, k]
+  const float* target = nullptr;  // [n, k]
+  const uint8_t* mask = nullptr;  // [n] or null
+  int64_t n = 0, k = 0;
+  double* hist = nullptr;
+  int64_t width = 0;
+};
+void confusion(const ConfusionArgs& a, cudaStream_t s);
 // sums[var[i]] += g[i]^2 for var[i] >= 0.
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
 // Keras' weight regularizers: for each element i of variable v = var[i] >= 0 with factors

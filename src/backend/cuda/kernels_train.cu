@@ -121,6 +121,22 @@ __global__ void accuracy_k(AccuracyArgs a) {
       acc += static_cast<double>(same) / static_cast<double>(K);
       continue;
     }
+    if (a.mode >= 3) {  // top-k: Keras' in_top_k (JAX) of the label, the target's argmax or its index
+      int64_t label = 0;
+      if (a.mode == 4) {
+        label = static_cast<int64_t>(a.target[i]);
+      } else {
+        const float* t = a.target + i * K;
+        for (int64_t j = 1; j < K; ++j)
+          if (t[j] > t[label]) label = j;
+      }
+      if (label < 0 || label >= K) continue;  // the host checked every unmasked label
+      const float at = isnan(p[label]) ? -INFINITY : p[label];
+      int64_t above = 0;
+      for (int64_t j = 0; j < K; ++j) above += p[j] > at;
+      acc += above < a.top_k ? 1.0 : 0.0;
+      continue;
+    }
     int64_t best = 0;  // the first index of the maximum, as numpy's argmax
     for (int64_t j = 1; j < K; ++j)
       if (p[j] > p[best]) best = j;
@@ -135,6 +151,30 @@ __global__ void accuracy_k(AccuracyArgs a) {
     }
   }
   block_add(acc, a.sum);
+}
+
+// One thread per position: its units into the positives' and negatives' histograms (spec/confusion.h),
+// in shared memory when they fit (a.shared), then added to a.hist once per block.
+__global__ void confusion_k(ConfusionArgs a, bool shared) {
+  extern __shared__ double local[];
+  double* h = shared ? local : a.hist;
+  const int64_t half = a.width / 2;
+  if (shared) {
+    for (int64_t j = threadIdx.x; j < a.width; j += blockDim.x) local[j] = 0.0;
+    __syncthreads();
+  }
+  GRID_LOOP(i, a.n) {
+    if (a.mask && !a.mask[i]) continue;
+    confusion_row(a.rule, a.pred + i * a.k, a.target + i * a.k, a.k, [&](int64_t at, double pos, double neg) {
+      if (pos != 0.0) atomicAdd(h + at, pos);
+      if (neg != 0.0) atomicAdd(h + half + at, neg);
+    });
+  }
+  if (shared) {
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < a.width; j += blockDim.x)
+      if (local[j] != 0.0) atomicAdd(a.hist + j, local[j]);
+  }
 }
 
 // The update of one kind: its descriptor's Rule on each trained element, after clipping and decay.
@@ -229,6 +269,14 @@ void accuracy(const AccuracyArgs& a, cudaStream_t s) {
   if (a.n == 0) return;
   accuracy_k<<<blocks_for(a.n), kThreads, 0, s>>>(a);
   LAUNCH_CHECK("accuracy");
+}
+
+void confusion(const ConfusionArgs& a, cudaStream_t s) {
+  if (a.n == 0) return;
+  constexpr int64_t kSharedBins = 4096;  // 32 KiB of doubles
+  const bool shared = a.width <= kSharedBins;
+  confusion_k<<<blocks_for(a.n), kThreads, shared ? sizeof(double) * a.width : 0, s>>>(a, shared);
+  LAUNCH_CHECK("confusion");
 }
 
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s) {

@@ -129,14 +129,19 @@ struct Session::Impl {
   DeviceBuffer<double> gscale{"loss gradient scale"};
 
   // Enqueued steps: pinned slots for their sums (`width` doubles each), an event each, and the queue.
-  // A step's sums: the loss, one per metric, the optimizer's non-finite flag, the ranks' positions,
-  // the regularizers' penalty.
+  // A step's sums: the loss, the metrics' (MetricForm::width() each), the optimizer's non-finite flag,
+  // the ranks' positions, the regularizers' penalty.
   struct Pending {
     int slot;
     double count;  // this rank's unmasked positions
-    size_t metrics;
+    size_t metrics;  // the metrics' sums
   };
   static size_t sums_for(size_t metrics) { return 4 + metrics; }
+  static size_t width_of(const std::vector<MetricForm>& metrics) {
+    size_t n = 0;
+    for (const MetricForm& f : metrics) n += static_cast<size_t>(f.width());
+    return n;
+  }
   double* sums_host = nullptr;
   size_t width = 0;
   cudaEvent_t done[kInFlight] = {};
@@ -258,7 +263,7 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   const int64_t K = pred.dim(-1), N = pred.numel() / K;
   // The loss, the metrics, the flag the optimizer raises when a parameter becomes inf or NaN, the
   // ranks' positions.
-  const size_t nsums = sums_for(metrics.size());
+  const size_t nsums = sums_for(width_of(metrics));
   double* sd = sums.ensure(static_cast<int64_t>(nsums));
   CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * nsums, st));
   auto loss_args = [&](const LossSpec& spec, double* sum) {
@@ -274,7 +279,7 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   k::LossArgs a = loss_args(cfg.train.loss, sd);
   a.gscale = count > 0 ? 1.0 / count : 0.0;
   if (ranks) {  // every rank's positions, summed on the device
-    double* all = sd + 2 + metrics.size();
+    double* all = sd + 2 + width_of(metrics);
     k::count_positions(mask ? m.dev : nullptr, N, all, st);
     nccl->sum(all, 1, st);
     k::invert_count(all, gscale.ensure(1), st);
@@ -289,17 +294,24 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
     if (mask) CUDA_CHECK(cudaMemsetAsync(a.grad, 0, sizeof(float) * N * K, st));
   }
   k::loss(a, st);
-  for (size_t j = 0; j < metrics.size(); ++j) {
-    const MetricForm& f = metrics[j];
+  double* at = sd + 1;  // each metric's sums, in order
+  for (const MetricForm& f : metrics) {
     if (f.kind == MetricForm::Kind::Loss) {
-      k::loss(loss_args(f.loss, sd + 1 + j), st);
-      continue;
+      k::loss(loss_args(f.loss, at), st);
+    } else if (f.kind == MetricForm::Kind::Accuracy) {
+      k::AccuracyArgs c;
+      c.mode = f.accuracy, c.threshold = static_cast<float>(f.threshold), c.top_k = f.top_k;
+      c.pred = pred.ptr, c.target = yd, c.mask = mask ? m.dev : nullptr;
+      c.n = N, c.k = K, c.sum = at;
+      k::accuracy(c, st);
+    } else {
+      k::ConfusionArgs c;
+      c.rule = f.confusion;
+      c.pred = pred.ptr, c.target = yd, c.mask = mask ? m.dev : nullptr;
+      c.n = N, c.k = K, c.hist = at, c.width = f.width();
+      k::confusion(c, st);
     }
-    k::AccuracyArgs c;
-    c.mode = f.accuracy, c.threshold = static_cast<float>(f.threshold);
-    c.pred = pred.ptr, c.target = yd, c.mask = mask ? m.dev : nullptr;
-    c.n = N, c.k = K, c.sum = sd + 1 + j;
-    k::accuracy(c, st);
+    at += f.width();
   }
   return count;
 }
@@ -309,7 +321,7 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
   model.store().zero_grad();  // cuDNN's weight gradients accumulate
   const DevTensor out = model.forward(in, true);
   const double count = loss(out, yd, *in.batch, true, true, metrics, nccl != nullptr);
-  add_activity_penalty(sums.get() + 3 + metrics.size());
+  add_activity_penalty(sums.get() + 3 + width_of(metrics));
   gpu.profiler().mark("loss and metrics");
   if (!nccl) {
     model.backward(DevTensor{dpred.get(), out.shape}, false, {}, opt.loss_scale());
@@ -321,7 +333,7 @@ std::pair<DevTensor, double> Session::Impl::train_work(const CudaModel::Input& i
     while (next < buckets.size()) launch_bucket(next++);  // a backward that stopped early leaves zeros
     finish_reduce();
   }
-  opt.apply(sums.get() + 1 + metrics.size(), sums.get() + 3 + metrics.size());
+  opt.apply(sums.get() + 1 + width_of(metrics), sums.get() + 3 + width_of(metrics));
   gpu.profiler().mark("optimizer");
   return {out, count};
 }
@@ -393,13 +405,13 @@ void Session::Impl::finish_reduce() {
 void Session::Impl::empty_work(const std::vector<MetricForm>& metrics) {
   cudaStream_t st = gpu.stream();
   model.store().zero_grad();
-  const size_t nsums = sums_for(metrics.size());
+  const size_t nsums = sums_for(width_of(metrics));
   double* sd = sums.ensure(static_cast<int64_t>(nsums));
   CUDA_CHECK(cudaMemsetAsync(sd, 0, sizeof(double) * nsums, st));
-  nccl->sum(sd + 2 + metrics.size(), 1, st);  // the positions, as loss() sums them
+  nccl->sum(sd + 2 + width_of(metrics), 1, st);  // the positions, as loss() sums them
   for (size_t k = 0; k < buckets.size(); ++k) launch_bucket(k);
   finish_reduce();
-  opt.apply(sd + 1 + metrics.size(), sd + 3 + metrics.size());
+  opt.apply(sd + 1 + width_of(metrics), sd + 3 + width_of(metrics));
 }
 
 double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd) {
@@ -464,13 +476,13 @@ std::string Session::device_name() const { return "cuda (" + device_description(
 void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
                                  const std::vector<MetricForm>& metrics) {
   Impl& s = *impl_;
-  const size_t nsums = Impl::sums_for(metrics.size());
+  const size_t nsums = Impl::sums_for(Impl::width_of(metrics));
   s.reserve_slots(nsums);
   if (static_cast<int>(s.pending.size()) == kInFlight) s.collected.push_back(s.finish_oldest());
   if (s.nccl && b.x.dim(0) == 0) {
     s.opt.set_step(lr, t);
     s.empty_work(metrics);
-    s.record_step(0.0, metrics.size());
+    s.record_step(0.0, Impl::width_of(metrics));
     return;
   }
 
@@ -504,7 +516,7 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
       if (!s.ran_warm(sig)) s.warm.push_back(sig);
     }
   }
-  s.record_step(count, metrics.size());
+  s.record_step(count, Impl::width_of(metrics));
 }
 
 void Session::Impl::record_step(double count, size_t metrics) {
