@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
                     metric(MetricKind::Recall, [](MetricSpec& s) { s.class_id = 3; }),
                     metric(MetricKind::AUC, [](MetricSpec& s) { s.from_logits = true; }),
                     metric(MetricKind::AUC, [](MetricSpec& s) {
-                      s.name = "pr", s.from_logits = true, s.curve = AucCurve::PR, s.multi_label = true;
+                      s.name = "pr", s.from_logits = true, s.curve = AucCurve::PR;
                     })},
                    true},
         MetricCase{"categorical_scores",
@@ -129,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(
                     metric(MetricKind::FBetaScore, [](MetricSpec& s) {
                       s.beta = 0.5, s.threshold = 0.2, s.average = FAverage::Weighted;
                     }),
-                    metric(MetricKind::AUC, [](MetricSpec& s) { s.summation = AucSummation::Majoring; })},
+                    metric(MetricKind::AUC, [](MetricSpec& s) { s.summation = AucSummation::Majoring; }),
+                    metric(MetricKind::AUC, [](MetricSpec& s) { s.name = "ml", s.curve = AucCurve::PR, s.multi_label = true; })},
                    false}),
     [](const auto& info) { return info.param.name; });
 

@@ -306,6 +306,9 @@ TEST(Metrics, ConfusionMetricsTheModelCannotHaveAreConfigErrors) {
                 .find("one prediction per sample"), std::string::npos);
   EXPECT_NE(message(spec_of(MetricKind::Precision), loss_of(LossKind::SparseCategoricalCrossentropy), {4})
                 .find("takes class labels"), std::string::npos);
+  MetricSpec multi = spec_of(MetricKind::AUC);
+  multi.multi_label = true;
+  EXPECT_NE(message(multi, loss_of(LossKind::BinaryCrossentropy), {-1, 4}).find("drop multi_label"), std::string::npos);
   MetricSpec id = spec_of(MetricKind::Recall);
   id.class_id = 4;
   EXPECT_NE(message(id, loss_of(LossKind::BinaryCrossentropy), {4}).find("class_id 4 is not a unit"), std::string::npos);

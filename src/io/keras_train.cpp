@@ -230,7 +230,8 @@ Json metric_json(const MetricSpec& m, KerasJsonStyle style) {
     case MetricKind::F1Score:
     case MetricKind::FBetaScore:
       c["average"] = m.average == FAverage::Micro ? "micro" : m.average == FAverage::Macro ? "macro" : "weighted";
-      c["beta"] = m.beta, c["threshold"] = opt_or_null(m.threshold);
+      c["threshold"] = opt_or_null(m.threshold);
+      if (m.kind == MetricKind::FBetaScore) c["beta"] = m.beta;  // F1Score's config has none
       break;
     default: c["k"] = m.k;  // the top-k accuracies
   }

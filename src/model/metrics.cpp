@@ -347,6 +347,11 @@ ConfusionRule confusion_rule(const MetricSpec& spec, const std::string& name, co
       r.class_id = spec.class_id;
       break;
     case MetricKind::AUC:
+      if (spec.multi_label && out.size() != 1)
+        throw ConfigError(fmt::format("metric '{}': Keras' AUC with multi_label takes one prediction per sample "
+                                      "([batch, labels]), but the model's output is {} per sample; drop multi_label "
+                                      "(one curve over every unmasked value)",
+                                      name, shape_str(out)));
       r.mode = ConfusionRule::Even;
       r.num_thresholds = spec.num_thresholds;
       r.sigmoid = spec.from_logits;
