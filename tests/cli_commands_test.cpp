@@ -153,3 +153,31 @@ TEST_F(Cli, CorruptWeightsFileIsAnErrorAndIsNotOverwritten) {
 }
 
 }  // namespace
+
+// data.*.sample_weight weighs the loss that eval reports (Keras' evaluate with sample_weight); Keras
+// takes class_weight or sample_weight for training, not both: refused, naming both settings.
+TEST_F(Cli, SampleWeightsWeighTheEvalLossAndClassWeightsExcludeThem) {
+  const std::string run = (tmp / "run").string(), x = (tmp / "x.npy").string(), y = (tmp / "y.npy").string(),
+                    w = (tmp / "w.npy").string();
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + run, tmp).code, 0);
+  Tensor xs({40, 12, 2}), ys({40, 1}), ws({40}, 2.0f);
+  for (int64_t i = 0; i < xs.numel(); ++i) xs.data[i] = static_cast<float>((i * 37 % 11) / 11.0);
+  for (int64_t i = 0; i < ys.numel(); ++i) ys.data[i] = static_cast<float>(i % 5) * 0.3f;
+  write_file(x, npy_bytes(xs));
+  write_file(y, npy_bytes(ys));
+  write_file(w, npy_bytes(ws));
+  const std::string eval = "eval " + cfg + " --weights " + run + "/last.h5 --json 'data.test={format: npy, inputs: " +
+                           x + ", targets: " + y;
+  CmdResult plain = run_rnntrain(eval + "}'", tmp), weighted = run_rnntrain(eval + ", sample_weight: " + w + "}'", tmp);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(weighted.code, 0) << weighted.err;
+  const double l1 = nlohmann::json::parse(plain.out)["loss"], l2 = nlohmann::json::parse(weighted.out)["loss"];
+  EXPECT_NEAR(l2, 2.0 * l1, 1e-6 * l1);
+
+  CmdResult both = run_rnntrain("train " + cfg + " output.dir=" + (tmp / "both").string() +
+                                    " 'train.class_weight={0: 2}' 'data.train={format: npy, inputs: " + x +
+                                    ", targets: " + y + ", sample_weight: " + w + "}'",
+                                tmp);
+  EXPECT_EQ(both.code, 2) << both.err;
+  EXPECT_NE(both.err.find("train.class_weight and data.train.sample_weight are both set"), std::string::npos) << both.err;
+}

@@ -188,6 +188,23 @@ TEST(CheckTest, CountsAndLengthsMustAgree) {
   EXPECT_HAS(failure(d, feature_model(5, 2, 3), kSparse), "2 sequence lengths for 6 samples");
 }
 
+// Sample weights: one per sample, or per sample and timestep for an output per timestep; finite, >= 0.
+TEST(CheckTest, SampleWeightsMustFitTheOutputAndBeNonNegative) {
+  Dataset d = features(6, 5, 2, 3);
+  d.w = Tensor({6}, 1.0f);
+  passes(d, feature_model(5, 2, 3), kSparse);
+  d.w = Tensor({4}, 1.0f);
+  EXPECT_HAS(failure(d, feature_model(5, 2, 3), kSparse), "sample weights (sample_weight) have 4 samples but inputs");
+  d.w = Tensor({6, 5}, 1.0f);
+  EXPECT_HAS(failure(d, feature_model(5, 2, 3), kSparse), "give one weight per sample, shape (6,).");
+  d.y = Tensor({6, 5});
+  passes(d, feature_model(5, 2, 3, true), kSparse);  // per timestep of an output per timestep
+  d.w[7] = -1.0f;
+  EXPECT_HAS(failure(d, feature_model(5, 2, 3, true), kSparse), "sample weight -1 at sample 1, position (2)");
+  d.w[7] = std::nanf("");
+  EXPECT_HAS(failure(d, feature_model(5, 2, 3, true), kSparse), "not a finite number >= 0");
+}
+
 TEST(CheckTest, TokenIdsMustBeIntegersBelowInputDim) {
   Dataset d;
   d.source = "data/text.txt";

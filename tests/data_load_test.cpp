@@ -86,13 +86,20 @@ TEST_F(LoadTest, Hdf5ReadsInputsTargetsAndLengthsOfAnyNumericType) {
     r.write("x", x);
     r.write_int64("labels", {2, 0, 1});
     r.write_double("len", {2, 1, 2}, {3});
+    r.write_double("sw", {0.5, 2, 1}, {3});
   }
   DataSource src;
   src.format = DataFormat::Hdf5;
   src.path = "d.h5";  // relative to base_dir
   src.targets = "labels";
   src.lengths = "len";
+  src.sample_weight = "sw";
   Dataset d = load(src);
+  expect_values(d.w, {0.5f, 2, 1}, "sample weights");
+  src.sample_weight = "weights";
+  EXPECT_HAS(error_of([&] { load(src); }), "no dataset 'weights' for `sample_weight`");
+  src.sample_weight = "";
+  d = load(src);
   EXPECT_EQ(d.source, path("d.h5"));
   EXPECT_EQ(d.x.shape, (Shape{3, 2, 1}));
   expect_values(d.x, {0, 0.5f, 1, 1.5f, 2, 2.5f}, "x");

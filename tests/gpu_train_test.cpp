@@ -147,6 +147,7 @@ TEST(TrainParity, EveryOptimizerVariantEndsNearTheCpu) {
 // computed by the GPU's kernel for it as by the CPU: 6 SGD steps of a GRU and a Dense layer on every
 // step of masked sequences (lengths 9, 4, 1 and 7: masked positions count neither in the loss nor in
 // the gradient), targets of the kind the loss takes; losses per step and final parameters compared.
+// Every loss variant, with loss weights per sample and per timestep on most steps.
 TEST(TrainParity, EveryLossVariantEndsNearTheCpu) {
   SKIP_WITHOUT_GPU();
   constexpr int64_t K = 3;
@@ -172,10 +173,20 @@ TEST(TrainParity, EveryLossVariantEndsNearTheCpu) {
           const auto hot = static_cast<int64_t>(rng.below(K));
           for (int64_t j = 0; j < K; ++j) b.y[r * K + j] = j == hot ? 1.0f : 0.0f;
         }
+      // Loss weights (sample_weight, class_weight): none, then per sample and per timestep in turn,
+      // so that weighted steps are captured and replayed as graphs.
+      if (s > 0) {
+        b.w = s % 2 ? Tensor({4}) : Tensor({4, 9});
+        for (float& w : b.w.data) w = static_cast<float>(rng.below(9)) / 4.0f;  // 0 .. 2
+      }
       const double lc = cpu->train_step(b, 0.05, {}).mean();
       const double lg = gpu->train_step(b, 0.05, {}).mean();
       EXPECT_TRUE(std::isfinite(lc)) << "step " << s + 1;
       EXPECT_LE(std::fabs(lg - lc), 1e-4 * std::max(1e-12, std::fabs(lc))) << "step " << s + 1;
+      if (s == 5) {
+        const double ec = cpu->eval_step(b, {}).mean(), eg = gpu->eval_step(b, {}).mean();
+        EXPECT_LE(std::fabs(eg - ec), 1e-4 * std::max(1e-12, std::fabs(ec))) << "weighted evaluation";
+      }
     }
     const std::vector<Param*> pc = cpu->host_params().all(), pg = gpu->host_params().all();
     for (size_t i = 0; i < pc.size(); ++i)

@@ -215,6 +215,7 @@ void expect_same_source(const std::optional<DataSource>& a, const std::optional<
   EXPECT_EQ(a->inputs, b->inputs) << what;
   EXPECT_EQ(a->targets, b->targets) << what;
   EXPECT_EQ(a->lengths, b->lengths) << what;
+  EXPECT_EQ(a->sample_weight, b->sample_weight) << what;
   EXPECT_EQ(a->window, b->window) << what;
   EXPECT_EQ(a->horizon, b->horizon) << what;
   EXPECT_EQ(a->stride, b->stride) << what;
@@ -304,6 +305,7 @@ void expect_same(const Config& a, const Config& b) {
     EXPECT_EQ(e.baseline, f.baseline);
     EXPECT_EQ(e.start_from_epoch, f.start_from_epoch);
   }
+  EXPECT_EQ(t.class_weight, u.class_weight);
   EXPECT_EQ(t.checkpoint.monitor, u.checkpoint.monitor);
   EXPECT_EQ(t.checkpoint.mode, u.checkpoint.mode);
   EXPECT_EQ(t.checkpoint.every_epoch, u.checkpoint.every_epoch);
@@ -359,7 +361,8 @@ TEST(RoundTrip, MetricsWithSettingsComeBackEqual) {
                                   "recall, {type: auc, curve: PR, summation_method: majoring, num_thresholds: 33, "
                                   "multi_label: true, from_logits: true}, {type: f1_score, average: micro}, "
                                   "{type: fbeta_score, beta: 2, threshold: 0.6, average: weighted}, "
-                                  "{type: sparse_top_k_categorical_accuracy, k: 3}]"});
+                                  "{type: sparse_top_k_categorical_accuracy, k: 3}]",
+                                  "train.class_weight={0: 0.25, 3: 2}"});
 }
 
 TEST(RoundTrip, EveryOptimizerDescriptorAndKeyComesBackEqual) {

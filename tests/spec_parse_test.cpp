@@ -168,6 +168,12 @@ TEST(Defaults, MetricsTakeKerasSettingsAndANameInAMap) {
   EXPECT_EQ(c.train.metrics[3].threshold, 0.2);
   EXPECT_EQ(c.train.metrics[3].class_id, 2);
   EXPECT_EQ(c.train.metrics[4].k, 2);
+  const Config w = parse_config(std::string(kHead) + "    - {type: Dense, units: 3}\n" +
+                                    "train: {class_weight: {0: 0.5, 2: 4}}\ndata: {train: {inputs: x.npy, "
+                                    "targets: y.npy, sample_weight: w.npy}}\n",
+                                "q.yaml");
+  EXPECT_EQ(w.train.class_weight, (std::map<int64_t, double>{{0, 0.5}, {2, 4.0}}));
+  EXPECT_EQ(w.data.train->sample_weight, "w.npy");
 }
 
 TEST(Errors, MetricSettingsAreCheckedByKind) {
@@ -182,6 +188,16 @@ TEST(Errors, MetricSettingsAreCheckedByKind) {
       {"train: {metrics: [{type: auc, name: val_auc}]}\n", "history's own columns"},
       {"train: {metrics: [{type: auc, name: 'a,b'}]}\n", "letters, digits and _"},
   };
+  const std::vector<std::pair<std::string, std::string>> weights = {
+      {"train: {class_weight: {a: 1}}\n", "'a' is not a class index"},
+      {"train: {class_weight: {1: -2}}\n", "train.class_weight.1"},
+      {"train: {class_weight: [1, 2]}\n", "class index to weight"},
+      {"data: {train: {format: csv, path: a.csv, window: 2, sample_weight: w.npy}}\n", "sample_weight"},
+  };
+  for (const auto& [text, says] : weights) {
+    SCOPED_TRACE(text);
+    EXPECT_HAS(error_of(h + text), says);
+  }
   for (const auto& [text, says] : cases) {
     SCOPED_TRACE(text);
     const std::string msg = error_of(h + text);

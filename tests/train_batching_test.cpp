@@ -164,8 +164,11 @@ TEST(Batching, TrimmingKeepsTheFirstStepsOfInputsAndPerStepTargets) {
   d.y = Tensor({2, 4});
   d.y.data = {10, 20, 30, 40, 50, 60, 70, 80};
   d.lengths = {2, 3};
+  d.w = Tensor({2, 4});
+  d.w.data = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
   EpochBatch e{{1, 0}, 3};
   Batch b = gather_batch(d, e, true);
+  EXPECT_EQ(b.w.data, (std::vector<float>{0.5f, 0.6f, 0.7f, 0.1f, 0.2f, 0.3f})) << "per-step sample weights";
   EXPECT_EQ(b.x.shape, (Shape{2, 3, 1}));
   EXPECT_EQ(b.x.data, (std::vector<float>{5, 6, 7, 1, 2, 3}));
   EXPECT_EQ(b.y.data, (std::vector<float>{50, 60, 70, 10, 20, 30}));
@@ -251,4 +254,30 @@ device: cpu
   for (size_t e = 0; e < 3; ++e)
     EXPECT_NEAR(b.history.epochs[e].at("loss"), a.history.epochs[e].at("loss"), 1e-5 * a.history.epochs[e].at("loss"))
         << "epoch " << e + 1;
+}
+
+// Keras' class_weight per output position: the label, the one-hot argmax, or the rounded 0/1
+// target picks the class; classes not listed weigh 1.
+TEST(Batching, ClassWeightsWeighEachPositionByItsTargetsClass) {
+  const std::map<int64_t, double> cw = {{0, 0.5}, {2, 3.0}};
+  Batch sparse;
+  sparse.x = Tensor({2, 3, 1});
+  sparse.y = Tensor({2, 3});
+  sparse.y.data = {0, 1, 2, 2, 2, 0};
+  weigh_classes(sparse, cw, true, 3);
+  EXPECT_EQ(sparse.w.shape, (Shape{2, 3}));
+  EXPECT_EQ(sparse.w.data, (std::vector<float>{0.5f, 1.0f, 3.0f, 3.0f, 3.0f, 0.5f}));
+  Batch onehot;
+  onehot.x = Tensor({2, 3, 1});
+  onehot.y = Tensor({2, 3});
+  onehot.y.data = {0, 0, 1, 0.9f, 0.1f, 0};
+  weigh_classes(onehot, cw, false, 3);
+  EXPECT_EQ(onehot.w.shape, (Shape{2}));
+  EXPECT_EQ(onehot.w.data, (std::vector<float>{3.0f, 0.5f}));
+  Batch binary;
+  binary.x = Tensor({3, 3, 1});
+  binary.y = Tensor({3, 1});
+  binary.y.data = {0.2f, 0.8f, 1.0f};
+  weigh_classes(binary, {{0, 0.25}, {1, 4.0}}, false, 1);
+  EXPECT_EQ(binary.w.data, (std::vector<float>{0.25f, 4.0f, 4.0f}));
 }

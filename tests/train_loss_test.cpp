@@ -388,3 +388,36 @@ TEST(Loss, NamesAreTheConfigSpellings) {
   };
   for (const auto& [kind, name] : spellings) EXPECT_STREQ(loss_name(kind), name);
 }
+
+// Keras' sample_weight: each position's loss and gradient times its weight (per sample weights
+// cover the sample's timesteps), the mean still over the unmasked positions.
+TEST(Loss, WeightsScaleEachPositionsLossAndGradient) {
+  const std::vector<float> mask = {1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1};
+  for (const LossSpec& s : all_specs()) {
+    Case c = make_case(s, {3, 4, 5}, 21);
+    Tensor m({3, 4});
+    m.data = mask;
+    Tensor g0, g1, g2;
+    const LossValue plain = compute_loss(s, c.pred, c.target, &m, &g0);
+    Tensor per_step({3, 4}), per_sample({3});
+    per_sample.data = {0.5f, 2.0f, 0.0f};
+    for (int64_t i = 0; i < 12; ++i) per_step[i] = per_sample[i / 4];
+    const LossValue a = compute_loss(s, c.pred, c.target, &m, &g1, &per_sample);
+    const LossValue b = compute_loss(s, c.pred, c.target, &m, &g2, &per_step);
+    EXPECT_EQ(a.count, plain.count) << label(s);  // the count is not weighted
+    EXPECT_EQ(a.sum, b.sum) << label(s);
+    EXPECT_EQ(g1.data, g2.data) << label(s);
+    double want = 0.0;  // the weighted sum from each position's own loss
+    for (int64_t i = 0; i < 12; ++i) {
+      if (mask[i] == 0.0f) continue;
+      Tensor one({3, 4}, 0.0f);
+      one[i] = 1.0f;
+      want += per_step[i] * compute_loss(s, c.pred, c.target, &one, nullptr).sum;
+    }
+    EXPECT_NEAR(a.sum, want, 1e-9 * (1 + std::fabs(want))) << label(s);
+    for (int64_t e = 0; e < g0.numel(); ++e)
+      ASSERT_NEAR(g1[e], g0[e] * per_step[e / 5], 1e-6 * (1 + std::fabs(g0[e]))) << label(s) << " element " << e;
+    Tensor wrong({5});
+    EXPECT_THROW(compute_loss(s, c.pred, c.target, &m, nullptr, &wrong), DataError) << label(s);
+  }
+}

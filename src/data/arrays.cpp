@@ -1,6 +1,6 @@
 // Loaders for data that is already arrays: HDF5 datasets, .npy files and .npz archives. Inputs are
 // required; targets named by the default "y" may be absent (predict-only data), any other name must
-// exist; lengths are optional. Values of any integer or float type become float32.
+// exist; lengths and sample weights are optional. Values of any integer or float type become float32.
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -82,6 +82,11 @@ Dataset load_hdf5(const DataSource& src, const std::string& base_dir) {
     if (!root.has_dataset(src.lengths)) throw missing(src.lengths, "lengths");
     d.lengths = lengths_from(read(src.lengths), fmt::format("{}: dataset '{}'", path, src.lengths));
   }
+  if (!src.sample_weight.empty()) {
+    if (!root.has_dataset(src.sample_weight)) throw missing(src.sample_weight, "sample_weight");
+    d.w = read(src.sample_weight);
+    d.w_name = fmt::format("dataset '{}'", src.sample_weight);
+  }
   return d;
 }
 
@@ -113,6 +118,11 @@ Dataset load_npy(const DataSource& src, const std::string& base_dir) {
   if (!src.lengths.empty()) {
     const std::string lpath = resolve_path(base_dir, src.lengths);
     d.lengths = lengths_from(read_npy(lpath, src), lpath);
+  }
+  if (!src.sample_weight.empty()) {
+    const std::string wpath = resolve_path(base_dir, src.sample_weight);
+    d.w = read_npy(wpath, src);
+    d.w_name = fmt::format("array {}", wpath);
   }
   return d;
 }
@@ -162,6 +172,12 @@ Dataset load_npz(const DataSource& src, const std::string& base_dir) {
     const std::string lm = member(src.lengths);
     if (lm.empty()) throw missing(src.lengths, "lengths");
     d.lengths = lengths_from(read(lm), fmt::format("{}: array '{}'", path, src.lengths));
+  }
+  if (!src.sample_weight.empty()) {
+    const std::string wm = member(src.sample_weight);
+    if (wm.empty()) throw missing(src.sample_weight, "sample_weight");
+    d.w = read(wm);
+    d.w_name = fmt::format("array '{}'", src.sample_weight);
   }
   return d;
 }

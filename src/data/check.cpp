@@ -18,6 +18,9 @@ void check_counts(const Dataset& d) {
   if (!d.y.empty() && d.y.rank() > 0 && d.y.dim(0) != N)
     throw DataError(fmt::format("{}: targets ({}) have {} samples but inputs ({}) have {}. Both must have one row "
                                 "per sample.", d.source, d.y_name, d.y.dim(0), d.x_name, N));
+  if (!d.w.empty() && d.w.rank() > 0 && d.w.dim(0) != N)
+    throw DataError(fmt::format("{}: sample weights ({}) have {} samples but inputs ({}) have {}. Give one weight per "
+                                "sample (or one per sample and timestep).", d.source, d.w_name, d.w.dim(0), d.x_name, N));
   if (!d.lengths.empty() && static_cast<int64_t>(d.lengths.size()) != N)
     throw DataError(fmt::format("{}: {} sequence lengths for {} samples. Give one length per sample.", d.source,
                                 d.lengths.size(), N));
@@ -174,6 +177,23 @@ void check_targets(const Dataset& d, const std::vector<LayerShape>& shapes, cons
   }
 }
 
+// Sample weights: [N], or [N, T] against an output per timestep; finite and not negative.
+void check_weights(const Dataset& d, const std::vector<LayerShape>& shapes) {
+  if (d.w.empty()) return;
+  const Shape& out = shapes.back().out;
+  const int64_t T = out.size() == 2 ? (out[0] >= 0 ? out[0] : d.x.dim(1)) : -1;
+  const bool ok = d.w.rank() == 1 || (d.w.rank() == 2 && T >= 0 && d.w.dim(1) == T) || (d.w.rank() == 2 && d.w.dim(1) == 1);
+  if (!ok)
+    throw DataError(fmt::format("{}: sample weights ({}) have shape {}, but the model's output is {}: give one weight "
+                                "per sample, shape {}{}.", d.source, d.w_name, shape_str(d.w.shape), shape_str(batched(out)),
+                                shape_str({d.w.dim(0)}),
+                                T >= 0 ? fmt::format(", or one per sample and timestep, shape {}", shape_str({d.w.dim(0), T})) : ""));
+  for (int64_t i = 0; i < d.w.numel(); ++i)
+    if (!std::isfinite(d.w[i]) || d.w[i] < 0.0f)
+      throw DataError(fmt::format("{}: sample weight {} at {} in {} is not a finite number >= 0; weights scale each "
+                                  "sample's loss.", d.source, d.w[i], where(d.w, i), d.w_name));
+}
+
 }  // namespace
 
 void check_dataset(const Dataset& d, const ModelSpec& model, const std::vector<LayerShape>& shapes,
@@ -184,6 +204,7 @@ void check_dataset(const Dataset& d, const ModelSpec& model, const std::vector<L
   check_counts(d);
   check_inputs(d, model);
   if (need_targets) check_targets(d, shapes, loss);
+  if (need_targets) check_weights(d, shapes);
 }
 
 }  // namespace rnntrain

@@ -44,6 +44,7 @@ Batch Dataset::gather(const std::vector<int64_t>& rows) const {
   Batch b;
   b.x = take_rows(x, rows, source);
   b.y = take_rows(y, rows, source);
+  b.w = take_rows(w, rows, source);
   if (!lengths.empty()) {
     b.lengths.reserve(rows.size());
     for (int64_t r : rows) b.lengths.push_back(lengths.at(static_cast<size_t>(r)));
@@ -61,9 +62,11 @@ Dataset Dataset::slice(int64_t begin, int64_t end) const {
   d.x = std::move(b.x);
   d.y = std::move(b.y);
   d.lengths = std::move(b.lengths);
+  d.w = std::move(b.w);
   d.source = fmt::format("{} [rows {}:{}]", source, begin, end);
   d.x_name = x_name;
   d.y_name = y_name;
+  d.w_name = w_name;
   return d;
 }
 

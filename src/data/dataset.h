@@ -18,8 +18,9 @@ struct Dataset {
   Tensor x;                      // [N, T, F] features or [N, T] token ids
   Tensor y;                      // [N, ...] targets (empty for predict-only data)
   std::vector<int32_t> lengths;  // empty, or N sequence lengths
+  Tensor w;                      // empty, or sample weights: [N] or [N, T] (Keras' sample_weight)
   std::string source;            // "data/x.h5" for messages
-  std::string x_name = "inputs", y_name = "targets";  // for messages: "dataset 'x'", "columns a, b", ...
+  std::string x_name = "inputs", y_name = "targets", w_name = "sample_weight";  // for messages: "dataset 'x'", ...
 
   int64_t size() const { return x.shape.empty() ? 0 : x.shape[0]; }
   Batch gather(const std::vector<int64_t>& rows) const;  // rows in the given order

@@ -3,12 +3,22 @@
 // unmasked positions ("sum_over_batch_size" with Keras 3's mask normalisation). Not the metrics.
 #include "model/loss.h"
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "model/targets.h"
 
 namespace rnntrain {
 
+int64_t positions_per_weight(const Tensor& w, int64_t n) {
+  if (w.numel() == 0 || n % w.numel() != 0)
+    throw DataError(fmt::format("sample weights of shape {} do not fit {} output positions: give one weight per sample "
+                                "or per sample and timestep", shape_str(w.shape), n));
+  return n / w.numel();
+}
+
 LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& target, const Tensor* mask,
-                       Tensor* dpred) {
+                       Tensor* dpred, const Tensor* weight) {
   const char* who = loss_name(spec.kind);
   const bool sparse = loss_info(spec.kind).targets == Targets::Labels;
   const TargetView v = sparse ? check_sparse_targets(who, pred, target, mask)
@@ -25,6 +35,7 @@ LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& t
   const LossParams params = loss_params(spec);
   const int64_t K = v.k;
   const double inv_k = 1.0 / static_cast<double>(K);
+  const int64_t per = weight ? positions_per_weight(*weight, v.n) : 1;
 
   // pred: [N, K]; target: [N, K] or labels [N]; mask: [N]. Masked positions keep a zero gradient.
   LossValue out;
@@ -32,12 +43,13 @@ LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& t
     using D = decltype(d);
     for (int64_t i = 0; i < v.n; ++i) {
       if (mask_weight(mask, i) == 0.0) continue;
+      const double w = weight ? static_cast<double>((*weight)[i / per]) : 1.0;
       const float* p = pred.ptr() + i * K;
       float* g = dpred ? dpred->ptr() + i * K : nullptr;
       if constexpr (D::kRows) {
         const float* t = sparse ? nullptr : target.ptr() + i * K;
         const int64_t label = sparse ? checked_label(who, pred, target, i, K) : -1;
-        out.sum += D::row(p, t, label, K, params, g, gscale);
+        out.sum += w * D::row(p, t, label, K, params, g, gscale * w);
       } else {
         const float* t = target.ptr() + i * K;
         double sum = 0.0;
@@ -45,9 +57,9 @@ LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& t
           double l = 0.0, dl = 0.0;
           D::element(static_cast<double>(p[j]), static_cast<double>(t[j]), params, l, dl);
           sum += l;
-          if (g) g[j] = static_cast<float>(dl * inv_k * gscale);
+          if (g) g[j] = static_cast<float>(dl * inv_k * gscale * w);
         }
-        out.sum += sum * inv_k;
+        out.sum += w * sum * inv_k;
       }
     }
   });

@@ -20,8 +20,14 @@ struct LossValue {
 // pred: [B, K] or [B, T, K]. target: same shape, or for sparse_categorical_crossentropy labels
 // [B] / [B, T] (or with a trailing 1). mask: null or [B, T] of 0/1 (only with a time axis).
 // If dpred is not null it receives d(sum/count)/d(pred), shaped like pred (zero where masked).
+// weight: null, or Batch::w (per sample, or per position): each position's loss and gradient times
+// its weight, the count unweighted (Keras' sum_over_batch_size with sample_weight).
 // Bad targets (a shape that does not fit pred, a sparse label outside [0, K)) throw DataError.
 LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& target, const Tensor* mask,
-                       Tensor* dpred);
+                       Tensor* dpred, const Tensor* weight = nullptr);
+
+// Positions per weight of Batch::w for n output positions (1: per position, T: per sample of a
+// sequence output); DataError when w does not fit.
+int64_t positions_per_weight(const Tensor& w, int64_t n);
 
 }  // namespace rnntrain

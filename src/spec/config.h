@@ -3,6 +3,7 @@
 // structs. Defaults are Keras 3's. Documented key by key in docs/config.md.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,6 +130,9 @@ struct DataSource {
   std::string path;  // hdf5, npz, csv, text (relative paths are relative to the config file)
   // hdf5 and npz: dataset / array names. npy: paths of the .npy files.
   std::string inputs = "x", targets = "y", lengths;  // lengths optional ("" = none)
+  // Keras' sample_weight: per sample [N] or per timestep [N, T], weighing each position's loss
+  // (optional, "" = none; hdf5/npz: its dataset / array, npy: its file).
+  std::string sample_weight;
   // csv: windows of `window` rows predict the next `horizon` rows of the target columns.
   int64_t window = 0, horizon = 1, stride = 1;
   std::vector<std::string> features, target_columns;
@@ -253,6 +257,9 @@ struct TrainSpec {
   std::optional<EarlyStoppingSpec> early_stopping;
   CheckpointSpec checkpoint;
   int64_t threads = 0;  // CPU threads for BLAS; 0 = all cores
+  // Keras' class_weight: the loss of a training position whose target is class c (its label, its
+  // one-hot argmax, or a rounded 0/1 target) is weighed by class_weight[c]; classes not listed by 1.
+  std::map<int64_t, double> class_weight;
 };
 
 enum class Device { Auto, Cpu, Cuda };

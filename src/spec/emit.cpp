@@ -173,6 +173,7 @@ void put_source(Emitter& e, const char* k, const std::optional<DataSource>& src)
       [[fallthrough]];
     case DataFormat::Npy:
       put_str(e, "inputs", s.inputs), put_str(e, "targets", s.targets), put_str(e, "lengths", s.lengths);
+      put_str(e, "sample_weight", s.sample_weight);
       break;
     case DataFormat::Csv:
       put_str(e, "path", s.path);
@@ -296,6 +297,11 @@ void put_train(Emitter& e, const TrainSpec& t) {
   key(e, "metrics") << YAML::Flow << YAML::BeginSeq;
   for (const MetricSpec& m : t.metrics) put_metric(e, m);
   e << YAML::EndSeq;
+  if (!t.class_weight.empty()) {
+    key(e, "class_weight") << YAML::Flow << YAML::BeginMap;
+    for (const auto& [c, w] : t.class_weight) e << YAML::Key << c << YAML::Value << num(w);
+    e << YAML::EndMap;
+  }
   put_schedule(e, t.schedule);
   if (const auto& es = t.early_stopping) {
     key(e, "early_stopping") << YAML::BeginMap;

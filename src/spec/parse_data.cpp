@@ -12,8 +12,8 @@ namespace {
 
 using Keys = std::span<const char* const>;
 
-constexpr const char* kArrayKeys[] = {"format", "path", "inputs", "targets", "lengths"};  // hdf5, npz
-constexpr const char* kNpyKeys[] = {"format", "path", "inputs", "targets", "lengths"};
+constexpr const char* kArrayKeys[] = {"format", "path", "inputs", "targets", "lengths", "sample_weight"};  // hdf5, npz
+constexpr const char* kNpyKeys[] = {"format", "path", "inputs", "targets", "lengths", "sample_weight"};
 constexpr const char* kCsvKeys[] = {"format", "path", "window", "horizon", "stride", "features", "targets", "scaling"};
 constexpr const char* kTextKeys[] = {"format", "path", "seq_len"};
 constexpr const char* kSyntheticKeys[] = {"format", "task", "samples", "timesteps", "seed"};
@@ -87,6 +87,7 @@ DataSource read_source(const Value& v) {
       if (auto x = v.get("inputs")) s.inputs = x->as_string();
       if (auto x = v.get("targets")) s.targets = x->as_string();
       if (auto x = v.get("lengths")) s.lengths = x->as_string(true);
+      if (auto x = v.get("sample_weight")) s.sample_weight = x->as_string(true);
       break;
     case DataFormat::Npy:  // `path` is another name for `inputs` (the one file of predict-only data)
       if (v.has("path") && v.has("inputs")) v.get("path")->fail("npy data takes inputs: (or path:), not both");
@@ -94,6 +95,7 @@ DataSource read_source(const Value& v) {
       s.targets.clear();  // optional: predict-only data has none
       if (auto x = v.get("targets")) s.targets = x->as_string(true);
       if (auto x = v.get("lengths")) s.lengths = x->as_string(true);
+      if (auto x = v.get("sample_weight")) s.sample_weight = x->as_string(true);
       break;
     case DataFormat::Csv:
       s.path = v.need("path", "; csv data needs the file, e.g. path: data/series.csv").as_string();

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
 #include <iterator>
 #include <limits>
 #include <vector>
@@ -286,11 +289,28 @@ CheckpointSpec read_checkpoint(const Value& v, const std::vector<MetricSpec>& me
 
 }  // namespace
 
+// Keras' class_weight: {class index: weight}.
+std::map<int64_t, double> read_class_weight(const Value& v) {
+  v.require_map(" of class index to weight, e.g. class_weight: {0: 1.0, 1: 5.0}");
+  std::map<int64_t, double> out;
+  for (const auto& kv : v.node()) {
+    const std::string key = kv.first.Scalar();
+    const Value w = *v.get(key);
+    char* end = nullptr;
+    errno = 0;
+    const long long c = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || errno != 0 || c < 0 || c > 1000000000)
+      w.fail(fmt::format("'{}' is not a class index: class_weight maps classes 0, 1, ... to weights", key));
+    out[c] = w.as_double(0.0, kFloatMax, false, false);
+  }
+  return out;
+}
+
 TrainSpec read_train(const Value& v) {
   v.require_map(" like {epochs: 10, batch_size: 32}");
   constexpr const char* keys[] = {"epochs",    "batch_size", "seed",     "shuffle",        "bucketing",
                                   "bucket_window", "steps_per_epoch", "threads", "optimizer",    "loss",
-                                  "metrics",   "schedule",   "early_stopping", "checkpoint"};
+                                  "metrics",   "schedule",   "early_stopping", "checkpoint", "class_weight"};
   v.check_keys(keys, "train");
   TrainSpec t;
   if (auto x = v.get("epochs")) t.epochs = x->as_int(1, kMaxCount);
@@ -307,6 +327,7 @@ TrainSpec read_train(const Value& v) {
   if (auto x = v.get("schedule")) t.schedule = read_schedule(*x, t.metrics);
   if (auto x = v.get("early_stopping")) t.early_stopping = read_early_stopping(*x, t.metrics);
   if (auto x = v.get("checkpoint")) t.checkpoint = read_checkpoint(*x, t.metrics);
+  if (auto x = v.get("class_weight")) t.class_weight = read_class_weight(*x);
   return t;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace rnntrain {
@@ -122,7 +123,25 @@ Batch gather_batch(const Dataset& d, const EpochBatch& e, bool y_has_time) {
   };
   trim(b.x);
   if (y_has_time && b.y.shape.size() > 1 && b.y.shape[1] == T) trim(b.y);
+  if (y_has_time && b.w.shape.size() > 1 && b.w.shape[1] == T) trim(b.w);
   return b;
+}
+
+void weigh_classes(Batch& b, const std::map<int64_t, double>& weights, bool sparse, int64_t units) {
+  const int64_t per = sparse || units < 1 ? 1 : units, n = b.y.numel() / per, B = b.size();
+  b.w = Tensor(n == B || B == 0 ? Shape{n} : Shape{B, n / B});
+  for (int64_t i = 0; i < n; ++i) {
+    const float* t = b.y.ptr() + i * per;
+    int64_t c = 0;
+    if (per > 1) {
+      for (int64_t j = 1; j < per; ++j)
+        if (t[j] > t[c]) c = j;
+    } else {
+      c = static_cast<int64_t>(std::lround(t[0]));
+    }
+    const auto it = weights.find(c);
+    b.w[i] = it == weights.end() ? 1.0f : static_cast<float>(it->second);
+  }
 }
 
 }  // namespace rnntrain

@@ -4,6 +4,7 @@
 // resumed run draws the same batches.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "core/rng.h"
@@ -46,5 +47,10 @@ double padding_share(const std::vector<EpochBatch>& batches, const std::vector<i
 // The batch's rows, trimmed to b.steps time steps when b.steps > 0: the inputs, and the targets too
 // when the model outputs a sequence (y_has_time).
 Batch gather_batch(const Dataset& d, const EpochBatch& b, bool y_has_time);
+
+// Keras' class_weight as b.w, one weight per output position: the class of a position is its label
+// (sparse targets), the argmax of its target row (units > 1) or its rounded target (one unit);
+// classes not in `weights` weigh 1.
+void weigh_classes(Batch& b, const std::map<int64_t, double>& weights, bool sparse, int64_t units);
 
 }  // namespace rnntrain

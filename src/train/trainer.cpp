@@ -161,6 +161,10 @@ struct Splits {
 Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerShape>& shapes) {
   if (!cfg.data.train)
     throw ConfigError(fmt::format("{}: data.train is missing; training needs a data source (see docs/config.md)", cfg.path));
+  if (!cfg.train.class_weight.empty() && !cfg.data.train->sample_weight.empty())
+    throw ConfigError(fmt::format("{}: train.class_weight and data.train.sample_weight are both set; Keras takes one "
+                                  "of them: fold the class weights into the sample weights, or drop one",
+                                  cfg.path));
   Splits s;
   // CSV scaling is fitted on the rows that train, not on those validation_split holds out.
   s.train = load_data(cfg, *cfg.data.train, meta, cfg.data.validation ? 0.0 : cfg.data.validation_split);
@@ -408,10 +412,16 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     // With asynchronous steps (a GPU) the next batch is gathered on a second thread while this one
     // enqueues the step.
     auto gather = [&](int64_t s) {
-      if (!comm.distributed()) return gather_batch(data.train, plan[s], y_has_time);
-      const Share sh = share_of(static_cast<int64_t>(plan[s].rows.size()), comm.rank(), comm.size());
-      EpochBatch mine{{plan[s].rows.begin() + sh.first, plan[s].rows.begin() + sh.first + sh.count}, plan[s].steps};
-      return gather_batch(data.train, mine, y_has_time);
+      EpochBatch mine = plan[s];
+      if (comm.distributed()) {
+        const Share sh = share_of(static_cast<int64_t>(plan[s].rows.size()), comm.rank(), comm.size());
+        mine = {{plan[s].rows.begin() + sh.first, plan[s].rows.begin() + sh.first + sh.count}, plan[s].steps};
+      }
+      Batch b = gather_batch(data.train, mine, y_has_time);
+      if (!cfg.train.class_weight.empty())
+        weigh_classes(b, cfg.train.class_weight, loss_info(cfg.train.loss.kind).targets == Targets::Labels,
+                      shapes.back().out.back());
+      return b;
     };
     const int64_t first = e.done;
     std::future<Batch> next;

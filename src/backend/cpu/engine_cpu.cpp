@@ -45,7 +45,7 @@ class CpuEngine final : public Engine {
     if (rows) {
       Tensor mask;
       Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask, &activity);
-      lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred);
+      lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred, weights(b));
       for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
     }
     if (dp_) {
@@ -68,7 +68,7 @@ class CpuEngine final : public Engine {
     Tensor mask;
     double activity = 0.0;
     Tensor pred = model_.forward(b.x, lengths(b), false, rng_, nullptr, &mask, &activity);
-    LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr);
+    LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr, weights(b));
     for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
     lv.penalty = activity + weight_penalty(regs_, params_.all(), false);
     return lv;
@@ -86,7 +86,7 @@ class CpuEngine final : public Engine {
     params_.zero_grad();
     Tensor out = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask);
     Tensor dpred;
-    LossValue lv = compute_loss(cfg_.train.loss, out, b.y, mask.empty() ? nullptr : &mask, &dpred);
+    LossValue lv = compute_loss(cfg_.train.loss, out, b.y, mask.empty() ? nullptr : &mask, &dpred, weights(b));
     Tensor g = model_.backward(ctx, dpred);
     if (dx) *dx = std::move(g);
     if (pred) *pred = std::move(out);
@@ -95,6 +95,7 @@ class CpuEngine final : public Engine {
 
  private:
   static const std::vector<int32_t>* lengths(const Batch& b) { return b.lengths.empty() ? nullptr : &b.lengths; }
+  static const Tensor* weights(const Batch& b) { return b.w.empty() ? nullptr : &b.w; }
 
   // Sums every gradient across the ranks, through one buffer (one collective per step).
   void allreduce_grads() {

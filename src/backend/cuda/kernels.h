@@ -120,6 +120,8 @@ struct LossArgs {
   float* grad = nullptr;   // [n, k] d(mean)/d(pred), or null
   const float* gmul = nullptr;  // one float on the device multiplying grad (the loss scale), or null
   double* sum = nullptr;   // one double: += the per-position losses
+  const float* weight = nullptr;  // loss weights (Batch::w), one per weight_per positions, or null
+  int64_t weight_per = 1;
 };
 void loss(const LossArgs& a, cudaStream_t s);
 // out = 1 / (the number of nonzero mask[i], i < n), or 0 when there are none: a masked step's loss

@@ -28,10 +28,11 @@ __global__ void loss_elem_k(LossArgs a) {
   GRID_LOOP(e, a.n * K) {
     const int64_t i = e / K;
     if (a.mask && !a.mask[i]) continue;
+    const double w = a.weight ? static_cast<double>(a.weight[i / a.weight_per]) : 1.0;
     double v, d;
     D::element(a.pred[e], a.target[e], a.params, v, d);
-    acc += v * inv_k;
-    if (a.grad) a.grad[e] = static_cast<float>(d * inv_k * gs);
+    acc += w * v * inv_k;
+    if (a.grad) a.grad[e] = static_cast<float>(d * inv_k * gs * w);
   }
   block_add(acc, a.sum);
 }
@@ -45,7 +46,8 @@ __global__ void loss_row_k(LossArgs a) {
     const int64_t K = a.k;
     const float* t = a.sparse ? nullptr : a.target + i * K;
     const int64_t label = a.sparse ? static_cast<int64_t>(a.target[i]) : -1;
-    atomicAdd(a.sum, D::row(a.pred + i * K, t, label, K, a.params, a.grad ? a.grad + i * K : nullptr, gs));
+    const double w = a.weight ? static_cast<double>(a.weight[i / a.weight_per]) : 1.0;
+    atomicAdd(a.sum, w * D::row(a.pred + i * K, t, label, K, a.params, a.grad ? a.grad + i * K : nullptr, gs * w));
   }
 }
 

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/comm.h"
+#include "model/loss.h"
 
 namespace rnntrain::cuda {
 
@@ -124,6 +125,14 @@ struct Session::Impl {
   DeviceOptimizer opt;
   std::unique_ptr<Nccl> nccl;  // data parallelism: the ranks' communicator
   Uploader target_up{gpu};
+  std::vector<float> staged;  // targets and loss weights, side by side
+  // The targets, and the batch's loss weights after them when it has any (loss() reads them there).
+  const float* upload_targets(const Batch& b) {
+    if (b.w.empty()) return static_cast<const float*>(target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
+    staged.assign(b.y.data.begin(), b.y.data.end());
+    staged.insert(staged.end(), b.w.data.begin(), b.w.data.end());
+    return static_cast<const float*>(target_up.put(staged.data(), sizeof(float) * staged.size()));
+  }
   DeviceBuffer<float> dpred{"loss gradient"};
   DeviceBuffer<double> sums{"loss and metric sums"};
   DeviceBuffer<double> gscale{"loss gradient scale"};
@@ -156,12 +165,12 @@ struct Session::Impl {
   // (the Uploaders alternate between two) and the metrics. A graph is valid while device_version()
   // is what it was at its capture.
   struct Signature {
-    Shape x, y;
+    Shape x, y, w;
     const void* xd = nullptr;
     const void* yd = nullptr;
     std::vector<MetricForm> metrics;
     bool operator==(const Signature&) const = default;
-    bool same_work(const Signature& o) const { return x == o.x && y == o.y && metrics == o.metrics; }
+    bool same_work(const Signature& o) const { return x == o.x && y == o.y && w == o.w && metrics == o.metrics; }
   };
   struct Graph {
     Signature sig;
@@ -278,6 +287,10 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
   };
   k::LossArgs a = loss_args(cfg.train.loss, sd);
   a.gscale = count > 0 ? 1.0 / count : 0.0;
+  if (!b.w.empty()) {  // upload_targets put them after the targets
+    a.weight = yd + b.y.numel();
+    a.weight_per = positions_per_weight(b.w, N);
+  }
   if (ranks) {  // every rank's positions, summed on the device
     double* all = sd + 2 + width_of(metrics);
     k::count_positions(mask ? m.dev : nullptr, N, all, st);
@@ -487,10 +500,10 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   }
 
   const CudaModel::Input in = s.model.upload(b);
-  const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
+  const float* yd = s.upload_targets(b);
   s.opt.set_step(lr, t);
   s.model.new_seed(rng);
-  const Impl::Signature sig{b.x.shape, b.y.shape, in.x.ptr, yd, metrics};
+  const Impl::Signature sig{b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, metrics};
   const bool graphable = s.use_graphs && (b.lengths.empty() || s.model.full_length()) && !s.gpu.profiler().on();
   if (graphable && s.graphs_version != device_version() && !s.graphs.empty()) {
     log_debug("cuda: {} CUDA graphs dropped: device buffers moved since their capture", s.graphs.size());
@@ -549,7 +562,7 @@ std::vector<StepLoss> Session::collect(bool wait) {
 StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
   Impl& s = *impl_;
   const CudaModel::Input in = s.model.upload(b);
-  const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
+  const float* yd = s.upload_targets(b);
   const DevTensor out = s.model.forward(in, false);
   StepLoss l;
   l.count = s.loss(out, yd, b, false, false);
@@ -574,7 +587,7 @@ Tensor Session::predict(const Batch& b) {
 StepLoss Session::gradients(const Batch& b, Rng& rng, Tensor* pred, Tensor* dx) {
   Impl& s = *impl_;
   const CudaModel::Input in = s.model.upload(b);
-  const float* yd = static_cast<const float*>(s.target_up.put(b.y.ptr(), sizeof(float) * b.y.numel()));
+  const float* yd = s.upload_targets(b);
   s.model.new_seed(rng);
   s.model.store().zero_grad();
   const DevTensor out = s.model.forward(in, true);
