@@ -62,6 +62,15 @@ LogFile::~LogFile() {
   update_levels();
 }
 
+void log_to_file(LogLevel level, const std::string& msg) {
+  static const spdlog::level::level_enum map[] = {spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
+                                                  spdlog::level::err, spdlog::level::off};
+  const spdlog::details::log_msg m(logger().name(), map[static_cast<int>(level)], msg);
+  auto& sinks = logger().sinks();
+  for (size_t i = 1; i < sinks.size(); ++i)
+    if (sinks[i]->should_log(m.level)) sinks[i]->log(m), sinks[i]->flush();
+}
+
 void log_line(LogLevel level, const std::string& msg) {
   switch (level) {
     case LogLevel::Debug: logger().debug(msg); break;

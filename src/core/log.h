@@ -21,6 +21,9 @@ class LogFile {
   LogFile& operator=(const LogFile&) = delete;
 };
 
+// To the LogFile only: what a terminal already shows in another form (the progress line).
+void log_to_file(LogLevel level, const std::string& msg);
+
 template <typename... A>
 void log_debug(fmt::format_string<A...> f, A&&... a) { log_line(LogLevel::Debug, fmt::format(f, std::forward<A>(a)...)); }
 template <typename... A>

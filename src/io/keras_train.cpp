@@ -304,7 +304,7 @@ std::string metric_settings_from(const json& c, MetricSpec& m, const std::string
 
 // Keras' metrics by name or class ("acc", "MeanAbsoluteError", an AUC object); the others are logged
 // and left out.
-void metrics_from(const json& list, const std::string& file, std::vector<MetricSpec>& out) {
+void metrics_from(const json& list, const std::string& file, const LossSpec& loss, std::vector<MetricSpec>& out) {
   for (const json& m : list) {
     const std::string name = m.is_string() ? m.get<std::string>() : m.is_object() ? m.value("class_name", "") : "";
     std::optional<MetricSpec> spec = metric_named(name);
@@ -315,6 +315,10 @@ void metrics_from(const json& list, const std::string& file, std::vector<MetricS
                           : "";
     if (why.empty() && m.is_object() && m.contains("config") && m["config"].is_object())
       why = metric_settings_from(m["config"], *spec, file);
+    if (why.empty() && keras_metric_class(spec->kind) && spec->kind != MetricKind::TopKCategoricalAccuracy &&
+        spec->kind != MetricKind::SparseTopKCategoricalAccuracy && loss_info(loss.kind).targets == Targets::Labels)
+      why = fmt::format("it compares every output unit with a target of the same shape, and the loss {} takes class "
+                        "labels", loss_name(loss.kind));
     if (!why.empty()) {
       log_warn("{}: metric {} is not imported: {}; training is unchanged: metrics are only reported", file,
                name.empty() ? m.dump().substr(0, 80) : name.substr(0, 80), why);
@@ -523,7 +527,7 @@ static std::optional<TrainSpec> train_from_keras_json_unchecked(const nlohmann::
   if (opt) optimizer_from(*opt, file, t);
   if (j.contains("loss"))
     if (auto l = loss_from(j["loss"], file)) t.loss = *l;
-  if (j.contains("metrics") && j["metrics"].is_array()) metrics_from(j["metrics"], file, t.metrics);
+  if (j.contains("metrics") && j["metrics"].is_array()) metrics_from(j["metrics"], file, t.loss, t.metrics);
   for (const char* key : {"loss_weights", "weighted_metrics"})
     if (j.contains(key) && !j[key].is_null())
       log_warn("{}: {} {} is not imported: rnntrain weighs the one output's loss by 1 and reports unweighted metrics",

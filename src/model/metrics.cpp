@@ -1,6 +1,8 @@
-// Keras metrics as running means over an epoch: accuracy (binary, categorical, sparse; "accuracy"
-// resolved by the loss), mae, mse and perplexity. Each batch counts by its unmasked positions, so
-// result() is the mean over every position of the epoch. Not the loss (model/loss.cpp).
+// Keras metrics over an epoch. Running means: accuracy (binary, categorical, sparse; "accuracy"
+// resolved by the loss), the top-k accuracies, mae, mse and perplexity; each batch counts by its
+// unmasked positions, so result() is the mean over every position of the epoch. Confusion
+// histograms (spec/confusion.h): Precision, Recall, AUC, F1Score and FBetaScore, with Keras'
+// formulas for the result. Not the loss (model/loss.cpp).
 #include "model/metrics.h"
 
 #include <cmath>

@@ -385,11 +385,20 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   // epoch); the metrics hold their totals. Ends early when a signal arrives (stopped_by says which).
   std::vector<EpochBatch> plan;
   const bool async = engine->traits().async_steps;
+  std::optional<Progress> progress;  // the epoch's
+  // The progress line's values: the loss, the metrics, then those of the validation when given.
+  auto shown_of = [&](const EpochSteps& e, const Logs* val) {
+    Shown shown{{"loss", e.count > 0 ? e.sum / e.count : 0.0}};
+    for (auto* m : ms) shown.emplace_back(m->name(), m->result());
+    for (size_t i = 0, n = shown.size(); val && i < n; ++i)
+      if (auto it = val->find("val_" + shown[i].first); it != val->end()) shown.emplace_back(it->first, it->second);
+    return shown;
+  };
   auto train_steps = [&](int64_t epoch, EpochSteps so_far) {
     EpochSteps e = so_far;
     int64_t seen = 0;  // samples of the steps whose loss has been seen
     for (int64_t s = 0; s < e.done; ++s) seen += static_cast<int64_t>(plan[s].rows.size());
-    Progress progress(epoch, cfg.train.epochs, steps, opt.progress && comm.root());
+    progress.emplace(epoch, cfg.train.epochs, steps, opt.progress && comm.root());
     e.lr = schedule.lr(optimizer.iterations());
     auto take = [&](const LossValue& lv) {
       const std::string where = fmt::format("epoch {} step {}", epoch + 1, e.done + 1);
@@ -404,9 +413,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       e.count += rows;
       seen += static_cast<int64_t>(rows);
       ++e.done;
-      std::vector<std::pair<std::string, double>> shown{{"loss", e.sum / e.count}};
-      for (auto* m : ms) shown.emplace_back(m->name(), m->result());
-      progress.update(e.done, seen, shown);
+      const Shown shown = shown_of(e, nullptr);
+      progress->update(e.done, seen, shown);
       if (tensorboard) tensorboard->on_step(epoch * steps + e.done, shown, e.lr);
     };
     // With asynchronous steps (a GPU) the next batch is gathered on a second thread while this one
@@ -441,7 +449,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     if (next.valid()) next.wait();  // a gather still running reads `plan`
     if (!stop) agree_stop();  // a signal after the last step stops the run before validation
     for (const LossValue& lv : engine->collect_losses(true)) take(lv);
-    e.secs = progress.finish();
+    e.secs = progress->seconds();
     return e;
   };
 
@@ -461,6 +469,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     const EpochSteps e = train_steps(epoch, so_far);
     reduce_metrics(ms, nullptr, nullptr);
     if (stopped_by) {  // stopped inside the epoch: last.h5 holds this very step
+      progress->finish(e.done, shown_of(e, nullptr));
       ResumeState st = state_now(epoch);
       if (e.done > 0) {
         st.step = e.done;
@@ -488,12 +497,15 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       for (const auto& [k, v] : ev.metrics) logs["val_" + k] = v;
     }
     std::string line = fmt::format("epoch={}/{}", epoch + 1, cfg.train.epochs);
-    for (const auto& [k, v] : logs) line += fmt::format(" {}={}", k, format_metric(v));
+    for (const auto& [k, v] : logs)  // the learning rate in one format however small it gets
+      line += fmt::format(" {}={}", k, k == "learning_rate" ? fmt::format("{:.6g}", v) : format_metric(v));
     if (!lengths.empty()) {  // the share of computed steps that were padding
       plan.resize(static_cast<size_t>(steps));
       line += fmt::format(" padding={:.3f}", padding_share(plan, lengths, data.train.x.dim(1)));
     }
-    log_info("{} s={:.2f}", line, e.secs);
+    progress->finish(e.done, shown_of(e, &logs));
+    if (progress->on_tty()) log_to_file(LogLevel::Info, fmt::format("{} s={:.2f}", line, e.secs));
+    else log_info("{} s={:.2f}", line, e.secs);
     result.history.epochs.push_back(logs);
 
     bool stop = false;
