@@ -11,6 +11,7 @@ DEB_PACKAGES=(
   libyaml-cpp-dev libcli11-dev libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libgtest-dev libzip-dev
   libprotobuf-dev protobuf-compiler libboost-dev  # TensorBoard event files: protobuf records, Boost.CRC (CRC-32C)
+  libcairo2-dev  # rnntrain plot: SVG and PNG pictures of the curves
   libdnnl-dev  # oneDNN: the CPU backend's recurrent stacks (plan.cpu: onednn); optional at build time
   ocl-icd-opencl-dev  # Debian's oneDNN CMake config requires OpenCL (a recommends apt skips here)
   libopenmpi-dev openmpi-bin  # data-parallel training under mpirun (docs/distributed.md); optional at build time

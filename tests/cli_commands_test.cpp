@@ -181,3 +181,56 @@ TEST_F(Cli, SampleWeightsWeighTheEvalLossAndClassWeightsExcludeThem) {
   EXPECT_EQ(both.code, 2) << both.err;
   EXPECT_NE(both.err.find("train.class_weight and data.train.sample_weight are both set"), std::string::npos) << both.err;
 }
+
+#ifdef RNNTRAIN_HAVE_CAIRO
+#include <cairo.h>
+
+// Pixels of an RGB24 picture within `tol` of the colour (r, g, b).
+static int64_t pixels_of(cairo_surface_t* s, int r, int g, int b, int tol = 12) {
+  const int w = cairo_image_surface_get_width(s), h = cairo_image_surface_get_height(s);
+  const int stride = cairo_image_surface_get_stride(s);
+  const unsigned char* data = cairo_image_surface_get_data(s);
+  int64_t n = 0;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      const auto* p = data + y * stride + 4 * x;  // B, G, R, unused (little-endian ARGB32/RGB24)
+      n += std::abs(p[2] - r) <= tol && std::abs(p[1] - g) <= tol && std::abs(p[0] - b) <= tol;
+    }
+  return n;
+}
+
+// rnntrain plot RUN_DIR: a panel per quantity (loss, each metric, learning rate) of two columns,
+// training curves in blue and validation curves in orange; an SVG by default, a PNG with -o x.png.
+TEST_F(Cli, PlotDrawsTheTrainingAndValidationCurvesOfARun) {
+  const std::string run = (tmp / "run").string(), png = (tmp / "c.png").string();
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " output.dir=" + run, tmp).code, 0);
+  CmdResult r = run_rnntrain("plot " + run + " -o " + png, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  cairo_surface_t* s = cairo_image_surface_create_from_png(png.c_str());
+  ASSERT_EQ(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+  EXPECT_EQ(cairo_image_surface_get_width(s), 920);
+  EXPECT_EQ(cairo_image_surface_get_height(s), 2 * 300 + 40) << "loss, mae, learning_rate: two rows of panels";
+  EXPECT_GT(pixels_of(s, 31, 119, 180), 200) << "training curves";
+  EXPECT_GT(pixels_of(s, 255, 127, 14), 200) << "validation curves";
+  cairo_surface_destroy(s);
+  // Without validation data: no orange.
+  const std::string plain = (tmp / "plain").string();
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " data.validation=null output.dir=" + plain, tmp).code, 0);
+  ASSERT_EQ(run_rnntrain("plot " + plain + " -o " + png, tmp).code, 0);
+  s = cairo_image_surface_create_from_png(png.c_str());
+  EXPECT_GT(pixels_of(s, 31, 119, 180), 200);
+  EXPECT_EQ(pixels_of(s, 255, 127, 14), 0);
+  cairo_surface_destroy(s);
+
+  ASSERT_EQ(run_rnntrain("plot " + run, tmp).code, 0);
+  const std::string svg = slurp(run + "/curves.svg");
+  EXPECT_NE(svg.find("<svg"), std::string::npos) << "the default is RUN_DIR/curves.svg";
+
+  r = run_rnntrain("plot " + (tmp / "nowhere").string(), tmp);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("history.json: no training history here"), std::string::npos) << r.err;
+  r = run_rnntrain("plot " + run + " -o c.jpg", tmp);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(".svg or a .png"), std::string::npos) << r.err;
+}
+#endif

@@ -26,6 +26,7 @@ static const char* kExamples = R"(Examples:
   rnntrain eval configs/quickstart.yaml --weights runs/quickstart/best.h5 --json
   rnntrain predict configs/quickstart.yaml --weights runs/quickstart/best.h5 --data x.h5 -o pred.npy
   rnntrain plan configs/quickstart.yaml
+  rnntrain plot runs/quickstart -o curves.png
   rnntrain bench configs/charlm.yaml --steps 10 --repeats 5 --json bench.json
 Overrides (KEY.PATH=VALUE, after the config file) change any config key; see docs/config.md.)";
 
@@ -83,6 +84,11 @@ int run_cli(int argc, char** argv) {
   imp->footer("Example: rnntrain import model.keras -o model.yaml   # writes model.yaml and model_weights.h5");
   imp->add_option("args", a.args, "KERAS_FILE (.h5 full model or .keras)")->required();
   imp->add_option("-o,--output", a.output, "Config to write (default: the Keras file's name with .yaml)");
+
+  auto* plot = app.add_subcommand("plot", "Draw a run's loss, metric and learning-rate curves (SVG or PNG)");
+  plot->footer("Example: rnntrain plot runs/quickstart -o curves.png   # default: RUN_DIR/curves.svg");
+  plot->add_option("args", a.args, "RUN_DIR (the run directory of `train`)")->required();
+  plot->add_option("-o,--output", a.output, "Picture to write: .svg or .png (default RUN_DIR/curves.svg)");
 
   BenchArgs ba;
   auto* bench = app.add_subcommand("bench", "Time training steps (forward, loss, backward, optimizer) on a synthetic batch");
@@ -153,6 +159,7 @@ int run_cli(int argc, char** argv) {
     if (plan->parsed()) return cmd_plan(a);
     if (exp->parsed()) return cmd_export(a);
     if (imp->parsed()) return cmd_import(a);
+    if (plot->parsed()) return cmd_plot(a);
     if (bench->parsed()) return cmd_bench(ba);
   } catch (const UsageError& e) {  // ConfigError too
     log_error("{}", e.what());

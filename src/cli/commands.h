@@ -22,6 +22,7 @@ int cmd_predict(const CommandArgs& a);
 int cmd_plan(const CommandArgs& a);
 int cmd_export(const CommandArgs& a);  // keras_commands.cpp
 int cmd_import(const CommandArgs& a);
+int cmd_plot(const CommandArgs& a);    // plot.cpp
 
 // `rnntrain bench` (bench.cpp): times training steps of the config's model on a synthetic batch.
 struct BenchArgs {
