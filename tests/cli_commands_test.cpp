@@ -1,9 +1,13 @@
 // The command line as a user and a script see it: exit codes, --help, eval --json, predict, plan.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "cli_util.h"
+#include "data/dataset.h"
 #include "data/npy.h"
 #include "io/h5.h"
 
@@ -234,3 +238,35 @@ TEST_F(Cli, PlotDrawsTheTrainingAndValidationCurvesOfARun) {
   EXPECT_NE(r.err.find(".svg or a .png"), std::string::npos) << r.err;
 }
 #endif
+
+// predict on CSV data forecasts past the end of the series (the last window is the file's last
+// rows) and writes the forecasts in the data's units (the target scaling undone; --scaled keeps
+// the model's units).
+TEST_F(Cli, PredictOnACsvForecastsPastItsEndInTheDatasUnits) {
+  const std::string csv = (tmp / "series.csv").string(), run = (tmp / "run").string();
+  std::string text = "t,level\n";
+  for (int i = 0; i < 40; ++i) text += fmt::format("{},{}\n", i, 100.0 + 20.0 * std::sin(0.3 * i));
+  write_file(csv, text);
+  const std::string c = (tmp / "csv.yaml").string();
+  write_file(c, "model:\n  layers:\n    - {type: Input, shape: [5, 1]}\n    - {type: LSTM, units: 4}\n"
+                "    - {type: Dense, units: 2}\n"
+                "data:\n  train: {format: csv, path: " + csv + ", window: 5, horizon: 2, features: [level], "
+                "targets: [level], scaling: standard}\n"
+                "train: {epochs: 1, batch_size: 8}\noutput: {dir: " + run + "}\n");
+  ASSERT_EQ(run_rnntrain("train -q " + c, tmp).code, 0);
+  const std::string units = (tmp / "p.npy").string(), scaled = (tmp / "s.npy").string();
+  const std::string predict = "predict " + c + " --weights " + run + "/final.h5 -o ";
+  CmdResult r = run_rnntrain(predict + units, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(run_rnntrain(predict + scaled + " --scaled", tmp).code, 0);
+  const Tensor p = parse_npy(slurp(units), units), s = parse_npy(slurp(scaled), scaled);
+  EXPECT_EQ(p.shape, (Shape{36, 2})) << "windows of rows 0..4 to 35..39: the last forecasts rows 40 and 41";
+  const DataMeta meta = DataMeta::from_json(slurp(run + "/data_meta.json"), "data_meta.json");
+  ASSERT_EQ(meta.target_shift.size(), 1u);
+  EXPECT_NEAR(meta.target_shift[0], 100.0, 5.0);
+  for (int64_t i = 0; i < p.numel(); ++i)
+    ASSERT_NEAR(p[i], s[i] * meta.target_scale[0] + meta.target_shift[0], 1e-3) << i;
+  CmdResult e = run_rnntrain("eval " + c + " --weights " + run + "/final.h5 --json", tmp);
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(nlohmann::json::parse(e.out)["samples"], 34) << "eval keeps the windows whose targets are in the file";
+}

@@ -398,6 +398,29 @@ TEST_F(LoadTest, CsvWindowsPredictTheNextRowsOfTheTargetColumns) {
   EXPECT_EQ(meta.scale, (std::vector<double>{1, 1}));
 }
 
+// Forecasting (predict): the windows run to the last row and the last window is the file's last
+// `window` rows, whose horizon lies past the end; no targets.
+TEST_F(LoadTest, CsvForecastWindowsRunToTheLastRow) {
+  write("s.csv", kCsv);
+  DataSource src;
+  src.format = DataFormat::Csv;
+  src.path = "s.csv";
+  src.features = {"temp", "rain"};
+  src.target_columns = {"level"};
+  src.window = 3;
+  src.horizon = 2;
+  src.stride = 3;
+  src.forecast = true;
+  DataMeta meta;
+  Dataset d = load_source(src, dir_.string(), meta);
+  // 7 rows: starts 0 and 3 by the stride, then 4 (rows 4..6, the last three).
+  ASSERT_EQ(d.x.shape, (Shape{3, 3, 2}));
+  EXPECT_TRUE(d.y.empty());
+  expect_values(d.x, {1, 10, 2, 20, 3, 30, /**/ 4, 40, 5, 50, 6, 60, /**/ 5, 50, 6, 60, 7, 70}, "x");
+  src.stride = 2;  // starts 0, 2, 4: the last window already ends on the last row
+  EXPECT_EQ(load_source(src, dir_.string(), meta).x.dim(0), 3);
+}
+
 TEST_F(LoadTest, CsvScalingIsFittedOnTrainingDataAndReused) {
   write("train.csv", "a,b\n1,10\n2,10\n3,10\n4,10\n");
   write("val.csv", "a,b\n5,11\n6,12\n7,13\n");

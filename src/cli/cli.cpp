@@ -69,6 +69,8 @@ int run_cli(int argc, char** argv) {
   predict->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   predict->add_option("-o,--output", a.output, "Predictions file: .npy, .h5 or .csv")->required();
   predict->add_flag("--allow-nonfinite", a.allow_nonfinite, "Predict with weights that hold inf or NaN (refused otherwise)");
+  predict->add_flag("--scaled", a.scaled, "CSV data: write the forecasts in the scaled units the model works in "
+                    "(default: the data's units)");
 
   auto* plan = app.add_subcommand("plan", "Print the model's layers, output shapes and parameter counts");
   plan->footer("Example: rnntrain plan configs/quickstart.yaml model.layers.1.units=128");

@@ -71,8 +71,9 @@ int cmd_train(const CommandArgs& a) {
 // The data for eval and predict: --data replaces the path of data.test (else validation, else
 // train) and keeps its other keys while the format stays; an .npy --data holds inputs only, so eval
 // takes its targets from --targets (never the config's, which belong to other inputs). The training
-// run's data_meta.json (next to the weights, or --meta) supplies CSV scaling and the text vocabulary.
-static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targets) {
+// run's data_meta.json (next to the weights, or --meta) supplies CSV scaling and the text vocabulary
+// (into *meta_out when given). Without targets (predict) a CSV's windows run to its last row.
+static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targets, DataMeta* meta_out = nullptr) {
   const DataSource* tmpl = cfg.data.test ? &*cfg.data.test : cfg.data.validation ? &*cfg.data.validation
                            : cfg.data.train ? &*cfg.data.train : nullptr;
   if (!tmpl && a.data.empty())
@@ -101,7 +102,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
   if (!a.targets.empty() && (a.data.empty() || src.format != DataFormat::Npy))
     throw UsageError(fmt::format("--targets {} goes with an .npy --data (inputs and targets in two files); {}", a.targets,
                                  a.data.empty() ? "pass --data too" : "this --data holds its targets itself"));
-  if (!need_targets) src.targets = "";
+  if (!need_targets) src.targets = "", src.forecast = true;
   const std::string meta_dir = a.meta.empty() ? fs::path(a.weights).parent_path().string() : "";
   DataMeta meta = a.meta.empty() ? read_meta(meta_dir) : read_meta_file(a.meta);
   if (meta.empty() && (src.format == DataFormat::Csv || src.format == DataFormat::Text))
@@ -114,6 +115,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
     d = d.slice(training_rows(cfg, d.size()), d.size());
   }
   check_dataset(d, cfg.model, infer_shapes(cfg.model), cfg.train.loss, need_targets);
+  if (meta_out) *meta_out = meta;
   return d;
 }
 
@@ -150,10 +152,25 @@ int cmd_eval(const CommandArgs& a) {
 int cmd_predict(const CommandArgs& a) {
   if (const Comm& comm = Comm::world(); !comm.root()) return 0;  // under mpirun rank 0 writes them all
   Config cfg = load_config_args(a.args);
-  Dataset d = eval_data(cfg, a, false);
+  DataMeta meta;
+  Dataset d = eval_data(cfg, a, false, &meta);
   Rng rng(cfg.train.seed);
   auto engine = inference_engine(cfg, a, d, rng);
   Tensor pred = predict_all(*engine, d, cfg.train.batch_size);
+  // CSV forecasts in the data's units: each output (horizon step h, target column j at h * Tc + j)
+  // unscaled with its column's fitted shift and scale.
+  const size_t tc = meta.target_shift.size();
+  if (!a.scaled && tc > 0 && meta.target_scale.size() == tc) {
+    if (pred.dim(-1) % static_cast<int64_t>(tc) != 0)
+      throw DataError(fmt::format("the model predicts {} values per window, not a multiple of the {} target columns the "
+                                  "CSV scaling has; pass --scaled to write them as the model outputs them",
+                                  pred.dim(-1), tc));
+    for (int64_t i = 0; i < pred.numel(); ++i) {
+      const size_t j = static_cast<size_t>(i % pred.dim(-1)) % tc;
+      pred[i] = static_cast<float>(pred[i] * meta.target_scale[j] + meta.target_shift[j]);
+    }
+    log_info("predictions in the data's units (the CSV target scaling undone; --scaled keeps the model's)");
+  }
   write_predictions(a.output, pred);
   log_info("wrote {} predictions of shape {} to {}", d.size(), shape_str(pred.shape), a.output);
   return 0;

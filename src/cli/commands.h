@@ -14,6 +14,7 @@ struct CommandArgs {
   bool json = false, progress = true;
   bool allow_nonfinite = false;  // eval, predict: use weights holding inf or NaN
   bool overwrite = false;        // train: replace the run in output.dir
+  bool scaled = false;           // predict: CSV forecasts in the model's scaled units, not the data's
 };
 
 int cmd_train(const CommandArgs& a);

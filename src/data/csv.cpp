@@ -173,10 +173,16 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
     for (size_t c : tidx) targ.push_back(cell(fields, c, lines[i].first));
   }
   const int64_t R = static_cast<int64_t>(lines.size()) - 1, W = src.window, H = src.horizon;
-  if (R < W + H)
-    throw DataError(fmt::format("{}: {} data rows are too few for one window: window {} + horizon {} rows are "
-                                "needed. Use a smaller window or more data.", path, R, W, H));
-  const int64_t N = (R - W - H) / src.stride + 1;
+  if (R < W + (src.forecast ? 0 : H))
+    throw DataError(fmt::format("{}: {} data rows are too few for one window: window {}{} rows are needed. Use a "
+                                "smaller window or more data.", path, R, W,
+                                src.forecast ? "" : fmt::format(" + horizon {}", H)));
+  // Window starts: every stride-th row while the window and its horizon fit; forecasting, while the
+  // window fits, and the window of the last rows always (it forecasts past the end).
+  std::vector<int64_t> starts;
+  for (int64_t s = 0; s + W + (src.forecast ? 0 : H) <= R; s += src.stride) starts.push_back(s);
+  if (src.forecast && starts.back() != R - W) starts.push_back(R - W);
+  const auto N = static_cast<int64_t>(starts.size());
 
   if (meta.shift.empty()) {
     // The trainer holds out the last floor(N * holdout_fraction) windows (data.validation_split);
@@ -201,13 +207,13 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   d.x_name = "columns " + join_names(fcols);
   d.y_name = "columns " + join_names(tcols);
   d.x = Tensor({N, W, static_cast<int64_t>(F)});  // x: [N, window, F]
-  d.y = Tensor({N, H * static_cast<int64_t>(Tc)});  // y: [N, horizon * Tc], row-major over (horizon, target)
+  if (!src.forecast) d.y = Tensor({N, H * static_cast<int64_t>(Tc)});  // y: [N, horizon * Tc], over (horizon, target)
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t s = n * src.stride;
+    const int64_t s = starts[n];
     for (int64_t t = 0; t < W; ++t)
       for (size_t f = 0; f < F; ++f)
         d.x[(n * W + t) * F + f] = static_cast<float>((feat[(s + t) * F + f] - meta.shift[f]) / meta.scale[f]);
-    for (int64_t h = 0; h < H; ++h)
+    for (int64_t h = 0; h < H && !src.forecast; ++h)
       for (size_t j = 0; j < Tc; ++j)
         d.y[(n * H + h) * Tc + j] =
             static_cast<float>((targ[(s + W + h) * Tc + j] - meta.target_shift[j]) / meta.target_scale[j]);

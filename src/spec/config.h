@@ -135,6 +135,9 @@ struct DataSource {
   std::string sample_weight;
   // csv: windows of `window` rows predict the next `horizon` rows of the target columns.
   int64_t window = 0, horizon = 1, stride = 1;
+  // Not a config key: `predict` sets it. The windows then run to the last row (the last one forecasts
+  // the `horizon` rows after the file), without targets.
+  bool forecast = false;
   std::vector<std::string> features, target_columns;
   Scaling scaling = Scaling::None;
   // text: character-level LM, sequences of seq_len characters; targets are the next characters.
