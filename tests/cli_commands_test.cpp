@@ -270,3 +270,31 @@ TEST_F(Cli, PredictOnACsvForecastsPastItsEndInTheDatasUnits) {
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_EQ(nlohmann::json::parse(e.out)["samples"], 34) << "eval keeps the windows whose targets are in the file";
 }
+
+// csv_sequences: labelled sequences of varying length (one row per step, by id) train a classifier;
+// eval reports its accuracy and predict reads a file without labels.
+TEST_F(Cli, ALabelledSequenceCsvTrainsAClassifier) {
+  const std::string csv = (tmp / "seq.csv").string(), fresh = (tmp / "new.csv").string(), run = (tmp / "run").string();
+  std::string text = "id,x,label\n", unlabelled = "id,x\n";
+  for (int s = 0; s < 60; ++s)  // label 1: rising sequences, 0: falling; 3 to 8 steps
+    for (int t = 0; t < 3 + s % 6; ++t) text += fmt::format("s{},{},{}\n", s, s % 2 ? t : -t, s % 2);
+  for (int t = 0; t < 5; ++t) unlabelled += fmt::format("q,{}\n", t);
+  write_file(csv, text);
+  write_file(fresh, unlabelled);
+  const std::string c = (tmp / "seq.yaml").string();
+  write_file(c, "model:\n  layers:\n    - {type: Input, shape: [null, 1]}\n    - {type: GRU, units: 8}\n"
+                "    - {type: Dense, units: 2}\n"
+                "data:\n  train: {format: csv_sequences, path: " + csv + ", id: id, targets: label, scaling: standard}\n"
+                "train: {epochs: 15, batch_size: 10, loss: {type: sparse_categorical_crossentropy, from_logits: true},"
+                " metrics: [accuracy], optimizer: {type: adam, learning_rate: 0.05}}\noutput: {dir: " + run + "}\n");
+  ASSERT_EQ(run_rnntrain("train -q " + c, tmp).code, 0);
+  CmdResult e = run_rnntrain("eval " + c + " --weights " + run + "/final.h5 --json", tmp);
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["samples"], 60);
+  EXPECT_GT(j["metrics"]["accuracy"].get<double>(), 0.9) << e.out;
+  const std::string out = (tmp / "p.npy").string();
+  CmdResult p = run_rnntrain("predict " + c + " --weights " + run + "/final.h5 --data " + fresh + " -o " + out, tmp);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(parse_npy(slurp(out), out).shape, (Shape{1, 2}));
+}

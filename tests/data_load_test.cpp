@@ -421,6 +421,58 @@ TEST_F(LoadTest, CsvForecastWindowsRunToTheLastRow) {
   EXPECT_EQ(load_source(src, dir_.string(), meta).x.dim(0), 3);
 }
 
+// Labelled sequences, one row per time step: grouped by the id column, padded to the longest with
+// their lengths, one label each; a sequence's rows must be together and share the label.
+TEST_F(LoadTest, CsvSequencesGroupRowsByIdIntoPaddedLabelledSequences) {
+  write("seq.csv", "id,a,b,label\ns1,1,10,0\ns1,2,20,0\ns1,3,30,0\ns2,4,40,2\nx,5,50,1\nx,6,60,1\n");
+  DataSource src;
+  src.format = DataFormat::CsvSequences;
+  src.path = "seq.csv";
+  src.sequence_id = "id";
+  src.target_columns = {"label"};
+  DataMeta meta;
+  Dataset d = load_source(src, dir_.string(), meta);
+  ASSERT_EQ(d.x.shape, (Shape{3, 3, 2}));
+  expect_values(d.x, {1, 10, 2, 20, 3, 30, /**/ 4, 40, 0, 0, 0, 0, /**/ 5, 50, 6, 60, 0, 0}, "x");
+  EXPECT_EQ(d.lengths, (std::vector<int32_t>{3, 1, 2}));
+  expect_values(d.y, {0, 2, 1}, "labels");
+  src.forecast = true;  // predict: a file without the label column
+  write("new.csv", "id,a,b\nq,1,10\nq,2,20\n");
+  src.path = "new.csv";
+  Dataset p = load_source(src, dir_.string(), meta);
+  EXPECT_EQ(p.x.shape, (Shape{1, 2, 2}));
+  EXPECT_TRUE(p.y.empty());
+
+  src.forecast = false;
+  write("bad.csv", "id,a,b,label\ns1,1,10,0\ns2,4,40,2\ns1,2,20,0\n");
+  src.path = "bad.csv";
+  DataMeta m2;
+  std::string msg = error_of([&] { load_source(src, dir_.string(), m2); });
+  EXPECT_HAS(msg, "bad.csv:4: the rows of sequence 's1' are not together (it started on line 2)");
+  write("bad.csv", "id,a,b,label\ns1,1,10,0\ns1,2,20,1\n");
+  msg = error_of([&] { load_source(src, dir_.string(), m2); });
+  EXPECT_HAS(msg, "bad.csv:3: label 1 differs from the sequence's label 0 (line 2)");
+  src.target_columns.clear();
+  msg = error_of<ConfigError>([&] { load_source(src, dir_.string(), m2); });
+  EXPECT_HAS(msg, "needs `targets`");
+}
+
+// One row per sequence: the feature columns are its time steps (one feature each).
+TEST_F(LoadTest, CsvSequencesOneRowPerSequenceTakeTheColumnsAsSteps) {
+  write("wide.csv", "t1,t2,t3,label\n1,2,3,1\n4,5,6,0\n");
+  DataSource src;
+  src.format = DataFormat::CsvSequences;
+  src.path = "wide.csv";
+  src.target_columns = {"label"};
+  src.scaling = Scaling::MinMax;
+  DataMeta meta;
+  Dataset d = load_source(src, dir_.string(), meta);
+  ASSERT_EQ(d.x.shape, (Shape{2, 3, 1}));
+  EXPECT_TRUE(d.lengths.empty()) << "equal lengths: nothing to mask";
+  expect_values(d.x, {0, 0.2f, 0.4f, 0.6f, 0.8f, 1}, "x scaled over every step of the one feature");
+  expect_values(d.y, {1, 0}, "labels");
+}
+
 TEST_F(LoadTest, CsvScalingIsFittedOnTrainingDataAndReused) {
   write("train.csv", "a,b\n1,10\n2,10\n3,10\n4,10\n");
   write("val.csv", "a,b\n5,11\n6,12\n7,13\n");

@@ -216,6 +216,7 @@ void expect_same_source(const std::optional<DataSource>& a, const std::optional<
   EXPECT_EQ(a->targets, b->targets) << what;
   EXPECT_EQ(a->lengths, b->lengths) << what;
   EXPECT_EQ(a->sample_weight, b->sample_weight) << what;
+  EXPECT_EQ(a->sequence_id, b->sequence_id) << what;
   EXPECT_EQ(a->window, b->window) << what;
   EXPECT_EQ(a->horizon, b->horizon) << what;
   EXPECT_EQ(a->stride, b->stride) << what;
@@ -363,6 +364,12 @@ TEST(RoundTrip, MetricsWithSettingsComeBackEqual) {
                                   "{type: fbeta_score, beta: 2, threshold: 0.6, average: weighted}, "
                                   "{type: sparse_top_k_categorical_accuracy, k: 3}]",
                                   "train.class_weight={0: 0.25, 3: 2}"});
+}
+
+TEST(RoundTrip, LabelledSequenceCsvSourcesComeBackEqual) {
+  expect_round_trip(kRichTokens, {"data.train={format: csv_sequences, path: s.csv, id: sid, features: [a, b], "
+                                  "targets: label, scaling: standard}",
+                                  "data.validation={format: csv_sequences, path: w.csv, targets: [y]}"});
 }
 
 TEST(RoundTrip, EveryOptimizerDescriptorAndKeyComesBackEqual) {

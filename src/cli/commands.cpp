@@ -83,7 +83,8 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
   if (!a.data.empty()) {
     const auto f = data_format_from_path(a.data);
     if (!f && !tmpl) throw UsageError(fmt::format("--data {}: cannot tell the format from the suffix (.h5 .npy .npz .csv .txt)", a.data));
-    if (f && *f != src.format) {  // another format: the template's dataset names do not apply
+    const bool same = f && (*f == src.format || (*f == DataFormat::Csv && src.format == DataFormat::CsvSequences));
+    if (f && !same) {  // another format: the template's dataset names do not apply
       const DataSource defaults;
       src.format = *f;
       src.inputs = defaults.inputs;
@@ -105,10 +106,11 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
   if (!need_targets) src.targets = "", src.forecast = true;
   const std::string meta_dir = a.meta.empty() ? fs::path(a.weights).parent_path().string() : "";
   DataMeta meta = a.meta.empty() ? read_meta(meta_dir) : read_meta_file(a.meta);
-  if (meta.empty() && (src.format == DataFormat::Csv || src.format == DataFormat::Text))
+  const bool csv = src.format == DataFormat::Csv || src.format == DataFormat::CsvSequences;
+  if (meta.empty() && (csv || src.format == DataFormat::Text))
     throw UsageError(fmt::format("{} data needs the training run's {} (data_meta.json), and there is none in '{}'; "
-                                 "pass --meta RUN_DIR/data_meta.json", src.format == DataFormat::Csv ? "csv" : "text",
-                                 src.format == DataFormat::Csv ? "scaling" : "vocabulary", meta_dir.empty() ? "." : meta_dir));
+                                 "pass --meta RUN_DIR/data_meta.json", csv ? "csv" : "text",
+                                 csv ? "scaling" : "vocabulary", meta_dir.empty() ? "." : meta_dir));
   Dataset d = load_data(cfg, src, meta);
   if (tmpl == &*cfg.data.train && !cfg.data.test && !cfg.data.validation && a.data.empty() && cfg.data.validation_split > 0) {
     log_info("evaluating the validation split of data.train (its last {} of rows)", cfg.data.validation_split);

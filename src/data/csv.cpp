@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "core/error.h"
@@ -94,68 +95,31 @@ void fit_scaling(Scaling s, const std::vector<double>& v, size_t cols, size_t ro
   }
 }
 
-}  // namespace
+// A CSV file's header and data lines (their 1-based numbers kept for messages), and its cells as
+// numbers.
+struct CsvTable {
+  std::string path;
+  char delim = ',';
+  std::vector<std::string> names;
+  std::vector<std::pair<int64_t, std::string>> lines;  // the data lines (the header excluded)
+  const DataSource* src = nullptr;
 
-Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction) {
-  const std::string path = source_path(src, base_dir, "csv");
-  if (src.window < 1 || src.horizon < 1 || src.stride < 1)
-    throw ConfigError(fmt::format("{}: a csv data source needs window >= 1, horizon >= 1 and stride >= 1 (got "
-                                  "window {}, horizon {}, stride {}).", src.loc.str(), src.window, src.horizon,
-                                  src.stride));
-  std::string text = read_file(path, src);
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // UTF-8 byte order mark
-
-  // Lines, 1-based numbers kept for messages.
-  std::vector<std::pair<int64_t, std::string>> lines;
-  int64_t lineno = 0;
-  for (size_t pos = 0; pos <= text.size();) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    ++lineno;
-    if (nl - pos > kMaxLine)
-      throw DataError(fmt::format("{}:{}: the line is longer than 16 MiB; no CSV row is that long, so this is not a CSV "
-                                  "file (or its line ends are not \\n). Check the path and the `format`.", path, lineno));
-    std::string line = text.substr(pos, nl - pos);
-    if (!trim(line).empty()) lines.emplace_back(lineno, std::move(line));
-    pos = nl + 1;
+  std::vector<std::string> fields(size_t row) const {
+    return split_fields(lines[row].second, delim, path, lines[row].first);
   }
-  if (lines.empty())
-    throw DataError(fmt::format("{}: the file is empty; a CSV needs a header row of column names.", path));
-  const char delim = detect_delimiter(lines[0].second);
-  const std::vector<std::string> names = split_fields(lines[0].second, delim, path, lines[0].first);
-  for (size_t i = 0; i < names.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (names[i] == names[j])
-        throw DataError(fmt::format("{}:{}: column '{}' appears twice in the header (fields {} and {}); column names "
-                                    "must be unique. Rename one.", path, lines[0].first, clip(names[i]), j + 1, i + 1));
-
-  std::vector<std::string> fcols = src.features, tcols = src.target_columns;
-  if (fcols.empty() && tcols.empty() && names.size() == 1) fcols = tcols = names;
-  if (fcols.empty()) fcols = tcols;
-  if (tcols.empty() && fcols.size() == 1) tcols = fcols;
-  if (fcols.empty() || tcols.empty())
-    throw ConfigError(fmt::format("{}: a csv data source needs `features` (input columns) and `targets` "
-                                  "(columns to predict); the columns of {} are: {}.", src.loc.str(), path,
-                                  clip(join_names(names))));
-  auto index_of = [&](const std::string& col, const char* key) {
+  // The column's index; DataError naming the config key when the header has no such column.
+  size_t index_of(const std::string& col, const char* key) const {
     auto it = std::find(names.begin(), names.end(), col);
     if (it == names.end())
       throw DataError(fmt::format("{}: no column '{}' (named in `{}`{}). The header has: {}.", path, col, key,
-                                  config_at(src), clip(join_names(names))));
+                                  config_at(*src), clip(join_names(names))));
     return static_cast<size_t>(it - names.begin());
-  };
-  std::vector<size_t> fidx, tidx;
-  for (const auto& c : fcols) fidx.push_back(index_of(c, "features"));
-  for (const auto& c : tcols) tidx.push_back(index_of(c, "targets"));
-
-  // Values of the used columns: feat [R, F], targ [R, Tc].
-  const size_t F = fidx.size(), Tc = tidx.size();
-  std::vector<double> feat, targ;
-  auto cell = [&](const std::vector<std::string>& fields, size_t col, int64_t line) {
-    if (col >= fields.size())
+  }
+  double number(const std::vector<std::string>& f, size_t col, int64_t line) const {
+    if (col >= f.size())
       throw DataError(fmt::format("{}:{}: the row has {} fields, but column '{}' is field {} of the header's {}. "
-                                  "Fix that row.", path, line, fields.size(), clip(names[col]), col + 1, names.size()));
-    const std::string& s = fields[col];
+                                  "Fix that row.", path, line, f.size(), clip(names[col]), col + 1, names.size()));
+    const std::string& s = f[col];
     double v = 0.0;
     const char* b = s.data();
     const char* e = s.data() + s.size();
@@ -166,13 +130,74 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
                                   "finite number: fix or drop that row (fill missing values first).", path, line,
                                   clip(names[col]), clip(s)));
     return v;
-  };
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<std::string> fields = split_fields(lines[i].second, delim, path, lines[i].first);
-    for (size_t c : fidx) feat.push_back(cell(fields, c, lines[i].first));
-    for (size_t c : tidx) targ.push_back(cell(fields, c, lines[i].first));
   }
-  const int64_t R = static_cast<int64_t>(lines.size()) - 1, W = src.window, H = src.horizon;
+};
+
+CsvTable read_table(const DataSource& src, const std::string& base_dir, const char* format) {
+  CsvTable t;
+  t.src = &src;
+  t.path = source_path(src, base_dir, format);
+  std::string text = read_file(t.path, src);
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // UTF-8 byte order mark
+  int64_t lineno = 0;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    ++lineno;
+    if (nl - pos > kMaxLine)
+      throw DataError(fmt::format("{}:{}: the line is longer than 16 MiB; no CSV row is that long, so this is not a CSV "
+                                  "file (or its line ends are not \\n). Check the path and the `format`.", t.path,
+                                  lineno));
+    std::string line = text.substr(pos, nl - pos);
+    if (!trim(line).empty()) t.lines.emplace_back(lineno, std::move(line));
+    pos = nl + 1;
+  }
+  if (t.lines.empty())
+    throw DataError(fmt::format("{}: the file is empty; a CSV needs a header row of column names.", t.path));
+  t.delim = detect_delimiter(t.lines[0].second);
+  t.names = split_fields(t.lines[0].second, t.delim, t.path, t.lines[0].first);
+  for (size_t i = 0; i < t.names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (t.names[i] == t.names[j])
+        throw DataError(fmt::format("{}:{}: column '{}' appears twice in the header (fields {} and {}); column names "
+                                    "must be unique. Rename one.", t.path, t.lines[0].first, clip(t.names[i]), j + 1,
+                                    i + 1));
+  t.lines.erase(t.lines.begin());
+  return t;
+}
+
+}  // namespace
+
+Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction) {
+  if (src.window < 1 || src.horizon < 1 || src.stride < 1)
+    throw ConfigError(fmt::format("{}: a csv data source needs window >= 1, horizon >= 1 and stride >= 1 (got "
+                                  "window {}, horizon {}, stride {}).", src.loc.str(), src.window, src.horizon,
+                                  src.stride));
+  const CsvTable table = read_table(src, base_dir, "csv");
+  const std::string& path = table.path;
+  const std::vector<std::string>& names = table.names;
+
+  std::vector<std::string> fcols = src.features, tcols = src.target_columns;
+  if (fcols.empty() && tcols.empty() && names.size() == 1) fcols = tcols = names;
+  if (fcols.empty()) fcols = tcols;
+  if (tcols.empty() && fcols.size() == 1) tcols = fcols;
+  if (fcols.empty() || tcols.empty())
+    throw ConfigError(fmt::format("{}: a csv data source needs `features` (input columns) and `targets` "
+                                  "(columns to predict); the columns of {} are: {}.", src.loc.str(), path,
+                                  clip(join_names(names))));
+  std::vector<size_t> fidx, tidx;
+  for (const auto& c : fcols) fidx.push_back(table.index_of(c, "features"));
+  for (const auto& c : tcols) tidx.push_back(table.index_of(c, "targets"));
+
+  // Values of the used columns: feat [R, F], targ [R, Tc].
+  const size_t F = fidx.size(), Tc = tidx.size();
+  std::vector<double> feat, targ;
+  for (size_t i = 0; i < table.lines.size(); ++i) {
+    const std::vector<std::string> fields = table.fields(i);
+    for (size_t c : fidx) feat.push_back(table.number(fields, c, table.lines[i].first));
+    for (size_t c : tidx) targ.push_back(table.number(fields, c, table.lines[i].first));
+  }
+  const int64_t R = static_cast<int64_t>(table.lines.size()), W = src.window, H = src.horizon;
   if (R < W + (src.forecast ? 0 : H))
     throw DataError(fmt::format("{}: {} data rows are too few for one window: window {}{} rows are needed. Use a "
                                 "smaller window or more data.", path, R, W,
@@ -217,6 +242,103 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
       for (size_t j = 0; j < Tc; ++j)
         d.y[(n * H + h) * Tc + j] =
             static_cast<float>((targ[(s + W + h) * Tc + j] - meta.target_shift[j]) / meta.target_scale[j]);
+  }
+  return d;
+}
+
+Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, DataMeta& meta,
+                           double holdout_fraction) {
+  const CsvTable table = read_table(src, base_dir, "csv_sequences");
+  const std::string& path = table.path;
+  const bool by_id = !src.sequence_id.empty();
+  const int64_t id = by_id ? static_cast<int64_t>(table.index_of(src.sequence_id, "id")) : -1;
+  // The label column: required to train and evaluate; predict reads files without it.
+  int64_t label = -1;
+  if (!src.target_columns.empty()) {
+    const auto it = std::find(table.names.begin(), table.names.end(), src.target_columns[0]);
+    if (it != table.names.end()) label = it - table.names.begin();
+    else if (!src.forecast) label = static_cast<int64_t>(table.index_of(src.target_columns[0], "targets"));
+  } else if (!src.forecast) {
+    throw ConfigError(fmt::format("{}: csv_sequences data needs `targets`: the column of the sequences' class labels "
+                                  "(the columns of {}: {}).", src.loc.str(), path, clip(join_names(table.names))));
+  }
+  std::vector<size_t> fidx;  // per time step (by id), or the time steps of one feature (one row per sequence)
+  if (!src.features.empty()) {
+    for (const auto& c : src.features) fidx.push_back(table.index_of(c, "features"));
+  } else {
+    for (size_t c = 0; c < table.names.size(); ++c)
+      if (static_cast<int64_t>(c) != id && (src.target_columns.empty() || table.names[c] != src.target_columns[0]))
+        fidx.push_back(c);
+  }
+  if (fidx.empty())
+    throw ConfigError(fmt::format("{}: {} has no feature columns besides the id and the label.", src.loc.str(), path));
+
+  // Sequences: [first data line, end) per sequence; their rows of values, their labels.
+  const size_t F = by_id ? fidx.size() : 1;
+  std::vector<std::pair<size_t, size_t>> seqs;
+  std::vector<float> labels;
+  std::vector<std::vector<double>> values;  // per sequence: steps x F
+  std::map<std::string, int64_t> seen;      // id -> the line its sequence started on
+  std::string current;                      // the id of the sequence being read
+  for (size_t i = 0; i < table.lines.size(); ++i) {
+    const std::vector<std::string> f = table.fields(i);
+    const int64_t line = table.lines[i].first;
+    if (by_id && f.size() <= static_cast<size_t>(id))
+      throw DataError(fmt::format("{}:{}: the row has {} fields, but the id column '{}' is field {}. Fix that row.", path,
+                                  line, f.size(), clip(src.sequence_id), id + 1));
+    if (!by_id || i == 0 || f[id] != current) {
+      if (by_id) {
+        current = f[id];
+        if (auto [it, fresh] = seen.emplace(current, line); !fresh)
+          throw DataError(fmt::format("{}:{}: the rows of sequence '{}' are not together (it started on line {}); sort "
+                                      "the file by the `id` column.", path, line, clip(current), it->second));
+      }
+      seqs.emplace_back(i, i);
+      values.emplace_back();
+      if (label >= 0) labels.push_back(static_cast<float>(table.number(f, static_cast<size_t>(label), line)));
+    }
+    seqs.back().second = i + 1;
+    for (size_t c : fidx) values.back().push_back(table.number(f, c, line));
+    if (label >= 0 && static_cast<float>(table.number(f, static_cast<size_t>(label), line)) != labels.back())
+      throw DataError(fmt::format("{}:{}: label {} differs from the sequence's label {} (line {}); a sequence has one "
+                                  "label.", path, line, table.number(f, static_cast<size_t>(label), line), labels.back(),
+                                  table.lines[seqs.back().first].first));
+  }
+  if (seqs.empty()) throw DataError(fmt::format("{}: no data rows: the file has only its header.", path));
+  const auto N = static_cast<int64_t>(seqs.size());
+  int64_t T = 0;
+  for (const auto& v : values) T = std::max<int64_t>(T, static_cast<int64_t>(v.size() / F));
+
+  if (meta.shift.empty()) {  // fitted on the sequences kept for training (not those validation_split holds out)
+    const int64_t held = static_cast<int64_t>(std::floor(static_cast<double>(N) * holdout_fraction));
+    std::vector<double> rows;
+    for (int64_t n = 0; n < std::max<int64_t>(1, N - held); ++n) rows.insert(rows.end(), values[n].begin(), values[n].end());
+    fit_scaling(src.scaling, rows, F, rows.size() / F, meta.shift, meta.scale);
+  } else if (meta.shift.size() != F) {
+    throw DataError(fmt::format("{}: the training data had {} feature columns, this file has {}. Validation and test "
+                                "files must have the training file's `features`.", path, meta.shift.size(), F));
+  }
+
+  Dataset d;
+  d.source = path;
+  d.x_name = by_id ? "columns " + join_names(src.features.empty() ? std::vector<std::string>{"(all)"} : src.features)
+                   : "the time-step columns";
+  d.y_name = label >= 0 ? "column " + table.names[label] : "";
+  d.x = Tensor({N, T, static_cast<int64_t>(F)});  // zero padding after each sequence's steps
+  bool ragged = false;
+  for (int64_t n = 0; n < N; ++n) {
+    const auto steps = static_cast<int64_t>(values[n].size() / F);
+    for (int64_t i = 0; i < steps * static_cast<int64_t>(F); ++i) {
+      const size_t f = static_cast<size_t>(i) % F;
+      d.x[n * T * static_cast<int64_t>(F) + i] = static_cast<float>((values[n][i] - meta.shift[f]) / meta.scale[f]);
+    }
+    d.lengths.push_back(static_cast<int32_t>(steps));
+    ragged |= steps != T;
+  }
+  if (!ragged) d.lengths.clear();
+  if (label >= 0) {
+    d.y = Tensor({N});
+    d.y.data = std::move(labels);
   }
   return d;
 }

@@ -217,6 +217,7 @@ static const char* format_name(DataFormat f) {
     case DataFormat::Npy: return "npy";
     case DataFormat::Npz: return "npz";
     case DataFormat::Csv: return "csv";
+    case DataFormat::CsvSequences: return "csv_sequences";
     case DataFormat::Text: return "text";
     case DataFormat::Synthetic: return "synthetic";
   }
@@ -246,6 +247,7 @@ Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta
       case DataFormat::Npy: d = load_npy(src, base_dir); break;
       case DataFormat::Npz: d = load_npz(src, base_dir); break;
       case DataFormat::Csv: d = load_csv(src, base_dir, meta, holdout_fraction); break;
+      case DataFormat::CsvSequences: d = load_csv_sequences(src, base_dir, meta, holdout_fraction); break;
       case DataFormat::Text: d = load_text(src, base_dir, meta); break;
       case DataFormat::Synthetic: d = make_synthetic(src); break;
     }

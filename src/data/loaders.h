@@ -41,6 +41,9 @@ Dataset load_npy(const DataSource& src, const std::string& base_dir);
 Dataset load_npz(const DataSource& src, const std::string& base_dir);
 // holdout_fraction: see load_source; the scaling is fitted on the windows that are kept for training.
 Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction);
+// Labelled sequences (DataSource::sequence_id): inputs padded to the longest, with lengths; the
+// labels as targets; the feature scaling fitted on the sequences kept for training.
+Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, DataMeta& meta, double holdout_fraction);
 Dataset load_text(const DataSource& src, const std::string& base_dir, DataMeta& meta);
 
 }  // namespace rnntrain

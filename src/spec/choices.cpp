@@ -55,7 +55,8 @@ constexpr Choice<MergeMode> kMergeModes[] = {
 
 constexpr Choice<DataFormat> kFormats[] = {
     {"hdf5", DataFormat::Hdf5}, {"npy", DataFormat::Npy},   {"npz", DataFormat::Npz},
-    {"csv", DataFormat::Csv},   {"text", DataFormat::Text}, {"synthetic", DataFormat::Synthetic},
+    {"csv", DataFormat::Csv},   {"csv_sequences", DataFormat::CsvSequences}, {"text", DataFormat::Text},
+    {"synthetic", DataFormat::Synthetic},
     {"h5", DataFormat::Hdf5, true},
 };
 

@@ -122,7 +122,7 @@ struct ModelSpec {
 };
 
 // One data source. `format` is inferred from the path's suffix when not given.
-enum class DataFormat { Hdf5, Npy, Npz, Csv, Text, Synthetic };
+enum class DataFormat { Hdf5, Npy, Npz, Csv, CsvSequences, Text, Synthetic };
 enum class Scaling { None, Standard, MinMax };
 struct DataSource {
   DataFormat format = DataFormat::Hdf5;
@@ -135,6 +135,10 @@ struct DataSource {
   std::string sample_weight;
   // csv: windows of `window` rows predict the next `horizon` rows of the target columns.
   int64_t window = 0, horizon = 1, stride = 1;
+  // csv_sequences: labelled sequences, one row per time step grouped by the `id` column (sequence_id),
+  // or without it one row per sequence whose `features` columns are its time steps; `targets`: the
+  // label column (features and target_columns as for csv).
+  std::string sequence_id;
   // Not a config key: `predict` sets it. The windows then run to the last row (the last one forecasts
   // the `horizon` rows after the file), without targets.
   bool forecast = false;

@@ -175,6 +175,13 @@ void put_source(Emitter& e, const char* k, const std::optional<DataSource>& src)
       put_str(e, "inputs", s.inputs), put_str(e, "targets", s.targets), put_str(e, "lengths", s.lengths);
       put_str(e, "sample_weight", s.sample_weight);
       break;
+    case DataFormat::CsvSequences:
+      put_str(e, "path", s.path);
+      if (!s.sequence_id.empty()) put_str(e, "id", s.sequence_id);
+      if (!s.features.empty()) put_columns(e, "features", s.features);
+      if (!s.target_columns.empty()) put_columns(e, "targets", s.target_columns);
+      put_name(e, "scaling", spec::enum_name(spec::scalings(), s.scaling));
+      break;
     case DataFormat::Csv:
       put_str(e, "path", s.path);
       put_int(e, "window", s.window), put_int(e, "horizon", s.horizon), put_int(e, "stride", s.stride);

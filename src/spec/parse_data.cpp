@@ -15,6 +15,7 @@ using Keys = std::span<const char* const>;
 constexpr const char* kArrayKeys[] = {"format", "path", "inputs", "targets", "lengths", "sample_weight"};  // hdf5, npz
 constexpr const char* kNpyKeys[] = {"format", "path", "inputs", "targets", "lengths", "sample_weight"};
 constexpr const char* kCsvKeys[] = {"format", "path", "window", "horizon", "stride", "features", "targets", "scaling"};
+constexpr const char* kSequenceKeys[] = {"format", "path", "id", "features", "targets", "scaling"};
 constexpr const char* kTextKeys[] = {"format", "path", "seq_len"};
 constexpr const char* kSyntheticKeys[] = {"format", "task", "samples", "timesteps", "seed"};
 
@@ -24,6 +25,7 @@ Keys keys_of(DataFormat f) {
     case DataFormat::Npz: return kArrayKeys;
     case DataFormat::Npy: return kNpyKeys;
     case DataFormat::Csv: return kCsvKeys;
+    case DataFormat::CsvSequences: return kSequenceKeys;
     case DataFormat::Text: return kTextKeys;
     case DataFormat::Synthetic: return kSyntheticKeys;
   }
@@ -39,7 +41,7 @@ std::string lower_suffix(const std::string& path) {
   return s;
 }
 
-const char* kFormatHint = "add format: hdf5, npy, npz, csv, text or synthetic";
+const char* kFormatHint = "add format: hdf5, npy, npz, csv, csv_sequences, text or synthetic";
 
 // The format: given, or from the suffix of `path` (.h5 .hdf5 .npz .npy .csv .txt), or npy when
 // the inputs are .npy files.
@@ -74,6 +76,7 @@ DataSource read_source(const Value& v) {
   s.loc = v.loc();
   const char* fname = enum_name(data_formats(), s.format);
   const Value::Sibling others[] = {{"hdf5/npz data", kArrayKeys}, {"npy data", kNpyKeys}, {"csv data", kCsvKeys},
+                                   {"csv_sequences data", kSequenceKeys},
                                    {"text data", kTextKeys}, {"synthetic data", kSyntheticKeys}};
   v.check_keys(keys_of(s.format), fmt::format("{} data", fname), others);
   auto count = [&](const char* key, int64_t lo, int64_t hi, const char* example) {
@@ -105,6 +108,16 @@ DataSource read_source(const Value& v) {
       // Either list may be left out: the loader then uses the other one (or the only column).
       if (auto x = v.get("features")) s.features = read_columns(*x);
       if (auto x = v.get("targets")) s.target_columns = read_columns(*x);
+      if (auto x = v.get("scaling")) s.scaling = read_enum(*x, scalings(), "scaling");
+      break;
+    case DataFormat::CsvSequences:
+      s.path = v.need("path", "; csv_sequences data needs the file, e.g. path: data/sequences.csv").as_string();
+      if (auto x = v.get("id")) s.sequence_id = x->as_string();
+      if (auto x = v.get("features")) s.features = read_columns(*x);
+      if (auto x = v.get("targets")) {
+        s.target_columns = read_columns(*x);
+        if (s.target_columns.size() != 1) x->fail("csv_sequences data takes one label column in `targets`");
+      }
       if (auto x = v.get("scaling")) s.scaling = read_enum(*x, scalings(), "scaling");
       break;
     case DataFormat::Text:

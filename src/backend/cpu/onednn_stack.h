@@ -19,8 +19,8 @@ bool onednn_built();
 void set_onednn_threads(int n);
 
 // Why oneDNN cannot run this recurrent layer (LSTM, GRU, SimpleRNN or Bidirectional) in a stack; ""
-// when it can.
-std::string onednn_ineligible(const LayerSpec& l);
+// when it can. `input`: the width of its input.
+std::string onednn_ineligible(const LayerSpec& l, int64_t input);
 
 // How the CPU runs a model's recurrent layers under plan.cpu: onednn: within each planner stack, the
 // runs of consecutive layers oneDNN can run (a Dropout between layers ends a run) are one oneDNN op
