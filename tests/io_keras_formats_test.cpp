@@ -496,3 +496,15 @@ TEST_F(KerasFormats, CheckpointsAreKerasFullModelsAndResume) {
 }
 
 }  // namespace
+
+// Metric settings of the wrong type or out of range leave the metric out with a warning; nothing
+// throws a JSON library error or casts a huge number.
+TEST_F(KerasFormats, HostileMetricSettingsLeaveTheMetricOut) {
+  auto back = train_from_keras_json(Json::parse(R"({"loss": "binary_crossentropy", "metrics": [
+      {"class_name": "AUC", "config": {"curve": 3, "summation_method": ["x"], "multi_label": "yes"}},
+      {"class_name": "Precision", "config": {"class_id": 1e300}},
+      {"class_name": "TopKCategoricalAccuracy", "config": {"k": -5}},
+      {"class_name": "F1Score", "config": {"threshold": 7}}]})"), "t.h5");
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->metrics.empty());
+}

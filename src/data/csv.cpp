@@ -10,6 +10,7 @@
 #include <map>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "data/loaders.h"
 
@@ -319,6 +320,12 @@ Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, D
                                 "files must have the training file's `features`.", path, meta.shift.size(), F));
   }
 
+  // Padding to the longest sequence can ask for far more than the file holds: check it fits first.
+  const double bytes = 4.0 * static_cast<double>(N) * static_cast<double>(T) * static_cast<double>(F);
+  if (bytes > static_cast<double>(memory_limit_bytes()))
+    throw DataError(fmt::format("{}: {} sequences padded to the longest ({} steps) take {} in memory, more than this "
+                                "machine has ({}); split the longest sequences or drop them.", path, N, T,
+                                bytes_str(bytes), bytes_str(static_cast<double>(memory_limit_bytes()))));
   Dataset d;
   d.source = path;
   d.x_name = by_id ? "columns " + join_names(src.features.empty() ? std::vector<std::string>{"(all)"} : src.features)

@@ -267,7 +267,10 @@ std::string metric_settings_from(const json& c, MetricSpec& m, const std::string
     if (t.is_array() && t.size() == 1) t = t[0];
     if (t.is_array()) return "it has several thresholds (rnntrain reports one value per metric: list one per threshold)";
     if (t.is_number()) m.threshold = t.get<double>();
-    if (auto id = num("class_id")) m.class_id = static_cast<int64_t>(*id);
+    if (auto id = num("class_id")) {
+      if (!(*id >= 0 && *id <= 1e9)) return "its class_id is not a class";
+      m.class_id = static_cast<int64_t>(*id);
+    }
   }
   if (m.kind == MetricKind::AUC) {
     if (has("thresholds")) return "its thresholds are listed (rnntrain spaces num_thresholds evenly)";
@@ -276,14 +279,19 @@ std::string metric_settings_from(const json& c, MetricSpec& m, const std::string
       if (*n < 2 || *n > 100000) return "num_thresholds is not in [2, 100000]";
       m.num_thresholds = static_cast<int64_t>(*n);
     }
-    const std::string curve = c.value("curve", std::string("ROC")), sum = c.value("summation_method", std::string("interpolation"));
+    const auto text = [&](const char* key, const char* fallback) {  // a string setting; "?" when it is none
+      const json v = c.value(key, json(fallback));
+      return v.is_string() ? v.get<std::string>() : std::string("?");
+    };
+    const std::string curve = text("curve", "ROC"), sum = text("summation_method", "interpolation");
     if (curve != "ROC" && curve != "PR") return "curve " + curve.substr(0, 20) + " is not supported (ROC, PR)";
     m.curve = curve == "ROC" ? AucCurve::ROC : AucCurve::PR;
     if (sum == "interpolation") m.summation = AucSummation::Interpolation;
     else if (sum == "minoring") m.summation = AucSummation::Minoring;
     else if (sum == "majoring") m.summation = AucSummation::Majoring;
     else return "summation_method " + sum.substr(0, 30) + " is not supported";
-    m.multi_label = c.value("multi_label", false), m.from_logits = c.value("from_logits", false);
+    const auto flag = [&](const char* key) { return c.contains(key) && c[key].is_boolean() && c[key].get<bool>(); };
+    m.multi_label = flag("multi_label"), m.from_logits = flag("from_logits");
   }
   if (m.kind == MetricKind::F1Score || m.kind == MetricKind::FBetaScore) {
     const json avg = c.value("average", json(nullptr));
@@ -298,7 +306,6 @@ std::string metric_settings_from(const json& c, MetricSpec& m, const std::string
   }
   if (m.threshold && !(*m.threshold >= 0.0 && *m.threshold <= 1.0)) return "its threshold is not in [0, 1]";
   if (!(m.beta > 0.0 && m.beta < 1e30)) return "its beta is not positive";
-  if (m.class_id < -1 || m.class_id > 1000000000) return "its class_id is not a class";
   return "";
 }
 
