@@ -1,5 +1,6 @@
-// libFuzzer target: the CSV window loader (through load_source). The first byte picks the options
-// (window, horizon, stride, scaling, which columns by header name); the rest is the file.
+// libFuzzer target: the CSV loaders (through load_source): time-series windows, and labelled
+// sequences (csv_sequences, by an id column or one row per sequence). The first byte picks the
+// options (window, horizon, stride, scaling, which columns by header name); the rest is the file.
 #include "data/dataset.h"
 #include "fuzz_util.h"
 
@@ -21,6 +22,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::expect_typed_errors([&] {
     rnntrain::DataMeta meta;
     rnntrain::load_source(src, "", meta, (o & 0x40) ? 0.25 : 0.0);
+  });
+  rnntrain::DataSource seq;
+  seq.format = rnntrain::DataFormat::CsvSequences;
+  seq.path = src.path;
+  seq.scaling = src.scaling;
+  seq.target_columns = {"b"};
+  if (o & 0x80) seq.sequence_id = "a";
+  seq.forecast = (o & 0x08) != 0;  // predict: the label column may be absent
+  fuzz::expect_typed_errors([&] {
+    rnntrain::DataMeta meta;
+    rnntrain::load_source(seq, "", meta, (o & 0x40) ? 0.25 : 0.0);
   });
   return 0;
 }
