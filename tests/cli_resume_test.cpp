@@ -132,6 +132,71 @@ TEST(Resume, ADifferentModelIsRefusedAndTheRunIsLeftIntact) {
   std::filesystem::remove_all(tmp);
 }
 
+// Makes the epoch-end last.h5 of `run` (epochs done) look stopped after `step` steps of `bs` into
+// the next epoch: its RNG as the epoch's start, running sums of a loss of 0.1 and an mae of 0.2.
+void stop_inside_next_epoch(const std::string& run, int64_t step, int64_t bs) {
+  h5::File f = h5::File::open(run + "/last.h5", true);
+  h5::Group rg = f.root().group("rnntrain");
+  const double rows = static_cast<double>(step * bs);
+  rg.set_attr("step", step);
+  rg.set_attr_u64("epoch_rng", rg.attr_u64("rng"));
+  rg.set_attr("partial", std::vector<double>{0.1 * rows, rows, 0.2 * rows, rows});
+  rg.set_attr_u64("epoch_plan", {static_cast<uint64_t>(bs), 1, 0, 32, static_cast<uint64_t>(step * bs)});
+  f.close();
+}
+
+// A run stopped inside an epoch and resumed with another train.batch_size goes on from the sample
+// where it stopped (the user trial's resume skipped the rest of the epoch: step 206 of an epoch that
+// now had 188 steps). Resumed on other data, a stopped epoch is refused (and last.h5 kept); at an
+// epoch's end the new data are said and used.
+TEST(Resume, AnotherBatchSizeGoesOnFromTheSampleWhereTheEpochStopped) {
+  auto tmp = scratch("resume_batch_size");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);  // 160 training samples: 10 steps of 16
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + run, tmp).code, 0);
+  stop_inside_next_epoch(run, 8, 16);  // 128 of 160 samples done
+  const std::string before = slurp(run + "/last.h5");
+  CmdResult r = run_rnntrain("train --resume " + run + " train.epochs=2 data.train.seed=6", tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("stopped inside epoch 2 (8 steps done)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("other values than the run's"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(run + "/last.h5"), before) << "a refused resume leaves last.h5 as it was";
+  r = run_rnntrain("train --resume " + run + " train.epochs=2 train.batch_size=24", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("epoch 2 was stopped after 128 of its 160 samples, drawn in batches of 16: it goes on from "
+                       "sample 129 in 2 batches of 24"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("resuming " + run + " at epoch 2 step 9"), std::string::npos) << r.err;
+  EXPECT_NE(slurp(run + "/history.csv").find("\n1,"), std::string::npos) << "epoch 2 ends in the history";
+  // Between epochs other data are a new start of the next epoch, said once.
+  r = run_rnntrain("train --resume " + run + " train.epochs=3 data.train.samples=240", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("hold 192 training samples, where the run had 160"), std::string::npos) << r.err;
+  std::filesystem::remove_all(tmp);
+}
+
+// A resume reads last.h5 and the run's config alone: model.init_from (the first start's weights,
+// named by every imported config) is not read again, so it may be gone; a changed model is reported
+// as one, not as weights that do not fit.
+TEST(Resume, DoesNotNeedTheInitialWeightsFileAgain) {
+  auto tmp = scratch("resume_init_from");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=1 output.dir=" + (tmp / "first").string(), tmp).code, 0);
+  std::filesystem::copy_file(tmp / "first" / "final.h5", tmp / "start.h5");
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=1 model.init_from=" + (tmp / "start.h5").string() +
+                             " output.dir=" + run, tmp).code, 0);
+  std::filesystem::remove(tmp / "start.h5");
+  CmdResult r = run_rnntrain("train -q --resume " + run + " train.epochs=2 model.layers.3.units=7", tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("model differs"), std::string::npos) << r.err;
+  r = run_rnntrain("train -q --resume " + run + " train.epochs=2", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(run + "/history.csv").find("\n1,"), std::string::npos);
+  std::filesystem::remove_all(tmp);
+}
+
 // A new run into a directory that holds one is refused with the commands that continue or replace
 // it, and nothing there changes; --overwrite replaces it (the other files in the folder stay). The
 // run's train.log holds what stderr showed, and a resumed run appends to it.

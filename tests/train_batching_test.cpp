@@ -281,3 +281,66 @@ TEST(Batching, ClassWeightsWeighEachPositionByItsTargetsClass) {
   weigh_classes(binary, {{0, 0.25}, {1, 4.0}}, false, 1);
   EXPECT_EQ(binary.w.data, (std::vector<float>{0.25f, 4.0f, 4.0f}));
 }
+
+// The user trial's case: a run stopped inside an epoch and resumed with another train.batch_size
+// (206 steps of 16 done, 188 steps of 32 in the new epoch) trained the rest of nothing. Cut anew, the
+// rest of the epoch trains each untrained sample exactly once, in the order the epoch drew them,
+// across any number of stops with other batch sizes, bucketed or not.
+TEST(Batching, AResumeWithAnotherBatchSizeTrainsEachRemainingSampleOnce) {
+  const int64_t n = 6000, T = 60;
+  const std::vector<int32_t> lens = long_tailed(n, T, 4);
+  for (bool bucketing : {false, true}) {
+    Rng rng(11);
+    const std::vector<EpochBatch> drawn = plan_epoch(spec(16, bucketing), n, lens, bucketing, rng);
+    std::vector<int64_t> order;  // the epoch's rows in batch order
+    for (const EpochBatch& b : drawn) order.insert(order.end(), b.rows.begin(), b.rows.end());
+    // Stopped after 206 steps of 16, resumed with 32: the rest is (6000 - 3296) / 32 -> 85 batches.
+    ResumedEpoch r = resume_epoch(drawn, rows_of(drawn, 206), 32, false, lens, bucketing);
+    EXPECT_TRUE(r.recut);
+    EXPECT_EQ(r.done, 206) << "the trained batches are kept as drawn";
+    EXPECT_EQ(static_cast<int64_t>(r.batches.size()), 206 + (n - 206 * 16 + 31) / 32);
+    std::vector<int64_t> got;
+    for (const EpochBatch& b : r.batches) {
+      EXPECT_LE(b.rows.size(), 32u);
+      got.insert(got.end(), b.rows.begin(), b.rows.end());
+    }
+    EXPECT_EQ(got, order) << "every sample once, in the drawn order";
+    // Stopped again 40 steps later (3296 + 1280 samples), resumed with 24: 4576 trained.
+    const int64_t trained = rows_of(r.batches, r.done + 40);
+    ResumedEpoch again = resume_epoch(drawn, trained, 24, false, lens, bucketing);
+    EXPECT_EQ(rows_of(again.batches, again.done), trained);
+    got.clear();
+    for (size_t b = static_cast<size_t>(again.done); b < again.batches.size(); ++b)
+      got.insert(got.end(), again.batches[b].rows.begin(), again.batches[b].rows.end());
+    EXPECT_EQ(got, std::vector<int64_t>(order.begin() + trained, order.end())) << "the untrained rest, each once";
+    for (size_t b = static_cast<size_t>(again.done); bucketing && b < again.batches.size(); ++b) {
+      int32_t longest = 0;
+      for (int64_t row : again.batches[b].rows) longest = std::max(longest, lens[row]);
+      EXPECT_EQ(again.batches[b].steps, bucket_steps(longest)) << "batches cut anew are trimmed as drawn ones";
+    }
+    // The same batch size at a batch boundary: exactly the drawn epoch, as a resume always was.
+    ResumedEpoch same = resume_epoch(drawn, rows_of(drawn, 100), 16, true, lens, bucketing);
+    EXPECT_FALSE(same.recut);
+    EXPECT_EQ(same.done, 100);
+    ASSERT_EQ(same.batches.size(), drawn.size());
+    for (size_t b = 0; b < drawn.size(); ++b) EXPECT_EQ(same.batches[b].rows, drawn[b].rows);
+  }
+}
+
+TEST(Batching, TheDataFingerprintSeesAnyChangedValue) {
+  Dataset d;
+  d.x = Tensor({4, 3, 2});
+  d.y = Tensor({4, 1});
+  for (int64_t i = 0; i < d.x.numel(); ++i) d.x[i] = 0.25f * static_cast<float>(i);
+  const uint64_t h = data_fingerprint(d);
+  EXPECT_EQ(h, data_fingerprint(d));
+  Dataset other = d;
+  other.x[17] += 1e-6f;
+  EXPECT_NE(h, data_fingerprint(other));
+  other = d;
+  other.y[3] = 1.0f;
+  EXPECT_NE(h, data_fingerprint(other));
+  other = d;
+  other.x.shape = {4, 2, 3};  // the same values in another shape
+  EXPECT_NE(h, data_fingerprint(other));
+}

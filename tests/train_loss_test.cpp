@@ -32,11 +32,16 @@ LossSpec spec_of(LossKind kind, bool logits = false, double smoothing = 0.0, dou
 double ref_position(const LossSpec& s, const std::vector<double>& p, const std::vector<double>& y) {
   const size_t k = p.size();
   double sum = 0.0;
-  if (s.kind == LossKind::MSE || s.kind == LossKind::MAE || s.kind == LossKind::Huber) {
+  if (s.kind == LossKind::MSE || s.kind == LossKind::MAE || s.kind == LossKind::Huber || s.kind == LossKind::MSLE ||
+      s.kind == LossKind::LogCosh) {
     for (size_t j = 0; j < k; ++j) {
       const double e = p[j] - y[j];
+      const double eps = static_cast<float>(1e-7);
+      const double le = std::log(std::max(p[j], eps) + 1.0) - std::log(std::max(y[j], eps) + 1.0);
       if (s.kind == LossKind::MSE) sum += e * e;
       else if (s.kind == LossKind::MAE) sum += std::fabs(e);
+      else if (s.kind == LossKind::MSLE) sum += le * le;
+      else if (s.kind == LossKind::LogCosh) sum += std::log(std::cosh(e));
       else sum += std::fabs(e) <= s.delta ? 0.5 * e * e : s.delta * std::fabs(e) - 0.5 * s.delta * s.delta;
     }
     return sum / k;
@@ -127,6 +132,8 @@ std::vector<LossSpec> all_specs() {
           spec_of(K::MAE),
           spec_of(K::Huber, false, 0.0, 1.0),
           spec_of(K::Huber, false, 0.0, 0.5),
+          spec_of(K::MSLE),
+          spec_of(K::LogCosh),
           spec_of(K::BinaryCrossentropy),
           spec_of(K::BinaryCrossentropy, true),
           spec_of(K::BinaryCrossentropy, false, 0.2),
@@ -193,6 +200,15 @@ TEST(Loss, KerasDocumentedExamples) {
   set(t, {2, 2}, {0, 1, 0, 0});
   EXPECT_NEAR(compute_loss(spec_of(LossKind::BinaryCrossentropy), p, t, nullptr, nullptr).mean(), 0.815, 5e-4);
   EXPECT_NEAR(compute_loss(spec_of(LossKind::Huber), p, t, nullptr, nullptr).mean(), 0.155, 5e-4);
+  set(p, {2, 2}, {1.0f, 1.0f, 1.0f, 0.0f});
+  set(t, {2, 2}, {0, 1, 0, 0});
+  EXPECT_NEAR(compute_loss(spec_of(LossKind::MSLE), p, t, nullptr, nullptr).mean(), 0.240, 5e-4);
+  set(p, {2, 2}, {1.0f, 1.0f, 0.0f, 0.0f});
+  EXPECT_NEAR(compute_loss(spec_of(LossKind::LogCosh), p, t, nullptr, nullptr).mean(), 0.108, 5e-4);
+  // Log-cosh of a large error is |e| - log 2, where cosh itself overflows.
+  set(p, {1, 1}, {1000.0f});
+  set(t, {1, 1}, {0});
+  EXPECT_NEAR(compute_loss(spec_of(LossKind::LogCosh), p, t, nullptr, nullptr).mean(), 1000.0 - std::log(2.0), 1e-9);
 }
 
 TEST(Loss, GradientMatchesFiniteDifferences) {

@@ -114,6 +114,54 @@ TEST(Metrics, MaeAndMseAreRunningMeansOverEntries) {
   EXPECT_DOUBLE_EQ(masked->result(), 4.0);
 }
 
+// Keras' regression metrics: RootMeanSquaredError is the root of the mse's running mean (not the
+// mean of batch roots); MeanSquaredLogarithmicError and LogCoshError as their losses; R2Score as
+// Keras' docstring, over batches, per output with both aggregations and adjusted.
+TEST(Metrics, RegressionMetricsAsKerasComputesThem) {
+  const LossSpec mse = loss_of(LossKind::MSE);
+  auto rmse = metric(MetricKind::RMSE, mse);
+  EXPECT_EQ(rmse->name(), "root_mean_squared_error");
+  rmse->update(tensor({2, 1}, {1.0f, 3.0f}), tensor({2, 1}, {0.0f, 0.0f}), nullptr);  // squares 1, 9
+  rmse->update(tensor({1, 1}, {2.0f}), tensor({1, 1}, {0.0f}), nullptr);              // 4
+  EXPECT_NEAR(rmse->result(), std::sqrt(14.0 / 3.0), 1e-12);
+  auto msle = metric(MetricKind::MSLE, mse), logcosh = metric(MetricKind::LogCosh, mse);
+  const Tensor p = tensor({2, 2}, {1.0f, 1.0f, 1.0f, 0.0f}), y = tensor({2, 2}, {0, 1, 0, 0});
+  msle->update(p, y, nullptr);
+  logcosh->update(tensor({2, 2}, {1.0f, 1.0f, 0.0f, 0.0f}), y, nullptr);
+  EXPECT_NEAR(msle->result(), 0.240, 5e-4);  // keras.metrics.MeanSquaredLogarithmicError's docstring
+  EXPECT_NEAR(logcosh->result(), 0.108, 5e-4);  // keras.metrics.LogCoshError's
+  EXPECT_EQ(logcosh->name(), "logcosh");
+
+  MetricSpec r2{MetricKind::R2Score, "r2_score"};
+  auto one = make_metric(r2, mse, Shape{1});
+  one->update(tensor({2, 1}, {2.0f, 4.0f}), tensor({2, 1}, {1.0f, 4.0f}), nullptr);
+  one->update(tensor({1, 1}, {4.0f}), tensor({1, 1}, {3.0f}), nullptr);
+  EXPECT_NEAR(one->result(), 0.57142854, 1e-6);  // keras.metrics.R2Score's docstring, in two batches
+  // Two outputs: t = [[0, 1], [2, 3], [4, 8]], p = t + [[1, 0], [-1, 1], [0, -1]].
+  const Tensor t2 = tensor({3, 2}, {0, 1, 2, 3, 4, 8}), p2 = tensor({3, 2}, {1, 1, 1, 4, 4, 7});
+  const double ss0 = 8.0, ss1 = 26.0;  // sum (t - mean)^2 per output; residuals 2 and 2
+  const double r0 = 1 - 2 / ss0, r1 = 1 - 2 / ss1;
+  auto uniform = make_metric(r2, mse, Shape{2});
+  uniform->update(p2, t2, nullptr);
+  EXPECT_NEAR(uniform->result(), (r0 + r1) / 2, 1e-12);
+  r2.aggregation = R2Aggregation::VarianceWeighted;
+  auto weighted = make_metric(r2, mse, Shape{2});
+  weighted->update(p2, t2, nullptr);
+  EXPECT_NEAR(weighted->result(), (ss0 * r0 + ss1 * r1) / (ss0 + ss1), 1e-12);
+  r2.num_regressors = 2;  // adjusted over Keras' num_samples, every value: n = 6
+  auto adjusted = make_metric(r2, mse, Shape{2});
+  adjusted->update(p2, t2, nullptr);
+  EXPECT_NEAR(adjusted->result(), 1 - (1 - weighted->result()) * 5.0 / 3.0, 1e-12);
+  // State: restored exactly, and merged across ranks.
+  auto back = make_metric(r2, mse, Shape{2});
+  const std::vector<double> st = adjusted->state();
+  back->merge(st.data());
+  EXPECT_EQ(back->result(), adjusted->result());
+  // As Keras refuses it: R2Score over a sequence, or with a loss over classes.
+  EXPECT_THROW(make_metric(r2, mse, Shape{5, 2}), ConfigError);
+  EXPECT_THROW(make_metric(r2, loss_of(LossKind::CategoricalCrossentropy), Shape{2}), ConfigError);
+}
+
 TEST(Metrics, PerplexityIsExpOfMeanCrossentropy) {
   // Uniform probabilities over K classes: perplexity K.
   auto probs = metric(MetricKind::Perplexity, loss_of(LossKind::SparseCategoricalCrossentropy));

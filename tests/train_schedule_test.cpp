@@ -252,19 +252,27 @@ TEST(Schedule, PlateauStateRoundTripResumesExactly) {
 
 TEST(Schedule, PlateauDirectionAgreesWithEarlyStoppingForEveryMonitor) {
   // reduce_on_plateau, early_stopping and the best checkpoint share one "auto" rule (monitor_is_max):
-  // a monitor that rises every epoch improves in max mode and stalls in min mode.
-  for (const std::string monitor : {"val_loss", "loss", "val_accuracy", "sparse_categorical_accuracy", "val_acc",
-                                    "val_binary_acc", "val_top_k_acc", "val_mae", "perplexity"}) {
-    ScheduleSpec p = spec_of(ScheduleKind::ReduceOnPlateau);
-    p.monitor = monitor;
-    p.patience = 1;
-    p.factor = 0.5;
-    p.min_delta = 0.0;
-    Schedule s(p, 1.0);
-    for (int e = 0; e < 3; ++e) s.on_epoch_end(e, {{monitor, 0.1 * (e + 1)}});
-    const bool schedule_max = s.lr(0) == 1.0;  // never reduced: rising counted as improvement
-    EXPECT_EQ(schedule_max, monitor_is_max(monitor, MonitorMode::Auto))
-        << monitor << ": the schedule " << (schedule_max ? "maximises" : "minimises") << " (lr " << s.lr(0)
-        << ") but early stopping would " << (schedule_max ? "minimise" : "maximise");
+  // a monitor that rises every epoch improves in max mode and stalls in min mode. An AUC rises,
+  // though Keras' own ReduceLROnPlateau (the "acc" rule) would minimise it.
+  const std::vector<MetricSpec> metrics = {{MetricKind::Accuracy, "accuracy"}, {MetricKind::AUC, "auc"},
+                                           {MetricKind::MAE, "mae"}, {MetricKind::Perplexity, "perplexity"},
+                                           {MetricKind::Recall, "recall"}};
+  for (const std::string monitor : {"val_loss", "loss", "val_accuracy", "val_auc", "auc", "val_recall", "val_mae",
+                                    "perplexity"}) {
+    for (MonitorMode mode : {MonitorMode::Auto, MonitorMode::Min, MonitorMode::Max}) {
+      ScheduleSpec p = spec_of(ScheduleKind::ReduceOnPlateau);
+      p.monitor = monitor;
+      p.mode = mode;
+      p.patience = 1;
+      p.factor = 0.5;
+      p.min_delta = 0.0;
+      Schedule s(p, 1.0, metrics);
+      for (int e = 0; e < 3; ++e) s.on_epoch_end(e, {{monitor, 0.1 * (e + 1)}});
+      const bool schedule_max = s.lr(0) == 1.0;  // never reduced: rising counted as improvement
+      EXPECT_EQ(schedule_max, monitor_is_max(monitor, mode, metrics))
+          << monitor << ": the schedule " << (schedule_max ? "maximises" : "minimises") << " (lr " << s.lr(0)
+          << ") but early stopping would " << (schedule_max ? "minimise" : "maximise");
+    }
   }
+  EXPECT_TRUE(monitor_is_max("val_auc", MonitorMode::Auto, metrics));
 }

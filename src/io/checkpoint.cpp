@@ -144,7 +144,11 @@ void save_checkpoint(const std::string& path, const ModelSpec& model, const Para
       rg.set_attr("step", st.step);
       rg.set_attr_u64("epoch_rng", std::vector<uint64_t>(st.epoch_rng.begin(), st.epoch_rng.end()));
       rg.set_attr("partial", st.partial);
+      const ResumeState::Drawn& d = st.drawn;
+      rg.set_attr_u64("epoch_plan", {static_cast<uint64_t>(d.batch_size), d.shuffle, d.bucketing,
+                                     static_cast<uint64_t>(d.bucket_window), static_cast<uint64_t>(d.samples)});
     }
+    if (st.data_rows > 0) rg.set_attr_u64("data", {st.data_rows, st.data_hash});
     f.close();
   });
 }
@@ -212,6 +216,21 @@ ResumeState load_checkpoint(const std::string& path, const ModelSpec& model, Par
     if (erng.size() != 4) throw DataError(fmt::format("{}: /rnntrain@epoch_rng must hold 4 words", path));
     std::copy(erng.begin(), erng.end(), st.epoch_rng.begin());
     st.partial = rg.attr_doubles("partial");
+    if (rg.has_attr("epoch_plan")) {
+      const auto p = rg.attr_u64("epoch_plan");
+      constexpr uint64_t kMax = uint64_t{1} << 40;  // far above any batch size or sample count
+      if (p.size() != 5 || p[0] == 0 || p[0] > kMax || p[1] > 1 || p[2] > 1 || p[3] > kMax || p[4] > kMax)
+        throw DataError(fmt::format("{}: /rnntrain@epoch_plan must hold 5 words (batch size, shuffle, bucketing, "
+                                    "bucket window, samples) in range: the file is damaged",
+                                    path));
+      st.drawn = {static_cast<int64_t>(p[0]), static_cast<int64_t>(p[3]), static_cast<int64_t>(p[4]), p[1] != 0,
+                  p[2] != 0};
+    }
+  }
+  if (rg.has_attr("data")) {
+    const auto d = rg.attr_u64("data");
+    if (d.size() != 2) throw DataError(fmt::format("{}: /rnntrain@data must hold 2 words (rows, fingerprint)", path));
+    st.data_rows = d[0], st.data_hash = d[1];
   }
   return st;
 }

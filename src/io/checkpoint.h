@@ -39,6 +39,16 @@ struct ResumeState {
   int64_t step = 0;
   Rng::State epoch_rng{};
   std::vector<double> partial;
+  // How that epoch's batches were drawn (plan_epoch's settings: batch_size, shuffle, bucketing,
+  // bucket_window) and how many of its samples were trained: a resume with other settings goes on
+  // from that sample (absent from older files: 0, taken from the config).
+  struct Drawn {
+    int64_t batch_size = 0, bucket_window = 0, samples = 0;
+    bool shuffle = true, bucketing = false;
+  } drawn;
+  // The training data the run saw: rows and a 64-bit fingerprint of its inputs and targets (0, 0
+  // when unknown), so that a resume can tell when the data changed.
+  uint64_t data_rows = 0, data_hash = 0;
 };
 
 void save_checkpoint(const std::string& path, const ModelSpec& model, const Params& params,

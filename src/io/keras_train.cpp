@@ -205,6 +205,10 @@ const char* keras_metric_class(MetricKind k) {
     case MetricKind::AUC: return "AUC";
     case MetricKind::F1Score: return "F1Score";
     case MetricKind::FBetaScore: return "FBetaScore";
+    case MetricKind::RMSE: return "RootMeanSquaredError";
+    case MetricKind::MSLE: return "MeanSquaredLogarithmicError";
+    case MetricKind::LogCosh: return "LogCoshError";
+    case MetricKind::R2Score: return "R2Score";
     default: return nullptr;
   }
 }
@@ -233,7 +237,13 @@ Json metric_json(const MetricSpec& m, KerasJsonStyle style) {
       c["threshold"] = opt_or_null(m.threshold);
       if (m.kind == MetricKind::FBetaScore) c["beta"] = m.beta;  // F1Score's config has none
       break;
-    default: c["k"] = m.k;  // the top-k accuracies
+    case MetricKind::R2Score:
+      c["class_aggregation"] = m.aggregation == R2Aggregation::Uniform ? "uniform_average" : "variance_weighted_average";
+      c["num_regressors"] = m.num_regressors;
+      break;
+    case MetricKind::TopKCategoricalAccuracy:
+    case MetricKind::SparseTopKCategoricalAccuracy: c["k"] = m.k; break;
+    default: break;  // name and dtype only
   }
   return keras_object("keras.metrics", cls, std::move(c), style);
 }
@@ -304,9 +314,28 @@ std::string metric_settings_from(const json& c, MetricSpec& m, const std::string
     if (auto b = num("beta")) m.beta = *b;
     if (auto t = num("threshold")) m.threshold = *t;
   }
+  if (m.kind == MetricKind::R2Score) {
+    const json agg = c.value("class_aggregation", json("uniform_average"));
+    if (agg == "variance_weighted_average") m.aggregation = R2Aggregation::VarianceWeighted;
+    else if (agg != "uniform_average")
+      log_warn("{}: metric {}: class_aggregation {} reports a value per output in Keras; rnntrain logs one number, "
+               "their mean (uniform_average)", file, m.name, agg.dump().substr(0, 30));
+    if (auto n = num("num_regressors")) {
+      if (!(*n >= 0 && *n <= 1e9)) return "its num_regressors is not a count";
+      m.num_regressors = static_cast<int64_t>(*n);
+    }
+  }
   if (m.threshold && !(*m.threshold >= 0.0 && *m.threshold <= 1.0)) return "its threshold is not in [0, 1]";
   if (!(m.beta > 0.0 && m.beta < 1e30)) return "its beta is not positive";
   return "";
+}
+
+// The metrics Keras has too, as configs name them.
+std::string keras_metric_names() {
+  std::string out;
+  for (const std::string& n : metric_names())
+    if (n != "perplexity") out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 // Keras' metrics by name or class ("acc", "MeanAbsoluteError", an AUC object); the others are logged
@@ -315,11 +344,7 @@ void metrics_from(const json& list, const std::string& file, const LossSpec& los
   for (const json& m : list) {
     const std::string name = m.is_string() ? m.get<std::string>() : m.is_object() ? m.value("class_name", "") : "";
     std::optional<MetricSpec> spec = metric_named(name);
-    std::string why = !spec || spec->kind == MetricKind::Perplexity
-                          ? "rnntrain has accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy, "
-                            "mae, mse, top_k_categorical_accuracy, sparse_top_k_categorical_accuracy, precision, recall, "
-                            "auc, f1_score, fbeta_score"
-                          : "";
+    std::string why = !spec || spec->kind == MetricKind::Perplexity ? "rnntrain has " + keras_metric_names() : "";
     if (why.empty() && m.is_object() && m.contains("config") && m["config"].is_object())
       why = metric_settings_from(m["config"], *spec, file);
     if (why.empty() && keras_metric_class(spec->kind) && spec->kind != MetricKind::TopKCategoricalAccuracy &&
@@ -498,7 +523,7 @@ Json compile_config_json(const KerasTraining& t) {
   j["weighted_metrics"] = nullptr;
   j["run_eagerly"] = false;
   j["steps_per_execution"] = 1;
-  j["jit_compile"] = false;
+  j["jit_compile"] = "auto";  // as compile() defaults: each backend decides (XLA on JAX), not disabled
   return j;
 }
 

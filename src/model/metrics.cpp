@@ -136,12 +136,17 @@ class Accuracy : public MeanMetric {
   int64_t top_k_;
 };
 
-// mae and mse: the per-position mean over the last axis, as the losses of the same name.
+// mae, mse, msle and logcosh: the per-position mean over the last axis, as the losses of the same
+// name; root_mean_squared_error: the square root of the mse's mean (Keras' RootMeanSquaredError).
 class ErrorMean : public MeanMetric {
  public:
-  ErrorMean(std::string name, LossKind kind) {
+  ErrorMean(std::string name, LossKind kind, bool root = false) : root_(root) {
     name_ = std::move(name);
     spec_.kind = kind;
+  }
+  double result() const override {
+    const double mean = MeanMetric::result();
+    return root_ ? std::sqrt(mean) : mean;
   }
   void update(const Tensor& pred, const Tensor& target, const Tensor* mask) override {
     const LossValue l = compute_loss(spec_, pred, target, mask, nullptr);
@@ -154,6 +159,75 @@ class ErrorMean : public MeanMetric {
 
  private:
   LossSpec spec_;
+  bool root_;
+};
+
+// Keras' R2Score over [batch, units] outputs: per unit the sums of the target, its square and the
+// squared residual (MetricForm::Moments), then 1 - residual / (sum t^2 - (sum t)^2 / n) per unit
+// (0 where that is inf), averaged uniformly or weighted by the variance, adjusted for
+// num_regressors (n: every value, as Keras' num_samples counts them) when it is below n - 1.
+class R2Score : public Metric {
+ public:
+  R2Score(std::string name, const MetricSpec& spec, int64_t units)
+      : spec_(spec), units_(units), sums_(static_cast<size_t>(3 * units + 1), 0.0) {
+    name_ = std::move(name);
+  }
+  void update(const Tensor& pred, const Tensor& target, const Tensor* mask) override {
+    const TargetView v = checked(pred, target, mask);
+    double* s = sums_.data();
+    for (int64_t i = 0; i < v.n; ++i) {
+      if (mask_weight(mask, i) == 0.0) continue;
+      for (int64_t j = 0; j < v.k; ++j) {
+        const double t = target[i * v.k + j], e = t - pred[i * v.k + j];
+        s[j] += t, s[units_ + j] += t * t, s[2 * units_ + j] += e * e;
+      }
+      s[3 * units_] += 1.0;
+    }
+  }
+  MetricForm form(const Shape& shape, const Tensor& target) const override {
+    Tensor pred;
+    pred.shape = shape;
+    checked(pred, target, nullptr);
+    MetricForm f;
+    f.kind = MetricForm::Kind::Moments;
+    f.classes = units_;
+    return f;
+  }
+  void add(const double* sums, double count) override {
+    for (int64_t i = 0; i < 3 * units_; ++i) sums_[i] += sums[i];
+    sums_[3 * units_] += count;
+  }
+  void merge(const double* state) override {
+    for (size_t i = 0; i < sums_.size(); ++i) sums_[i] += state[i];
+  }
+  std::vector<double> state() const override { return sums_; }
+  void reset() override { std::fill(sums_.begin(), sums_.end(), 0.0); }
+  double result() const override {
+    const double* s = sums_.data();
+    const double n = s[3 * units_];
+    double uniform = 0.0, weighted = 0.0, weights = 0.0;
+    for (int64_t j = 0; j < units_; ++j) {
+      const double total = s[units_ + j] - s[j] * (s[j] / n);
+      double raw = 1.0 - s[2 * units_ + j] / total;
+      if (std::isinf(raw)) raw = 0.0;
+      uniform += raw, weighted += total * raw, weights += total;
+    }
+    double r2 = spec_.aggregation == R2Aggregation::Uniform ? uniform / static_cast<double>(units_) : weighted / weights;
+    const double values = n * static_cast<double>(units_), p = static_cast<double>(spec_.num_regressors);
+    if (p > 0 && p < values - 1) r2 = 1.0 - (1.0 - r2) * (values - 1.0) / (values - p - 1.0);
+    return r2;
+  }
+
+ private:
+  TargetView checked(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
+    const TargetView v = check_dense_targets(name_.c_str(), pred, target, mask);
+    if (v.k != units_)
+      throw DataError(fmt::format("metric '{}': the predictions have {} units, the model {}", name_, v.k, units_));
+    return v;
+  }
+  MetricSpec spec_;
+  int64_t units_;
+  std::vector<double> sums_;  // the form's 3 x units sums, then the positions
 };
 
 // exp(mean token crossentropy), from logits or probabilities as the loss reads its outputs; the
@@ -327,6 +401,10 @@ const char* default_name(MetricKind k) {
     case MetricKind::AUC: return "auc";
     case MetricKind::F1Score: return "f1_score";
     case MetricKind::FBetaScore: return "fbeta_score";
+    case MetricKind::RMSE: return "root_mean_squared_error";
+    case MetricKind::MSLE: return "msle";
+    case MetricKind::LogCosh: return "logcosh";
+    case MetricKind::R2Score: return "r2_score";
   }
   return "?";
 }
@@ -399,6 +477,20 @@ std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss
     case MetricKind::SparseCategoricalAccuracy: return std::make_unique<Accuracy>(name, AccKind::Sparse, threshold);
     case MetricKind::MAE: return std::make_unique<ErrorMean>(name, LossKind::MAE);
     case MetricKind::MSE: return std::make_unique<ErrorMean>(name, LossKind::MSE);
+    case MetricKind::RMSE: return std::make_unique<ErrorMean>(name, LossKind::MSE, true);
+    case MetricKind::MSLE: return std::make_unique<ErrorMean>(name, LossKind::MSLE);
+    case MetricKind::LogCosh: return std::make_unique<ErrorMean>(name, LossKind::LogCosh);
+    case MetricKind::R2Score:
+      if (out.size() != 1)
+        throw ConfigError(fmt::format("metric '{}': Keras' R2Score takes one prediction per sample ([batch, units]), "
+                                      "but the model's output is {} per sample; use mse or mae, or return_sequences: "
+                                      "false in the last recurrent layer",
+                                      name, shape_str(out)));
+      if (over_classes(loss_info(loss.kind)))
+        throw ConfigError(fmt::format("metric '{}' compares predicted values with targets, but train.loss {} takes "
+                                      "classes; use it with a regression loss (mse, mae, huber, ...)",
+                                      name, loss_name(loss.kind)));
+      return std::make_unique<R2Score>(name, spec, out.back());
     case MetricKind::TopKCategoricalAccuracy:
       return std::make_unique<Accuracy>(name, AccKind::TopK, threshold, spec.k);
     case MetricKind::SparseTopKCategoricalAccuracy:

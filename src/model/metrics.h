@@ -15,18 +15,22 @@ namespace rnntrain {
 
 // What update() adds for a batch, in a form a device engine computes next to the predictions (the
 // CUDA backend). Loss and Accuracy: one value per unmasked position, summed (count: the positions);
-// Confusion: the histograms of spec/confusion.h.
+// Confusion: the histograms of spec/confusion.h; Moments: per output unit j of the `classes`, the
+// sums of the target t, of t^2 and of (t - prediction)^2 over the unmasked positions, as
+// [sum t (classes), sum t^2 (classes), sum (t - p)^2 (classes)] (R2Score).
 struct MetricForm {
-  enum class Kind { Loss, Accuracy, Confusion };
+  enum class Kind { Loss, Accuracy, Confusion, Moments };
   Kind kind = Kind::Loss;
   LossSpec loss;           // Loss: the per-position values of this loss (mae, mse, perplexity's crossentropy)
   int accuracy = 0;        // Accuracy: 0 binary, 1 categorical, 2 sparse, 3 top-k categorical, 4 top-k sparse
   double threshold = 0.5;  // binary
   int64_t top_k = 1;       // top-k
   ConfusionRule confusion;
-  int64_t classes = 1;  // Confusion: histograms (the units when per class)
-  // The sums the form adds up: 1, or the positives' and negatives' histograms.
-  int64_t width() const { return kind == Kind::Confusion ? 2 * classes * confusion.bins() : 1; }
+  int64_t classes = 1;  // Confusion: histograms (the units when per class); Moments: the units
+  // The sums the form adds up: 1, the positives' and negatives' histograms, or the moments.
+  int64_t width() const {
+    return kind == Kind::Confusion ? 2 * classes * confusion.bins() : kind == Kind::Moments ? 3 * classes : 1;
+  }
   bool operator==(const MetricForm&) const = default;
 };
 

@@ -80,9 +80,17 @@ constexpr Choice<MetricKind> kMetrics[] = {
     {"auc", MetricKind::AUC},
     {"f1_score", MetricKind::F1Score},
     {"fbeta_score", MetricKind::FBetaScore},
+    {"root_mean_squared_error", MetricKind::RMSE},
+    {"msle", MetricKind::MSLE},
+    {"logcosh", MetricKind::LogCosh},
+    {"r2_score", MetricKind::R2Score},
     {"acc", MetricKind::Accuracy, true},
     {"mean_absolute_error", MetricKind::MAE, true},
     {"mean_squared_error", MetricKind::MSE, true},
+    {"rmse", MetricKind::RMSE, true},
+    {"mean_squared_logarithmic_error", MetricKind::MSLE, true},
+    {"log_cosh", MetricKind::LogCosh, true},
+    {"log_cosh_error", MetricKind::LogCosh, true},
 };
 
 
@@ -93,6 +101,8 @@ constexpr Choice<AucSummation> kSummations[] = {
     {"majoring", AucSummation::Majoring}};
 constexpr Choice<FAverage> kAverages[] = {
     {"micro", FAverage::Micro}, {"macro", FAverage::Macro}, {"weighted", FAverage::Weighted}};
+constexpr Choice<R2Aggregation> kAggregations[] = {{"uniform_average", R2Aggregation::Uniform},
+                                                   {"variance_weighted_average", R2Aggregation::VarianceWeighted}};
 
 constexpr Choice<ScheduleKind> kSchedules[] = {
     {"constant", ScheduleKind::Constant}, {"exponential", ScheduleKind::Exponential},
@@ -100,6 +110,12 @@ constexpr Choice<ScheduleKind> kSchedules[] = {
     {"reduce_on_plateau", ScheduleKind::ReduceOnPlateau}, {"polynomial", ScheduleKind::Polynomial},
     {"inverse_time", ScheduleKind::InverseTime},          {"piecewise_constant", ScheduleKind::PiecewiseConstant},
     {"cosine_restarts", ScheduleKind::CosineRestarts},
+    // Keras' classes (keras.optimizers.schedules, and the callback for reduce_on_plateau)
+    {"ExponentialDecay", ScheduleKind::Exponential, true}, {"CosineDecay", ScheduleKind::Cosine, true},
+    {"PolynomialDecay", ScheduleKind::Polynomial, true},   {"InverseTimeDecay", ScheduleKind::InverseTime, true},
+    {"PiecewiseConstantDecay", ScheduleKind::PiecewiseConstant, true},
+    {"CosineDecayRestarts", ScheduleKind::CosineRestarts, true},
+    {"ReduceLROnPlateau", ScheduleKind::ReduceOnPlateau, true},
 };
 
 constexpr Choice<MonitorMode> kModes[] = {{"auto", MonitorMode::Auto}, {"min", MonitorMode::Min}, {"max", MonitorMode::Max}};
@@ -136,8 +152,11 @@ std::span<const Choice<LossKind>> loss_kinds() {
   static const std::vector<Choice<LossKind>> kinds = [] {
     std::vector<Choice<LossKind>> v;
     for (const LossInfo* l : Losses::infos) v.push_back({l->name, l->kind});
-    for (const LossInfo* l : Losses::infos)  // aliases last: messages list the names first
+    for (const LossInfo* l : Losses::infos) {  // aliases last: messages list the names first
       if (l->alias) v.push_back({l->alias, l->kind, true});
+      v.push_back({l->keras_class, l->kind, true});  // "BinaryCrossentropy"
+    }
+    v.push_back({"bce", LossKind::BinaryCrossentropy, true});  // Keras' short names (mse, mae, msle are names here)
     return v;
   }();
   return kinds;
@@ -146,10 +165,12 @@ std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
 std::span<const Choice<AucCurve>> auc_curves() { return kCurves; }
 std::span<const Choice<AucSummation>> auc_summations() { return kSummations; }
 std::span<const Choice<FAverage>> f_averages() { return kAverages; }
+std::span<const Choice<R2Aggregation>> r2_aggregations() { return kAggregations; }
 std::span<const Choice<OptimizerKind>> optimizer_kinds() {
   static const std::vector<Choice<OptimizerKind>> kinds = [] {
     std::vector<Choice<OptimizerKind>> v;
     for (const OptimizerInfo* o : Optimizers::infos) v.push_back({o->name, o->kind});
+    for (const OptimizerInfo* o : Optimizers::infos) v.push_back({o->keras_class, o->kind, true});  // "Adam"
     return v;
   }();
   return kinds;
@@ -167,15 +188,16 @@ std::span<const Choice<Device>> devices() { return kDevices; }
 namespace rnntrain {
 
 std::optional<MetricSpec> metric_named(const std::string& name) {
-  auto squash = [](const std::string& s) {
-    std::string out;
-    for (char c : s)
-      if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
   for (const spec::Choice<MetricKind>& c : spec::metric_kinds())
-    if (squash(c.name) == squash(name)) return MetricSpec{c.value, spec::enum_name(spec::metric_kinds(), c.value)};
+    if (spec::squashed(c.name) == spec::squashed(name)) return MetricSpec{c.value, spec::enum_name(spec::metric_kinds(), c.value)};
   return std::nullopt;
+}
+
+std::vector<std::string> metric_names() {
+  std::vector<std::string> out;
+  for (const spec::Choice<MetricKind>& c : spec::metric_kinds())
+    if (!c.alias) out.push_back(c.name);
+  return out;
 }
 
 }  // namespace rnntrain

@@ -165,11 +165,28 @@ struct DataSpec {
 // metrics of the same names (model/metrics.cpp).
 enum class MetricKind {
   Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MAE, MSE, Perplexity,
-  TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall, AUC, F1Score, FBetaScore
+  TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall, AUC, F1Score, FBetaScore,
+  RMSE, MSLE, LogCosh, R2Score
 };
+// Whether a metric improves upwards (Keras' metric _direction "up"): what mode "auto" of early
+// stopping, the best checkpoint and reduce_on_plateau follows.
+constexpr bool metric_rises(MetricKind k) {
+  switch (k) {
+    case MetricKind::MAE: case MetricKind::MSE: case MetricKind::Perplexity: case MetricKind::RMSE:
+    case MetricKind::MSLE: case MetricKind::LogCosh:
+      return false;
+    case MetricKind::Accuracy: case MetricKind::BinaryAccuracy: case MetricKind::CategoricalAccuracy:
+    case MetricKind::SparseCategoricalAccuracy: case MetricKind::TopKCategoricalAccuracy:
+    case MetricKind::SparseTopKCategoricalAccuracy: case MetricKind::Precision: case MetricKind::Recall:
+    case MetricKind::AUC: case MetricKind::F1Score: case MetricKind::FBetaScore: case MetricKind::R2Score:
+      return true;
+  }
+  return false;
+}
 enum class AucCurve { ROC, PR };
 enum class AucSummation { Interpolation, Minoring, Majoring };
 enum class FAverage { Micro, Macro, Weighted };
+enum class R2Aggregation { Uniform, VarianceWeighted };
 struct MetricSpec {
   MetricKind kind;
   std::string name;  // the history column: "accuracy", "mae", "perplexity", "auc", ...
@@ -186,6 +203,10 @@ struct MetricSpec {
   // f1_score, fbeta_score
   FAverage average = FAverage::Macro;
   double beta = 1.0;
+  // r2_score: Keras' class_aggregation (uniform_average, variance_weighted_average) and
+  // num_regressors (the adjusted R2 when > 0)
+  R2Aggregation aggregation = R2Aggregation::Uniform;
+  int64_t num_regressors = 0;
   bool operator==(const MetricSpec&) const = default;
 };
 
@@ -197,6 +218,8 @@ enum class ScheduleKind {
 // The per-step kinds are Keras' schedules of the same names (ExponentialDecay, CosineDecay with
 // warmup, PolynomialDecay, InverseTimeDecay, PiecewiseConstantDecay, CosineDecayRestarts) of the
 // optimizer's step, from train.optimizer.learning_rate (piecewise_constant: from its values).
+// Whether a monitored value improves downwards (min), upwards (max), or as its metric goes (auto).
+enum class MonitorMode { Auto, Min, Max };
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::Constant;
   // exponential (per optimizer step): lr * decay_rate ^ (step / decay_steps), floor() if staircase;
@@ -221,6 +244,7 @@ struct ScheduleSpec {
   double gamma = 0.1;
   // reduce_on_plateau (per epoch, Keras ReduceLROnPlateau)
   std::string monitor = "val_loss";
+  MonitorMode mode = MonitorMode::Auto;
   double factor = 0.1;
   int64_t patience = 10;
   double min_delta = 1e-4;
@@ -228,7 +252,6 @@ struct ScheduleSpec {
   double min_lr = 0.0;
 };
 
-enum class MonitorMode { Auto, Min, Max };
 struct EarlyStoppingSpec {
   std::string monitor = "val_loss";
   MonitorMode mode = MonitorMode::Auto;

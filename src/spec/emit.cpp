@@ -242,7 +242,8 @@ void put_schedule(Emitter& e, const ScheduleSpec& s) {
       put_int(e, "step_size", s.step_size), put_num(e, "gamma", s.gamma);
       break;
     case ScheduleKind::ReduceOnPlateau:
-      put_str(e, "monitor", s.monitor), put_num(e, "factor", s.factor), put_int(e, "patience", s.patience);
+      put_str(e, "monitor", s.monitor), put_name(e, "mode", spec::enum_name(spec::monitor_modes(), s.mode));
+      put_num(e, "factor", s.factor), put_int(e, "patience", s.patience);
       put_num(e, "min_delta", s.min_delta), put_int(e, "cooldown", s.cooldown), put_num(e, "min_lr", s.min_lr);
       break;
     case ScheduleKind::Polynomial:
@@ -289,6 +290,9 @@ void put_metric(Emitter& e, const MetricSpec& m) {
   if (m.from_logits) put_bool(e, "from_logits", true);
   if (m.average != plain.average) put_name(e, "average", spec::enum_name(spec::f_averages(), m.average));
   if (m.beta != plain.beta) put_num(e, "beta", m.beta);
+  if (m.aggregation != plain.aggregation)
+    put_name(e, "class_aggregation", spec::enum_name(spec::r2_aggregations(), m.aggregation));
+  if (m.num_regressors != plain.num_regressors) put_int(e, "num_regressors", m.num_regressors);
   e << YAML::EndMap;
 }
 

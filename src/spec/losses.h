@@ -13,7 +13,9 @@
 namespace rnntrain {
 
 // Every loss; the list at the end of this file orders them for configs and messages.
-enum class LossKind { MSE, MAE, Huber, BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy };
+enum class LossKind {
+  MSE, MAE, Huber, BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, MSLE, LogCosh
+};
 
 struct LossSpec {
   LossKind kind = LossKind::MSE;
@@ -102,8 +104,10 @@ constexpr double kProbHi = static_cast<float>(1.0 - 1e-7);
 #include "spec/losses/binary_crossentropy.h"
 #include "spec/losses/categorical_crossentropy.h"
 #include "spec/losses/huber.h"
+#include "spec/losses/log_cosh.h"
 #include "spec/losses/mae.h"
 #include "spec/losses/mse.h"
+#include "spec/losses/msle.h"
 #include "spec/losses/sparse_categorical_crossentropy.h"
 
 namespace rnntrain {
@@ -119,7 +123,8 @@ struct LossList {
   static decltype(auto) with(LossKind k, F& f) { return with_descriptor<F, LossKind, D...>(k, f); }
 };
 // Every descriptor, in the order configs and messages list them.
-using Losses = LossList<Mse, Mae, Huber, BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy>;
+using Losses = LossList<Mse, Mae, Huber, Msle, LogCosh, BinaryCrossentropy, CategoricalCrossentropy,
+                        SparseCategoricalCrossentropy>;
 
 // Calls f(D{}) with the descriptor D of kind k; returns what f returns.
 template <class F>

@@ -22,5 +22,7 @@ std::string emit_config(const Config& cfg);
 // compared in lower case without underscores (so Keras' class names match too: "MeanAbsoluteError");
 // MetricSpec::name is the config's spelling. std::nullopt when no metric is called so.
 std::optional<MetricSpec> metric_named(const std::string& name);
+// The metrics' config names, aliases left out, for messages.
+std::vector<std::string> metric_names();
 
 }  // namespace rnntrain

@@ -118,6 +118,7 @@ std::vector<const char*> metric_keys(MetricKind kind) {
     case MetricKind::AUC: return {"num_thresholds", "curve", "summation_method", "multi_label", "from_logits"};
     case MetricKind::F1Score: return {"average", "threshold"};
     case MetricKind::FBetaScore: return {"average", "beta", "threshold"};
+    case MetricKind::R2Score: return {"class_aggregation", "num_regressors"};
     default: return {};
   }
 }
@@ -151,6 +152,8 @@ MetricSpec read_metric(const Value& v) {
   if (auto x = v.get("from_logits")) m.from_logits = x->as_bool();
   if (auto x = v.get("average")) m.average = read_enum(*x, f_averages(), "average");
   if (auto x = v.get("beta")) m.beta = positive(*x);
+  if (auto x = v.get("class_aggregation")) m.aggregation = read_enum(*x, r2_aggregations(), "class_aggregation");
+  if (auto x = v.get("num_regressors")) m.num_regressors = x->as_int(0, 1000000000);
   return m;
 }
 
@@ -183,7 +186,7 @@ constexpr const char* kConstantKeys[] = {"type"};
 constexpr const char* kExponentialKeys[] = {"type", "decay_steps", "decay_rate", "staircase"};
 constexpr const char* kCosineKeys[] = {"type", "warmup_steps", "decay_steps", "alpha"};
 constexpr const char* kStepKeys[] = {"type", "step_size", "gamma"};
-constexpr const char* kPlateauKeys[] = {"type", "monitor", "factor", "patience", "min_delta", "cooldown", "min_lr"};
+constexpr const char* kPlateauKeys[] = {"type", "monitor", "mode", "factor", "patience", "min_delta", "cooldown", "min_lr"};
 constexpr const char* kPolynomialKeys[] = {"type", "decay_steps", "end_learning_rate", "power", "cycle"};
 constexpr const char* kInverseTimeKeys[] = {"type", "decay_steps", "decay_rate", "staircase"};
 constexpr const char* kPiecewiseKeys[] = {"type", "boundaries", "values"};
@@ -253,6 +256,7 @@ ScheduleSpec read_schedule(const Value& v, const std::vector<MetricSpec>& metric
   if (auto x = v.get("step_size")) s.step_size = x->as_int(1, kMaxCount);
   if (auto x = v.get("gamma")) s.gamma = positive(*x);
   if (auto x = v.get("monitor")) check_monitor(*x, s.monitor = x->as_string(), metrics);
+  if (auto x = v.get("mode")) s.mode = read_enum(*x, monitor_modes(), "mode");
   if (auto x = v.get("factor")) s.factor = x->as_double(0.0, 1.0, true, true);
   if (auto x = v.get("patience")) s.patience = x->as_int(0, kMaxCount);
   if (auto x = v.get("min_delta")) s.min_delta = non_negative(*x);

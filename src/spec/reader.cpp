@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -241,6 +242,13 @@ void Value::check_keys(std::span<const char* const> allowed, const std::string& 
       msg += fmt::format("; valid keys: {}", join(names));
     at.fail(msg);
   }
+}
+
+std::string squashed(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 void fail_choice(const Value& v, const std::string& got, const char* what, const std::vector<std::string>& choices,

@@ -95,6 +95,12 @@ std::string join(const std::vector<std::string>& words, const char* sep = ", ");
 [[noreturn]] void fail_choice(const Value& v, const std::string& got, const char* what,
                               const std::vector<std::string>& choices, const std::vector<std::string>& aliases = {});
 
+// A name in lower case without underscores: "BinaryCrossentropy", "binary_crossentropy" and
+// "binarycrossentropy" are one name, so Keras' class names read as the config's snake_case ones.
+std::string squashed(const std::string& name);
+
+// The value a name means: its spelling in the table, else the one entry that matches it squashed
+// (Keras' class names: AUC, Adam, BinaryCrossentropy, LSTM), else a ConfigError with a did-you-mean.
 template <class E>
 E read_enum(const Value& v, std::span<const Choice<E>> table, const char* what) {
   const std::string s = v.as_string();
@@ -103,6 +109,14 @@ E read_enum(const Value& v, std::span<const Choice<E>> table, const char* what) 
     if (s == c.name) return c.value;
     (c.alias ? aliases : names).push_back(c.name);
   }
+  const std::string key = squashed(s);
+  const Choice<E>* found = nullptr;
+  for (const Choice<E>& c : table)
+    if (squashed(c.name) == key) {
+      if (found && found->value != c.value) fail_choice(v, s, what, names, aliases);
+      found = &c;
+    }
+  if (found) return found->value;
   fail_choice(v, s, what, names, aliases);
 }
 

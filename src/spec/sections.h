@@ -27,6 +27,7 @@ std::span<const Choice<MetricKind>> metric_kinds();
 std::span<const Choice<AucCurve>> auc_curves();
 std::span<const Choice<AucSummation>> auc_summations();
 std::span<const Choice<FAverage>> f_averages();
+std::span<const Choice<R2Aggregation>> r2_aggregations();
 std::span<const Choice<OptimizerKind>> optimizer_kinds();
 std::span<const Choice<ScheduleKind>> schedule_kinds();
 std::span<const Choice<MonitorMode>> monitor_modes();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace rnntrain {
@@ -92,6 +93,61 @@ std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vec
     }));
   }
   return out;
+}
+
+ResumedEpoch resume_epoch(std::vector<EpochBatch> drawn, int64_t samples, int64_t batch_size, bool same,
+                          const std::vector<int32_t>& lengths, bool trim) {
+  int64_t k = 0, whole = 0;  // the drawn batches trained whole, and their rows
+  while (k < static_cast<int64_t>(drawn.size()) && whole + static_cast<int64_t>(drawn[k].rows.size()) <= samples)
+    whole += static_cast<int64_t>(drawn[k++].rows.size());
+  if (same && whole == samples) return {std::move(drawn), k, false};
+  std::vector<int64_t> rest;  // the rows after the whole batches, in batch order
+  for (size_t b = static_cast<size_t>(k); b < drawn.size(); ++b)
+    rest.insert(rest.end(), drawn[b].rows.begin(), drawn[b].rows.end());
+  drawn.resize(static_cast<size_t>(k));
+  auto cut = [&](int64_t from, int64_t to) {
+    for (int64_t b = from; b < to; b += batch_size) {
+      EpochBatch e;
+      e.rows.assign(rest.begin() + b, rest.begin() + std::min(to, b + batch_size));
+      if (trim && !lengths.empty()) {
+        int64_t longest = 0;
+        for (int64_t r : e.rows) longest = std::max<int64_t>(longest, lengths[r]);
+        e.steps = bucket_steps(longest);
+      }
+      drawn.push_back(std::move(e));
+    }
+  };
+  const int64_t trained = std::min(samples - whole, static_cast<int64_t>(rest.size()));
+  cut(0, trained);  // rows trained in batches cut anew by an earlier resume: counted, not trained again
+  const auto done = static_cast<int64_t>(drawn.size());
+  cut(trained, static_cast<int64_t>(rest.size()));
+  return {std::move(drawn), done, true};
+}
+
+int64_t rows_of(const std::vector<EpochBatch>& batches, int64_t steps) {
+  int64_t n = 0;
+  for (int64_t s = 0; s < steps && s < static_cast<int64_t>(batches.size()); ++s)
+    n += static_cast<int64_t>(batches[s].rows.size());
+  return n;
+}
+
+uint64_t data_fingerprint(const Dataset& d) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const void* p, size_t bytes) {  // a word at a time: a few GB/s
+    const auto* c = static_cast<const unsigned char*>(p);
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= bytes; i += 8) {
+      std::memcpy(&w, c + i, 8);
+      h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; i < bytes; ++i) h = (h ^ c[i]) * 0x100000001b3ull;
+  };
+  for (const Tensor* t : {&d.x, &d.y}) {
+    for (int64_t s : t->shape) mix(&s, sizeof s);
+    mix(t->data.data(), t->data.size() * sizeof(float));
+  }
+  mix(d.lengths.data(), d.lengths.size() * sizeof(int32_t));
+  return h;
 }
 
 double padding_share(const std::vector<EpochBatch>& batches, const std::vector<int32_t>& lengths, int64_t T) {

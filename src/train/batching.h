@@ -40,6 +40,26 @@ int64_t bucket_steps(int64_t longest);
 std::vector<EpochBatch> plan_epoch(const TrainSpec& t, int64_t n, const std::vector<int32_t>& lengths, bool trim,
                                    Rng& rng);
 
+// A stopped epoch to go on with: `drawn` is the epoch as plan_epoch drew it, of which the first
+// `samples` rows (in batch order) were trained. With `same` (the batch size unchanged) and `samples`
+// at a batch boundary the batches stay as drawn; otherwise the rows not trained yet are cut anew
+// into batches of batch_size (trimmed as plan_epoch trims when `trim`), so that no sample is skipped
+// or trained twice. `done`: the batches of the result that hold the trained rows.
+struct ResumedEpoch {
+  std::vector<EpochBatch> batches;
+  int64_t done = 0;
+  bool recut = false;  // the batches after the trained rows were cut anew
+};
+ResumedEpoch resume_epoch(std::vector<EpochBatch> drawn, int64_t samples, int64_t batch_size, bool same,
+                          const std::vector<int32_t>& lengths, bool trim);
+
+// The rows of the first `steps` batches.
+int64_t rows_of(const std::vector<EpochBatch>& batches, int64_t steps);
+
+// A 64-bit fingerprint (FNV-1a over 8-byte words) of a dataset's inputs, targets and lengths: whether
+// a resumed run trains on the data it stopped on.
+uint64_t data_fingerprint(const Dataset& d);
+
 // The share of the computed steps that are padding: 1 - sum of lengths / sum over batches of rows x
 // steps (steps = T where a batch keeps all). 0 without lengths.
 double padding_share(const std::vector<EpochBatch>& batches, const std::vector<int32_t>& lengths, int64_t T);

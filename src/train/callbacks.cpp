@@ -67,13 +67,17 @@ std::string History::to_csv() const {
   return out;
 }
 
-bool monitor_is_max(const std::string& monitor, MonitorMode mode) {
+bool monitor_is_max(const std::string& monitor, MonitorMode mode, const std::vector<MetricSpec>& metrics) {
   if (mode != MonitorMode::Auto) return mode == MonitorMode::Max;
+  if (monitor.ends_with("loss")) return false;
+  const std::string name = monitor.starts_with("val_") ? monitor.substr(4) : monitor;
+  for (const MetricSpec& m : metrics)
+    if (m.name == name) return metric_rises(m.kind);
   return monitor.find("acc") != std::string::npos;
 }
 
-EarlyStopping::EarlyStopping(const EarlyStoppingSpec& spec)
-    : spec_(spec), max_(monitor_is_max(spec.monitor, spec.mode)),
+EarlyStopping::EarlyStopping(const EarlyStoppingSpec& spec, const std::vector<MetricSpec>& metrics)
+    : spec_(spec), max_(monitor_is_max(spec.monitor, spec.mode, metrics)),
       best_(max_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
 
 bool EarlyStopping::improved(double current, double reference) const {
@@ -118,8 +122,8 @@ void EarlyStopping::set_state(const std::vector<double>& s) {
   stopped_ = s[3] != 0.0;
 }
 
-BestTracker::BestTracker(std::string monitor, MonitorMode mode)
-    : monitor_(std::move(monitor)), max_(monitor_is_max(monitor_, mode)) {}
+BestTracker::BestTracker(std::string monitor, MonitorMode mode, const std::vector<MetricSpec>& metrics)
+    : monitor_(std::move(monitor)), max_(monitor_is_max(monitor_, mode, metrics)) {}
 
 bool BestTracker::on_epoch_end(const Logs& logs) {
   auto it = logs.find(monitor_);

@@ -20,12 +20,15 @@ struct History {
   std::string to_csv() const;   // Keras CSVLogger: "epoch" then the sorted keys
 };
 
-// True when `monitor` improves in max mode (accuracy-like names), as Keras' "auto".
-bool monitor_is_max(const std::string& monitor, MonitorMode mode);
+// True when `monitor` improves upwards. Mode "auto" decides as Keras 3's callbacks: a name ending in
+// "loss" goes down, a metric (by its column name, "val_" or not) goes its way (accuracies, AUC,
+// precision, recall, f-scores, R2 up; errors and perplexity down). A name that is neither (not
+// logged) falls back to the Keras 2 rule: up when it holds "acc".
+bool monitor_is_max(const std::string& monitor, MonitorMode mode, const std::vector<MetricSpec>& metrics);
 
 class EarlyStopping {
  public:
-  explicit EarlyStopping(const EarlyStoppingSpec& spec);
+  EarlyStopping(const EarlyStoppingSpec& spec, const std::vector<MetricSpec>& metrics);
   // Returns true when training should stop. At the end of training, best_weights() (kept when
   // restore_best_weights is set) is what to restore, whether or not training stopped early.
   bool on_epoch_end(int64_t epoch, const Logs& logs, const Params& params);
@@ -37,6 +40,7 @@ class EarlyStopping {
   void set_state(const std::vector<double>& s);
   void set_best_weights(std::vector<Tensor> w) { best_weights_ = std::move(w); }
   const EarlyStoppingSpec& spec() const { return spec_; }
+  bool maximises() const { return max_; }
 
  private:
   bool improved(double current, double reference) const;
@@ -51,9 +55,10 @@ class EarlyStopping {
 // Decides when best.h5 is rewritten: the monitored value strictly improves.
 class BestTracker {
  public:
-  BestTracker(std::string monitor, MonitorMode mode);
+  BestTracker(std::string monitor, MonitorMode mode, const std::vector<MetricSpec>& metrics);
   bool on_epoch_end(const Logs& logs);  // true: write best now
   const std::string& monitor() const { return monitor_; }
+  bool maximises() const { return max_; }
   std::vector<double> state() const { return {best_, has_ ? 1.0 : 0.0}; }
   void set_state(const std::vector<double>& s);
 

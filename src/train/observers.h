@@ -28,7 +28,8 @@ class EpochObserver {
 // train.schedule: logs a changed learning rate; the loop reads lr() for each step.
 class ScheduleObserver final : public EpochObserver {
  public:
-  ScheduleObserver(const ScheduleSpec& spec, double base_lr) : schedule_(spec, base_lr) {}
+  ScheduleObserver(const ScheduleSpec& spec, double base_lr, const std::vector<MetricSpec>& metrics)
+      : schedule_(spec, base_lr, metrics) {}
   double lr(int64_t step) const { return schedule_.lr(step); }
   void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
   void save_state(ResumeState& st) const override { st.schedule = schedule_.state(); }
@@ -43,7 +44,8 @@ class ScheduleObserver final : public EpochObserver {
 // puts them back at the end of training.
 class EarlyStoppingObserver final : public EpochObserver {
  public:
-  EarlyStoppingObserver(const EarlyStoppingSpec& spec, Engine& engine) : early_(spec), engine_(engine) {}
+  EarlyStoppingObserver(const EarlyStoppingSpec& spec, const std::vector<MetricSpec>& metrics, Engine& engine)
+      : early_(spec, metrics), engine_(engine) {}
   const EarlyStopping& early() const { return early_; }
   void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
   void save_state(ResumeState& st) const override { st.early_stopping = early_.state(); }
@@ -73,7 +75,7 @@ class CheckpointObserver final : public EpochObserver {
   CheckpointObserver(const Config& cfg, const std::string& monitor, Paths paths, const OptimizerSlots& slots,
                      const EarlyStoppingObserver* early, std::function<ResumeState(int64_t)> state_now,
                      std::function<Params&(const std::string&)> finite, bool write)
-      : cfg_(cfg), best_(monitor, cfg.train.checkpoint.mode), paths_(std::move(paths)), slots_(slots), early_(early),
+      : cfg_(cfg), best_(monitor, cfg.train.checkpoint.mode, cfg.train.metrics), paths_(std::move(paths)), slots_(slots), early_(early),
         state_now_(std::move(state_now)), finite_(std::move(finite)), write_(write) {}
   void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
   void save_state(ResumeState& st) const override { st.checkpoint = best_.state(); }

@@ -23,7 +23,8 @@ void require(bool ok, const std::string& what) {
 
 }  // namespace
 
-Schedule::Schedule(const ScheduleSpec& spec, double base_lr) : spec_(spec), base_lr_(base_lr) {
+Schedule::Schedule(const ScheduleSpec& spec, double base_lr, const std::vector<MetricSpec>& metrics)
+    : spec_(spec), base_lr_(base_lr), maximise_(monitor_is_max(spec.monitor, spec.mode, metrics)) {
   switch (spec_.kind) {
     case ScheduleKind::Constant: break;
     case ScheduleKind::PiecewiseConstant:
@@ -137,10 +138,10 @@ std::string Schedule::on_epoch_end(int64_t epoch, const std::map<std::string, do
     --cooldown_left_;
     wait_ = 0;
   }
-  // Mode "auto", the one rule EarlyStopping and the best checkpoint use too: accuracies go up,
-  // everything else (losses, errors, perplexity) down.
-  const bool maximise = monitor_is_max(spec_.monitor, MonitorMode::Auto);
-  const bool improved = !has_best_ || (maximise ? current - min_delta > best_ : current + min_delta < best_);
+  // Mode "auto" follows the monitored metric, the one rule EarlyStopping and the best checkpoint use
+  // too. (Keras' ReduceLROnPlateau keeps the Keras 2 rule, up only for names holding "acc", so it
+  // would minimise an AUC; rnntrain does not.)
+  const bool improved = !has_best_ || (maximise_ ? current - min_delta > best_ : current + min_delta < best_);
   if (improved) {
     best_ = current;
     has_best_ = true;

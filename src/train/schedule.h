@@ -12,8 +12,9 @@ namespace rnntrain {
 
 class Schedule {
  public:
-  // Throws ConfigError for settings Keras rejects (decay_steps <= 0, factor >= 1, ...).
-  Schedule(const ScheduleSpec& spec, double base_lr);
+  // Throws ConfigError for settings Keras rejects (decay_steps <= 0, factor >= 1, ...). metrics: the
+  // run's, which decide reduce_on_plateau's mode "auto" (monitor_is_max).
+  Schedule(const ScheduleSpec& spec, double base_lr, const std::vector<MetricSpec>& metrics = {});
   // The learning rate for optimizer step `step` (0-based) in the current epoch state.
   double lr(int64_t step) const;
   // Called after each epoch with that epoch's logs ("loss", "val_loss", ...); epoch is 0-based.
@@ -26,6 +27,7 @@ class Schedule {
  private:
   ScheduleSpec spec_;
   double base_lr_;
+  bool maximise_;  // reduce_on_plateau: the monitor improves upwards
   double factor_ = 1.0;  // multiplier set by the per-epoch schedules
   double best_ = 0.0;
   bool has_best_ = false;

@@ -44,9 +44,13 @@ int64_t training_rows(const Config& cfg, int64_t n) {
   return n_train;
 }
 
-Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite) {
+Params fresh_params(const Config& cfg) {
   Rng init_rng(cfg.train.seed);
-  Params params = init_params(cfg.model, init_rng);
+  return init_params(cfg.model, init_rng);
+}
+
+Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite) {
+  Params params = fresh_params(cfg);
   std::string w = weights.empty() && cfg.model.init_from ? resolve_path(cfg, *cfg.model.init_from) : weights;
   if (!w.empty()) {
     load_weights(w, cfg.model, params);
@@ -185,6 +189,39 @@ Splits load_splits(const Config& cfg, DataMeta& meta, const std::vector<LayerSha
 
 namespace {
 
+// The settings a stopped epoch's batches were drawn with, for a file that does not record them (written
+// before they were): the stopping run's config, which the checkpoint holds; else today's.
+ResumeState::Drawn drawn_by(const std::string& config_yaml, const std::string& path, const TrainSpec& now) {
+  TrainSpec t = now;
+  try {
+    t = parse_config(config_yaml, path).train;
+  } catch (const std::exception& e) {
+    log_warn("{}: its config does not parse today ({}); the stopped epoch is taken as drawn with train.batch_size {}",
+             path, e.what(), now.batch_size);
+  }
+  return {t.batch_size, t.bucket_window, 0, t.shuffle, t.bucketing};
+}
+
+// A resume on other training data than the run stopped on: refused inside an epoch (its remaining
+// batches index rows that are not the ones the epoch began with: samples would be skipped or
+// repeated); said at an epoch's end, where the next epoch simply draws from the new data.
+void check_resumed_data(const ResumeState& st, const Dataset& d, uint64_t hash, const std::string& run_dir) {
+  const auto rows = static_cast<uint64_t>(d.size());
+  if (st.data_rows == 0 || (st.data_rows == rows && st.data_hash == hash)) return;
+  const std::string what = st.data_rows != rows
+                               ? fmt::format("{} training samples, where the run had {}", rows, st.data_rows)
+                               : fmt::format("other values than the run's ({} samples, fingerprint {:016x}, was {:016x})",
+                                             rows, hash, st.data_hash);
+  if (st.step > 0)
+    throw UsageError(fmt::format(
+        "--resume {}: last.h5 stopped inside epoch {} ({} steps done), but the training data ({}) now hold {}: the "
+        "epoch cannot go on where it stopped without skipping or repeating samples. Resume with the data the run was "
+        "trained on, or start a new run from its weights: rnntrain train CONFIG --weights {}/last.h5",
+        run_dir, st.epoch + 1, st.step, d.source, what, run_dir));
+  log_warn("--resume {}: the training data ({}) hold {}; training goes on with them from epoch {}", run_dir, d.source,
+           what, st.epoch + 1);
+}
+
 // One epoch's steps as they ended: the running loss sums, the steps and samples done, and the
 // learning rate of the last step.
 struct EpochSteps {
@@ -209,6 +246,15 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     if (fs::is_directory(run_dir)) log_file.emplace((fs::path(run_dir) / "train.log").string());
   }
 
+  const std::string last_path = (fs::path(run_dir) / "last.h5").string();
+  if (resuming) {  // before anything else is read: what resumes is last.h5 and the run's own config
+    if (!fs::exists(last_path))
+      throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier "
+                                   "`rnntrain train`", run_dir));
+    const std::string run_cfg_path = (fs::path(run_dir) / "config.yaml").string();
+    if (fs::exists(run_cfg_path)) check_resumable(cfg, read_text(run_cfg_path), run_cfg_path);
+  }
+
   DataMeta meta = resuming ? read_meta(run_dir) : DataMeta{};
   Splits data = load_splits(cfg, meta, shapes);
   const std::vector<int32_t> lengths = sample_lengths(data.train, cfg.model);
@@ -227,11 +273,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   Comm& comm = Comm::world();
   Rng rank_dropout(0);
   uint64_t epoch_key = 0;
-  const std::string last_path = (fs::path(run_dir) / "last.h5").string();
-  if (resuming && !fs::exists(last_path))
-    throw UsageError(fmt::format("--resume {}: no last.h5 in that folder; pass the run directory of an earlier `rnntrain train`", run_dir));
   check_memory(cfg, data.train.x.dim(1), true);
-  Params init = initial_params(cfg, resuming ? "" : opt.weights);
+  // A resumed run's weights come from last.h5 alone: model.init_from (the start of the first run,
+  // which may be gone since) is not read again.
+  Params init = resuming ? fresh_params(cfg) : initial_params(cfg, opt.weights);
   // The plan the engine runs (autotune decides here); the run directory records it, not "auto".
   // Under data parallelism rank 0 alone times the candidates, and every rank runs its choice.
   Config tune_cfg = cfg;
@@ -255,14 +300,16 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   result.run_dir = run_dir;
 
   // What acts after each epoch, in this order (observers.h).
-  ScheduleObserver schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate);
+  ScheduleObserver schedule(cfg.train.schedule, cfg.train.optimizer.learning_rate, cfg.train.metrics);
   std::optional<EarlyStoppingObserver> early;
-  if (cfg.train.early_stopping) early.emplace(*cfg.train.early_stopping, *engine);
+  if (cfg.train.early_stopping) early.emplace(*cfg.train.early_stopping, cfg.train.metrics, *engine);
   // The state a checkpoint written now resumes from: the epoch-level part; the trainer adds the rest.
+  const uint64_t data_hash = data_fingerprint(data.train);
   std::vector<EpochObserver*> observers;
   auto state_now = [&](int64_t epochs_done) {
     ResumeState st;
     st.epoch = epochs_done;
+    st.data_rows = static_cast<uint64_t>(data.train.size()), st.data_hash = data_hash;
     st.iterations = optimizer.iterations();
     st.learning_rate = schedule.lr(st.iterations);
     st.rng = rng.state();
@@ -294,6 +341,17 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                                   (fs::path(run_dir) / "early_stopping_best.h5").string()},
                                  slots, early ? &*early : nullptr, state_now, finite_params, comm.root());
   ckpt_view = &checkpoints;
+  {  // what "better" means for each monitored value: mode auto follows the metric (monitor_is_max)
+    auto better = [&](const std::string& m, MonitorMode mode) {
+      return fmt::format("{} ({} is better)", m, monitor_is_max(m, mode, cfg.train.metrics) ? "higher" : "lower");
+    };
+    std::string line = "best.h5 by " + better(data.val || !val_monitor ? monitor : monitor.substr(4),
+                                                cfg.train.checkpoint.mode);
+    if (early) line += ", early_stopping by " + better(cfg.train.early_stopping->monitor, cfg.train.early_stopping->mode);
+    if (cfg.train.schedule.kind == ScheduleKind::ReduceOnPlateau)
+      line += ", reduce_on_plateau by " + better(cfg.train.schedule.monitor, cfg.train.schedule.mode);
+    log_info("{}", line);
+  }
   HistoryObserver history(result.history, run_dir);
   observers = {&schedule};
   if (early) observers.push_back(&*early);
@@ -312,14 +370,14 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
   bool finished = false;  // a resumed run that had nothing left to train
   if (resuming) {
-    const std::string run_cfg_path = (fs::path(run_dir) / "config.yaml").string();
-    if (fs::exists(run_cfg_path)) check_resumable(cfg, read_text(run_cfg_path), run_cfg_path);
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
     if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0 || st.step < 0 ||
         (st.step > 0 && st.partial.size() != metric_state_size(raw(make_metrics(cfg)))))
       throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, step {}, optimizer step {}); start a new "
                                   "run from its weights with --weights instead", last_path, st.epoch, st.step,
                                   st.iterations));
+    check_resumed_data(st, data.train, data_hash, run_dir);
+    if (st.step > 0 && st.drawn.batch_size == 0) st.drawn = drawn_by(st.config_yaml, last_path, cfg.train);
     if (st.keras) {  // Keras' files count optimizer steps, not epochs: go on as fit(initial_epoch=...) would
       st.epoch = st.iterations / steps;
       log_info("{}: no epoch count (a file Keras wrote), optimizer step {}: {} epochs of {} steps done", last_path,
@@ -394,11 +452,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       if (auto it = val->find("val_" + shown[i].first); it != val->end()) shown.emplace_back(it->first, it->second);
     return shown;
   };
+  int64_t epoch_steps = steps;  // this epoch's: `steps` but in a resumed epoch whose batches were cut anew
   auto train_steps = [&](int64_t epoch, EpochSteps so_far) {
     EpochSteps e = so_far;
-    int64_t seen = 0;  // samples of the steps whose loss has been seen
-    for (int64_t s = 0; s < e.done; ++s) seen += static_cast<int64_t>(plan[s].rows.size());
-    progress.emplace(epoch, cfg.train.epochs, steps, opt.progress && comm.root());
+    int64_t seen = rows_of(plan, e.done);  // samples of the steps whose loss has been seen
+    progress.emplace(epoch, cfg.train.epochs, epoch_steps, opt.progress && comm.root());
     e.lr = schedule.lr(optimizer.iterations());
     auto take = [&](const LossValue& lv) {
       const std::string where = fmt::format("epoch {} step {}", epoch + 1, e.done + 1);
@@ -433,11 +491,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     };
     const int64_t first = e.done;
     std::future<Batch> next;
-    if (async && first < steps) next = std::async(std::launch::async, gather, first);
+    if (async && first < epoch_steps) next = std::async(std::launch::async, gather, first);
     bool stop = false;
-    for (int64_t s = first; s < steps && !(stop = agree_stop()); ++s) {
+    for (int64_t s = first; s < epoch_steps && !(stop = agree_stop()); ++s) {
       Batch batch = async ? next.get() : gather(s);
-      if (async && s + 1 < steps) next = std::async(std::launch::async, gather, s + 1);
+      if (async && s + 1 < epoch_steps) next = std::async(std::launch::async, gather, s + 1);
       e.lr = schedule.lr(optimizer.iterations());
       if (comm.distributed())
         rank_dropout.reseed(epoch_key ^ (0x94d049bb133111ebull * static_cast<uint64_t>(s + 1)) ^
@@ -457,12 +515,34 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   for (int64_t epoch = start_epoch; !finished && epoch < cfg.train.epochs; ++epoch) {
     const Rng::State epoch_rng = rng.state();
     epoch_key = epoch_rng[0] ^ (epoch_rng[3] * 0xbf58476d1ce4e5b9ull);
-    plan = plan_epoch(cfg.train, n, lengths, trim, rng);  // depends only on the RNG state: resume draws the same
+    // The epoch's batches depend only on the RNG state and the settings they are drawn with: a
+    // resumed epoch draws them again as the stopped run did, and goes on from its sample.
+    const bool resumed_epoch = epoch == start_epoch && resumed.step > 0;
+    ResumeState::Drawn drawn{bs, cfg.train.bucket_window, 0, cfg.train.shuffle, cfg.train.bucketing};
+    if (resumed_epoch) drawn = resumed.drawn;
+    TrainSpec draw = cfg.train;
+    draw.batch_size = drawn.batch_size, draw.bucket_window = drawn.bucket_window;
+    draw.shuffle = drawn.shuffle, draw.bucketing = drawn.bucketing;
+    plan = plan_epoch(draw, n, lengths, trim, rng);
+    epoch_steps = steps;
     for (auto* m : ms) m->reset();
     EpochSteps so_far;
-    if (epoch == start_epoch && resumed.step > 0) {  // stopped inside this epoch: go on from its step
+    if (resumed_epoch) {  // stopped inside this epoch: go on from its sample
       rng.set_state(resumed.rng);
-      so_far.done = std::min(resumed.step, steps);
+      int64_t drawn_steps = (n + drawn.batch_size - 1) / drawn.batch_size;
+      if (cfg.train.steps_per_epoch > 0) drawn_steps = std::min(drawn_steps, cfg.train.steps_per_epoch);
+      plan.resize(static_cast<size_t>(std::min<int64_t>(drawn_steps, static_cast<int64_t>(plan.size()))));
+      const int64_t samples = drawn.samples > 0 ? drawn.samples : rows_of(plan, resumed.step);
+      ResumedEpoch r = resume_epoch(std::move(plan), samples, bs, drawn.batch_size == bs, lengths, trim);
+      plan = std::move(r.batches);
+      if (r.recut) {
+        epoch_steps = static_cast<int64_t>(plan.size());
+        log_info("epoch {} was stopped after {} of its {} samples, drawn in batches of {}: it goes on from sample {} "
+                 "in {} batches of {}", epoch + 1, samples, rows_of(plan, epoch_steps), drawn.batch_size, samples + 1,
+                 epoch_steps - r.done, bs);
+      }
+      resumed.step = r.done;
+      so_far.done = std::min(resumed.step, epoch_steps);
       so_far.sum = resumed.partial[0], so_far.count = resumed.partial[1];
       if (comm.root()) merge_metric_state(ms, resumed.partial);  // every rank's totals: one holds them, reduce_metrics sums
     }
@@ -475,6 +555,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
         st.step = e.done;
         st.epoch_rng = epoch_rng;
         st.partial = metric_state(ms, e.sum, e.count);
+        st.drawn = drawn;
+        st.drawn.samples = rows_of(plan, e.done);
       } else {
         st.rng = epoch_rng;  // nothing of this epoch done: it starts over, shuffle included
       }
@@ -500,7 +582,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     for (const auto& [k, v] : logs)  // the learning rate in one format however small it gets
       line += fmt::format(" {}={}", k, k == "learning_rate" ? fmt::format("{:.6g}", v) : format_metric(v));
     if (!lengths.empty()) {  // the share of computed steps that were padding
-      plan.resize(static_cast<size_t>(steps));
+      plan.resize(static_cast<size_t>(epoch_steps));
       line += fmt::format(" padding={:.3f}", padding_share(plan, lengths, data.train.x.dim(1)));
     }
     progress->finish(e.done, shown_of(e, &logs));

@@ -44,6 +44,8 @@ Tensor predict_all(Engine& engine, const Dataset& data, int64_t batch_size);
 int64_t training_rows(const Config& cfg, int64_t n);
 // Loads a data source of the config, resolving its path.
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction = 0.0);
+// Parameters initialised from the seed (Keras' initialisers), nothing loaded.
+Params fresh_params(const Config& cfg);
 // Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.
 // Loaded weights holding inf or NaN (a diverged run's) are a DataError unless allow_nonfinite.
 Params initial_params(const Config& cfg, const std::string& weights, bool allow_nonfinite = false);

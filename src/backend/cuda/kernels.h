@@ -157,6 +157,16 @@ struct ConfusionArgs {
   int64_t width = 0;
 };
 void confusion(const ConfusionArgs& a, cudaStream_t s);
+// R2Score's sums (MetricForm::Moments): for each unmasked position and unit j, sums[j] += t,
+// sums[k + j] += t^2, sums[2k + j] += (t - p)^2.
+struct MomentsArgs {
+  const float* pred = nullptr;    // [n, k]
+  const float* target = nullptr;  // [n, k]
+  const uint8_t* mask = nullptr;  // [n] or null
+  int64_t n = 0, k = 0;
+  double* sums = nullptr;         // [3, k]
+};
+void moments(const MomentsArgs& a, cudaStream_t s);
 // sums[var[i]] += g[i]^2 for var[i] >= 0.
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s);
 // Keras' weight regularizers: for each element i of variable v = var[i] >= 0 with factors

@@ -179,6 +179,31 @@ __global__ void confusion_k(ConfusionArgs a, bool shared) {
   }
 }
 
+// One thread per value: its target, square and squared residual into per-unit sums, in shared memory
+// when they fit (shared), then added to a.sums once per block.
+__global__ void moments_k(MomentsArgs a, bool shared) {
+  extern __shared__ double local[];
+  double* out = shared ? local : a.sums;
+  const int64_t width = 3 * a.k;
+  if (shared) {
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) local[j] = 0.0;
+    __syncthreads();
+  }
+  GRID_LOOP(i, a.n * a.k) {
+    if (a.mask && !a.mask[i / a.k]) continue;
+    const int64_t j = i % a.k;
+    const double t = a.target[i], e = t - static_cast<double>(a.pred[i]);
+    atomicAdd(out + j, t);
+    atomicAdd(out + a.k + j, t * t);
+    atomicAdd(out + 2 * a.k + j, e * e);
+  }
+  if (shared) {
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      if (local[j] != 0.0) atomicAdd(a.sums + j, local[j]);
+  }
+}
+
 // The update of one kind: its descriptor's Rule on each trained element, after clipping and decay.
 template <class Rule>
 __global__ void optimizer_k(OptArgs a, Rule rule) {
@@ -279,6 +304,14 @@ void confusion(const ConfusionArgs& a, cudaStream_t s) {
   const bool shared = a.width <= kSharedBins;
   confusion_k<<<blocks_for(a.n), kThreads, shared ? sizeof(double) * a.width : 0, s>>>(a, shared);
   LAUNCH_CHECK("confusion");
+}
+
+void moments(const MomentsArgs& a, cudaStream_t s) {
+  if (a.n == 0) return;
+  constexpr int64_t kSharedSums = 4096;  // 32 KiB of doubles
+  const bool shared = 3 * a.k <= kSharedSums;
+  moments_k<<<blocks_for(a.n * a.k), kThreads, shared ? sizeof(double) * 3 * a.k : 0, s>>>(a, shared);
+  LAUNCH_CHECK("moments");
 }
 
 void sum_squares_by_var(const float* g, const int32_t* var, int64_t n, double* sums, cudaStream_t s) {

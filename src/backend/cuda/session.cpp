@@ -317,6 +317,11 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
       c.pred = pred.ptr, c.target = yd, c.mask = mask ? m.dev : nullptr;
       c.n = N, c.k = K, c.sum = at;
       k::accuracy(c, st);
+    } else if (f.kind == MetricForm::Kind::Moments) {
+      k::MomentsArgs c;
+      c.pred = pred.ptr, c.target = yd, c.mask = mask ? m.dev : nullptr;
+      c.n = N, c.k = K, c.sums = at;
+      k::moments(c, st);
     } else {
       k::ConfusionArgs c;
       c.rule = f.confusion;
