@@ -152,6 +152,46 @@ TEST(Defaults, MetricNamesAreCanonicalAndLossAliasesResolve) {
   EXPECT_EQ(c.train.metrics[2].name, "mse");
 }
 
+// What Keras and `rnntrain import` accept, configs accept: Keras' class names and short names for
+// optimizers, losses, metrics, schedules, layers, initializers; written back in the config's spelling.
+TEST(Defaults, KerasClassNamesAreAcceptedEverywhereAKerasNameIs) {
+  const std::string text = R"(model:
+  layers:
+    - {type: InputLayer, shape: [null, 8]}
+    - {type: lstm, units: 4, return_sequences: true, kernel_initializer: GlorotUniform, recurrent_initializer: Orthogonal}
+    - {type: SimpleRNN, units: 3}
+    - {type: Dense, units: 1, activation: sigmoid}
+train:
+  optimizer: {type: Adam, learning_rate: 0.01}
+  loss: BinaryCrossentropy
+  metrics: [AUC, BinaryAccuracy, {type: Precision, thresholds: 0.3, name: p30}, RootMeanSquaredError, R2Score]
+  schedule: {type: ExponentialDecay, decay_steps: 100}
+  early_stopping: {monitor: val_auc, patience: 2}
+)";
+  const Config c = parse_config(text, "q.yaml");
+  EXPECT_EQ(c.model.layers[1].kind, LayerKind::LSTM);
+  EXPECT_EQ(c.model.layers[1].kernel_initializer.kind, InitKind::GlorotUniform);
+  EXPECT_EQ(c.train.optimizer.kind, OptimizerKind::Adam);
+  EXPECT_EQ(c.train.loss.kind, LossKind::BinaryCrossentropy);
+  ASSERT_EQ(c.train.metrics.size(), 5u);
+  EXPECT_EQ(c.train.metrics[0].name, "auc");
+  EXPECT_EQ(c.train.metrics[1].name, "binary_accuracy");
+  EXPECT_EQ(c.train.metrics[2].name, "p30");
+  EXPECT_EQ(c.train.metrics[3].name, "root_mean_squared_error");
+  EXPECT_EQ(c.train.metrics[4].kind, MetricKind::R2Score);
+  EXPECT_EQ(c.train.schedule.kind, ScheduleKind::Exponential);
+  const std::string back = emit_config(c);
+  for (const char* spelt : {"type: adam", "type: binary_crossentropy", "auc", "type: exponential", "type: LSTM",
+                            "glorot_uniform"})
+    EXPECT_NE(back.find(spelt), std::string::npos) << spelt << " not in\n" << back;
+  for (const auto& [loss, kind] : std::vector<std::pair<std::string, LossKind>>{
+           {"bce", LossKind::BinaryCrossentropy}, {"MSE", LossKind::MSE}, {"MeanSquaredLogarithmicError", LossKind::MSLE},
+           {"LogCosh", LossKind::LogCosh}, {"SparseCategoricalCrossentropy", LossKind::SparseCategoricalCrossentropy}})
+    EXPECT_EQ(parse_config(text, "q.yaml", {"train.loss=" + loss}).train.loss.kind, kind) << loss;
+  EXPECT_EQ(parse_config(text, "q.yaml", {"train.optimizer.type=RMSprop"}).train.optimizer.kind, OptimizerKind::RMSprop);
+  EXPECT_NE(error_of(text, {"train.loss=BinaryCrossEntropie"}).find("did you mean"), std::string::npos);
+}
+
 TEST(Defaults, MetricsTakeKerasSettingsAndANameInAMap) {
   const Config c = parse_config(std::string(kHead) + "    - {type: Dense, units: 3}\n" +
                                     "train: {metrics: [auc, {type: auc, curve: pr, name: pr_auc}, f1_score,\n"

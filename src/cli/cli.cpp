@@ -53,8 +53,9 @@ int run_cli(int argc, char** argv) {
 
   auto* eval = app.add_subcommand("eval", "Evaluate weights on a dataset: loss and metrics");
   eval->footer("Example: rnntrain eval configs/quickstart.yaml --weights runs/quickstart/best.h5 --json");
-  eval->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
-  eval->add_option("--weights", a.weights, "Weights to evaluate (a checkpoint or Keras .h5)")->required();
+  eval->add_option("args", a.args, "CONFIG or RUN_DIR [KEY=VALUE ...]")->required();
+  eval->add_option("--weights", a.weights, "Weights to evaluate (a checkpoint or Keras .h5); default: a run directory's best.h5, "
+                    "else model.init_from");
   eval->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
   eval->add_option("--targets", a.targets, "The targets of an .npy --data, as an .npy file");
   eval->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
@@ -63,8 +64,9 @@ int run_cli(int argc, char** argv) {
 
   auto* predict = app.add_subcommand("predict", "Write the model's predictions for a dataset");
   predict->footer("Example: rnntrain predict configs/quickstart.yaml --weights runs/quickstart/best.h5 --data x.h5 -o pred.npy");
-  predict->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
-  predict->add_option("--weights", a.weights, "Weights (a checkpoint or Keras .h5)")->required();
+  predict->add_option("args", a.args, "CONFIG or RUN_DIR [KEY=VALUE ...]")->required();
+  predict->add_option("--weights", a.weights, "Weights (a checkpoint or Keras .h5); default: a run directory's best.h5, "
+                    "else model.init_from");
   predict->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
   predict->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   predict->add_option("-o,--output", a.output, "Predictions file: .npy, .h5 or .csv")->required();
@@ -78,8 +80,9 @@ int run_cli(int argc, char** argv) {
 
   auto* exp = app.add_subcommand("export", "Write a config's model and weights as a Keras file (.h5, .keras, .weights.h5)");
   exp->footer("Example: rnntrain export configs/quickstart.yaml --weights runs/quickstart/best.h5 -o model.keras");
-  exp->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
-  exp->add_option("--weights", a.weights, "Weights to export (a checkpoint or any Keras file)")->required();
+  exp->add_option("args", a.args, "CONFIG or RUN_DIR [KEY=VALUE ...]")->required();
+  exp->add_option("--weights", a.weights, "Weights to export (a checkpoint or any Keras file); default: a run directory's best.h5, "
+                    "else model.init_from");
   exp->add_option("-o,--output", a.output, "Keras file: .h5 (legacy full model), .keras or .weights.h5")->required();
 
   auto* imp = app.add_subcommand("import", "Turn a Keras model (.h5 or .keras) into a config plus a weights file");

@@ -11,12 +11,14 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "dist/comm.h"
+#include "io/keras_file.h"
 #include "spec/parse.h"
 #include "backend/cpu/onednn_stack.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
 #include "train/autotune.h"
 #include "train/memory.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -35,8 +37,36 @@ Config load_config_args(const std::vector<std::string>& args, const std::string&
     if (resume_dir.empty()) throw UsageError("missing the config file: rnntrain <command> CONFIG.yaml [KEY=VALUE ...]");
     path = (fs::path(resume_dir) / "config.yaml").string();
   }
+  if (fs::is_directory(path)) {  // a run directory: the config it was trained with
+    const std::string dir = path;
+    path = (fs::path(dir) / "config.yaml").string();
+    if (!fs::exists(path))
+      throw UsageError(fmt::format("{} is a folder without config.yaml: pass a config file, or the run directory of an "
+                                   "earlier `rnntrain train`", dir));
+  }
   if (!fs::exists(path)) throw UsageError(fmt::format("{}: no such config file", path));
+  if (is_keras_file(path))
+    throw UsageError(fmt::format("{} is a Keras file (HDF5 or a .keras archive), not a YAML config. Turn it into one "
+                                 "with `rnntrain import {} -o model.yaml` (a config and its weights), then use model.yaml",
+                                 path, path));
   return load_config(path, overrides);
+}
+
+std::string weights_to_use(const CommandArgs& a, const Config& cfg) {
+  if (!a.weights.empty()) return a.weights;
+  const std::string first = a.args.empty() ? "" : a.args[0];
+  if (!first.empty() && fs::is_directory(first)) {
+    const std::string best = (fs::path(first) / "best.h5").string();
+    if (!fs::exists(best))
+      throw UsageError(fmt::format("{}: the run has no best.h5 (it never finished an epoch); pass --weights {}/last.h5 "
+                                   "or another checkpoint", first, first));
+    log_info("weights: {} (the run's best checkpoint; --weights picks another)", best);
+    return best;
+  }
+  if (cfg.model.init_from) return resolve_path(cfg, *cfg.model.init_from);
+  throw UsageError(fmt::format("no weights to use: pass --weights CHECKPOINT, name them in the config "
+                               "(model.init_from), or pass a run directory instead of {} (its best.h5 is used)",
+                               cfg.path));
 }
 
 int cmd_train(const CommandArgs& a) {
@@ -130,8 +160,10 @@ static std::unique_ptr<Engine> inference_engine(const Config& cfg, const Command
   return make_engine(run_cfg, std::move(init), rng);
 }
 
-int cmd_eval(const CommandArgs& a) {
-  Config cfg = load_config_args(a.args);
+int cmd_eval(const CommandArgs& given) {
+  Config cfg = load_config_args(given.args);
+  CommandArgs a = given;
+  a.weights = weights_to_use(given, cfg);
   Dataset d = eval_data(cfg, a, true);
   Rng rng(cfg.train.seed);
   auto engine = inference_engine(cfg, a, d, rng);
@@ -151,9 +183,11 @@ int cmd_eval(const CommandArgs& a) {
   return 0;
 }
 
-int cmd_predict(const CommandArgs& a) {
+int cmd_predict(const CommandArgs& given) {
   if (const Comm& comm = Comm::world(); !comm.root()) return 0;  // under mpirun rank 0 writes them all
-  Config cfg = load_config_args(a.args);
+  Config cfg = load_config_args(given.args);
+  CommandArgs a = given;
+  a.weights = weights_to_use(given, cfg);
   DataMeta meta;
   Dataset d = eval_data(cfg, a, false, &meta);
   Rng rng(cfg.train.seed);

@@ -41,5 +41,8 @@ int cmd_bench(const BenchArgs& a);
 // Splits args into the config path and the overrides, and loads the config. With resume_dir and
 // no config path, the run directory's config.yaml is used.
 Config load_config_args(const std::vector<std::string>& args, const std::string& resume_dir = "");
+// The weights eval, predict and export read: --weights; else, when CONFIG is a run directory, its
+// best.h5; else the config's model.init_from. UsageError naming the three ways when there is none.
+std::string weights_to_use(const CommandArgs& a, const Config& cfg);
 
 }  // namespace rnntrain

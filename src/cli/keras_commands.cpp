@@ -24,8 +24,10 @@ namespace rnntrain {
 // The export is compiled with the config's training settings. The optimizer's state (its step, the
 // learning rate now, the slots) comes from --weights when that is a checkpoint whose optimizer fits
 // train.optimizer; otherwise it is a fresh optimizer's.
-int cmd_export(const CommandArgs& a) {
-  Config cfg = load_config_args(a.args);
+int cmd_export(const CommandArgs& given) {
+  Config cfg = load_config_args(given.args);
+  CommandArgs a = given;
+  a.weights = weights_to_use(given, cfg);
   const KerasFormat f = keras_format_for_output(a.output);  // a usage error before any work
   Params params = initial_params(cfg, a.weights);
   std::unique_ptr<Optimizer> optimizer;
@@ -65,6 +67,11 @@ int cmd_import(const CommandArgs& a) {
   if (a.args.size() != 1) throw UsageError("import takes one Keras file: rnntrain import model.h5|model.keras [-o config.yaml]");
   const std::string src = a.args[0];
   if (!fs::exists(src)) throw DataError(fmt::format("{}: no such file", src));
+  if (!is_keras_file(src))
+    throw UsageError(fmt::format("{} is not a Keras file (Keras saves HDF5 .h5 files and .keras zip archives){}", src,
+                                 fs::path(src).extension() == ".yaml" || fs::path(src).extension() == ".yml"
+                                     ? "; it is a config: train it with `rnntrain train " + src + "`"
+                                     : ""));
   fs::path out = a.output.empty() ? fs::path(src).replace_extension(".yaml") : fs::path(a.output);
   if (out.extension() != ".yaml" && out.extension() != ".yml")
     throw UsageError(fmt::format("-o {}: the config file must end in .yaml or .yml", out.string()));

@@ -113,8 +113,13 @@ void draw_panel(cairo_t* cr, const Panel& p, double x0, double y0, int64_t epoch
     text(cr, left - 6, py(v) + 4, tick_label(v, step), 11, false, 1);
   }
   double estep = 0;
-  for (double e : ticks(first, last, 6, &estep)) {  // whole epochs
-    if (estep < 1 || e != std::floor(e)) continue;
+  std::vector<double> es = ticks(first, last, 6, &estep);
+  if (estep < 1) {  // a few epochs: each one
+    es.clear();
+    for (double e = first; e <= last; ++e) es.push_back(e);
+  }
+  for (double e : es) {  // whole epochs
+    if (e != std::floor(e)) continue;
     text(cr, px(e), bottom + 16, fmt::format("{}", static_cast<int64_t>(e)), 11, false, 0.5);
   }
   text(cr, (left + right) / 2, bottom + 32, "epoch", 11, false, 0.5);

@@ -45,7 +45,7 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
       const std::string ds = name + ":0";
       if (!og.has_dataset(ds))
         throw DataError(fmt::format("{}: optimizer state '{}' is missing; was the checkpoint written with another optimizer?", path, name));
-      Tensor v = og.read(ds);
+      Tensor v = og.read_weight(ds);
       if (v.shape != t->shape)
         throw DataError(fmt::format("{}: optimizer state '{}' has shape {}, expected {}", path, name, shape_str(v.shape), shape_str(t->shape)));
       *t = std::move(v);
@@ -71,7 +71,7 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
   for (size_t q = 0; q < order.size(); ++q) {
     const std::string& ds = names[first + q];
     if (!og.has_dataset(ds)) throw DataError(fmt::format("{}: optimizer variable '{}' is listed but missing", path, ds));
-    Tensor v = og.read(ds);
+    Tensor v = og.read_weight(ds);
     const auto& [slot, t] = slots[order[q]];
     if (v.shape != t->shape)
       throw DataError(fmt::format("{}: optimizer variable '{}' has shape {}, rnntrain's slot '{}' expects {}; the file "
@@ -81,7 +81,7 @@ int64_t read_optimizer(const h5::Group& og, const OptimizerSlots& slots, const s
   }
   for (size_t i = 0; i < slots.size(); ++i) *slots[i].second = std::move(values[i]);
   if (first == 2 && og.has_dataset(names[1])) {
-    const Tensor v = og.read(names[1]);
+    const Tensor v = og.read_weight(names[1]);
     if (v.numel() == 1 && std::isfinite(v.data[0]) && v.data[0] > 0) *lr = v.data[0];
   }
   if (!og.has_dataset(names[0])) throw DataError(fmt::format("{}: optimizer variable '{}' is listed but missing", path, names[0]));

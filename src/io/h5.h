@@ -53,6 +53,9 @@ class Group {
   // Datasets. read() converts any integer or float type to float32; shape() gives the dims.
   Shape shape(const std::string& name) const;
   Tensor read(const std::string& name) const;
+  // read(), and 2-byte opaque values as bfloat16 (Keras' bfloat16 weights: h5py stores them opaque,
+  // marked dtype=bfloat16 in .weights.h5 and unmarked in legacy .h5); float16 converts as any float.
+  Tensor read_weight(const std::string& name) const;
   std::vector<int64_t> read_int64(const std::string& name) const;
   std::vector<double> read_double(const std::string& name) const;
   void write(const std::string& name, const Tensor& t) const;  // float32 little-endian, contiguous

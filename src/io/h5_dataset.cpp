@@ -132,9 +132,39 @@ static void check_stored(const Group& g, hid_t ds, hid_t ftype, const Shape& sha
                                 bytes_str(static_cast<double>(memory_limit_bytes()))));
 }
 
-// Reads a numeric dataset into `out` (resized to its element count) as `memtype`.
+// Whether the dataset carries Keras' attribute dtype = "bfloat16" (its .weights.h5 writer marks the
+// 2-byte opaque values it stores bfloat16 weights as).
+static bool marked_bfloat16(hid_t ds, const std::string& file, const std::string& obj) {
+  if (H5Aexists(ds, "dtype") <= 0) return false;
+  Handle a = own_attr(H5_CALL(H5Aopen(ds, "dtype", H5P_DEFAULT), file, obj + "@dtype"));
+  Handle t = own_type(H5_CALL(H5Aget_type(a.id()), file, obj + "@dtype"));
+  Handle sp = own_space(H5_CALL(H5Aget_space(a.id()), file, obj + "@dtype"));
+  if (H5Tget_class(t.id()) != H5T_STRING || H5Sget_simple_extent_npoints(sp.id()) != 1) return false;
+  const auto v = read_strings(t.id(), 1, [&](hid_t mt, void* buf) { return H5Aread(a.id(), mt, buf); }, file,
+                              obj + "@dtype");
+  return v[0] == "bfloat16";
+}
+
+// Reads 2-byte bfloat16 values (the upper half of a float32) as T.
+// (little-endian bytes as h5py writes them: opaque values are read as stored, in the file's type)
 template <typename T>
-static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype, std::vector<T>& out) {
+static void read_bfloat16(hid_t ds, hid_t ftype, std::vector<T>& out, const std::string& file, const std::string& obj) {
+  std::vector<uint16_t> raw(out.size());
+  if (!out.empty()) H5_CALL(H5Dread(ds, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), file, obj);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const uint32_t bits = static_cast<uint32_t>(raw[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    out[i] = static_cast<T>(f);
+  }
+}
+
+// Reads a numeric dataset into `out` (resized to its element count) as `memtype`. 2-byte opaque
+// values are read as bfloat16 when marked so, or (bf16_opaque: Keras' legacy .h5 weights, which
+// h5py stores unmarked) always.
+template <typename T>
+static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype, std::vector<T>& out,
+                          bool bf16_opaque = false) {
   const std::string full = join(g.path(), name);
   Handle ds = open_dataset(g, name);
   Handle type = own_type(H5_CALL(H5Dget_type(ds.id()), g.file(), full));
@@ -147,6 +177,10 @@ static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype
     read_enum(ds.id(), type.id(), out, g.file(), full);
     return shape;
   }
+  if (cls == H5T_OPAQUE && H5Tget_size(type.id()) == 2 && (bf16_opaque || marked_bfloat16(ds.id(), g.file(), full))) {
+    read_bfloat16(ds.id(), type.id(), out, g.file(), full);
+    return shape;
+  }
   if (cls != H5T_INTEGER && cls != H5T_FLOAT)
     throw DataError(fmt::format("{}: dataset '{}' holds {} values, not numbers. Store it as an integer or float "
                                 "array.", g.file(), full, class_name(cls)));
@@ -157,6 +191,12 @@ static Shape read_numeric(const Group& g, const std::string& name, hid_t memtype
 Tensor Group::read(const std::string& name) const {
   Tensor t;
   t.shape = read_numeric(*this, name, H5T_NATIVE_FLOAT, t.data);
+  return t;
+}
+
+Tensor Group::read_weight(const std::string& name) const {
+  Tensor t;
+  t.shape = read_numeric(*this, name, H5T_NATIVE_FLOAT, t.data, true);
   return t;
 }
 

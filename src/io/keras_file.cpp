@@ -311,4 +311,6 @@ void load_keras_weights(const std::string& path, const ModelSpec& model, Params&
   }
 }
 
+bool is_keras_file(const std::string& path) { return is_zip(path) || h5::is_hdf5(path); }
+
 }  // namespace rnntrain

@@ -32,6 +32,10 @@ struct ImportedKeras {
   std::string keras_version;      // of the writer; "1" when the file does not say
 };
 
+// Whether the file is, by its first bytes, an HDF5 file (.h5, .weights.h5) or a zip archive
+// (.keras): what Keras saves, and never a YAML config.
+bool is_keras_file(const std::string& path);
+
 // Reads a full model (.h5 with model_config, or .keras). DataError for weights-only files, models
 // that are not a single chain, unsupported, Lambda or custom layers, and damaged files.
 ImportedKeras import_keras(const std::string& path);

@@ -201,7 +201,8 @@ struct Reader {
     if (it == c.end() || it->is_null()) return;
     std::string d = it->is_string() ? it->get<std::string>() : str(config_of(*it), "name");
     if (!d.empty() && d != "float32")
-      log_warn("{}: {}: dtype '{}' is read as float32 (rnntrain computes in float32)", origin.file, who, d);
+      log_warn("{}: {}: dtype '{}': its weights are converted to float32 (rnntrain computes and saves in float32)",
+               origin.file, who, d);
   }
 
   // A size (units, input_dim, output_dim): a whole number in [1, kMaxDim], else refused (0 returned).

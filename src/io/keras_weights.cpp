@@ -116,7 +116,7 @@ std::vector<StoredLayer> read_legacy_weights(const h5::Group& g) {
       if (!lg.has_dataset(w))
         throw DataError(fmt::format("{}: layer '{}' lists weight '{}' but the file has no dataset '{}/{}'; the file "
                                     "is incomplete", g.file(), name, w, lg.path(), w));
-      s.values.push_back(lg.read(w));
+      s.values.push_back(lg.read_weight(w));
     }
     out.push_back(std::move(s));
   }
@@ -183,7 +183,7 @@ std::vector<StoredLayer> read_keras3_weights(const h5::Group& root, const ModelS
       h5::Group g = root.group(gp);
       for (const std::string& d : numbered(g)) {
         s.names.push_back(gp + "/" + d);
-        s.values.push_back(g.read(d));
+        s.values.push_back(g.read_weight(d));
       }
     }
     used.insert(paths[i].substr(7));  // after "layers/"
