@@ -59,6 +59,8 @@ int run_cli(int argc, char** argv) {
   eval->add_option("--data", a.data, "Data file (default: data.test, else data.validation, else data.train)");
   eval->add_option("--targets", a.targets, "The targets of an .npy --data, as an .npy file");
   eval->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
+  eval->add_flag("--scaled", a.scaled, "For a model trained on CSV data: array --data and --targets are scaled "
+                 "already (default: in the data's units, scaled with the run's CSV scaling)");
   eval->add_flag("--json", a.json, "Print {\"loss\", \"metrics\", \"samples\"} as JSON on stdout");
   eval->add_flag("--allow-nonfinite", a.allow_nonfinite, "Evaluate weights that hold inf or NaN (refused otherwise)");
 
@@ -71,8 +73,9 @@ int run_cli(int argc, char** argv) {
   predict->add_option("--meta", a.meta, "The training run's data_meta.json (CSV scaling, text vocabulary); default: next to --weights");
   predict->add_option("-o,--output", a.output, "Predictions file: .npy, .h5 or .csv")->required();
   predict->add_flag("--allow-nonfinite", a.allow_nonfinite, "Predict with weights that hold inf or NaN (refused otherwise)");
-  predict->add_flag("--scaled", a.scaled, "CSV data: write the forecasts in the scaled units the model works in "
-                    "(default: the data's units)");
+  predict->add_flag("--scaled", a.scaled, "For a model trained on CSV data: write the forecasts in the scaled units "
+                    "the model works in, and take array --data (.npy/.npz/.h5) as scaled already (default: the "
+                    "data's units both ways)");
 
   auto* plan = app.add_subcommand("plan", "Print the model's layers, output shapes and parameter counts");
   plan->footer("Example: rnntrain plan configs/quickstart.yaml model.layers.1.units=128");

@@ -98,6 +98,34 @@ int cmd_train(const CommandArgs& a) {
   return 128 + r.signal;
 }
 
+// Arrays (.npy, .npz, .h5) for a model trained on CSV data: taken in the data's units, as the CSV
+// file was, and scaled with the run's fitted scaling, inputs per feature column and targets per
+// target column (predict undoes the latter on its forecasts).
+static void scale_as_csv(Dataset& d, const DataMeta& meta, const std::string& what) {
+  const auto cols = static_cast<int64_t>(meta.shift.size());
+  if (d.x.rank() < 2 || d.x.dim(-1) != cols)
+    throw DataError(fmt::format("{}: the model was trained on CSV data of {} feature columns, scaled per column "
+                                "(data_meta.json), and these inputs have shape {}; give [samples, steps, {}] in the "
+                                "data's units, or pass --scaled for inputs scaled already",
+                                what, cols, shape_str(d.x.shape), cols));
+  for (int64_t i = 0; i < d.x.numel(); ++i) {
+    const size_t j = static_cast<size_t>(i % cols);
+    d.x[i] = static_cast<float>((d.x[i] - meta.shift[j]) / meta.scale[j]);
+  }
+  const auto tc = static_cast<int64_t>(meta.target_shift.size());
+  if (!d.y.empty() && tc > 0) {
+    if (d.y.dim(-1) % tc != 0)
+      throw DataError(fmt::format("{}: the targets have {} values per sample, not a multiple of the {} target columns "
+                                  "the CSV scaling has; pass --scaled for targets scaled already",
+                                  what, d.y.dim(-1), tc));
+    for (int64_t i = 0; i < d.y.numel(); ++i) {
+      const size_t j = static_cast<size_t>((i % d.y.dim(-1)) % tc);
+      d.y[i] = static_cast<float>((d.y[i] - meta.target_shift[j]) / meta.target_scale[j]);
+    }
+  }
+  log_info("{}: taken in the data's units and scaled as the run's CSV data (--scaled: already scaled)", what);
+}
+
 // The data for eval and predict: --data replaces the path of data.test (else validation, else
 // train) and keeps its other keys while the format stays; an .npy --data holds inputs only, so eval
 // takes its targets from --targets (never the config's, which belong to other inputs). The training
@@ -142,6 +170,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
                                  "pass --meta RUN_DIR/data_meta.json", csv ? "csv" : "text",
                                  csv ? "scaling" : "vocabulary", meta_dir.empty() ? "." : meta_dir));
   Dataset d = load_data(cfg, src, meta);
+  if (!csv && !meta.shift.empty() && !a.scaled) scale_as_csv(d, meta, a.data.empty() ? src.path : a.data);
   if (tmpl == &*cfg.data.train && !cfg.data.test && !cfg.data.validation && a.data.empty() && cfg.data.validation_split > 0) {
     log_info("evaluating the validation split of data.train (its last {} of rows)", cfg.data.validation_split);
     d = d.slice(training_rows(cfg, d.size()), d.size());
