@@ -87,6 +87,8 @@ int run_cli(int argc, char** argv) {
   exp->add_option("--weights", a.weights, "Weights to export (a checkpoint or any Keras file); default: a run directory's best.h5, "
                     "else model.init_from");
   exp->add_option("-o,--output", a.output, "Keras file: .h5 (legacy full model), .keras or .weights.h5")->required();
+  exp->add_option("--meta", a.meta, "The training run's data_meta.json, whose CSV scaling is written beside the export "
+                  "as NAME.scaling.json; default: next to --weights");
 
   auto* imp = app.add_subcommand("import", "Turn a Keras model (.h5 or .keras) into a config plus a weights file");
   imp->footer("Example: rnntrain import model.keras -o model.yaml   # writes model.yaml and model_weights.h5");

@@ -15,6 +15,7 @@
 #include "io/keras_file.h"
 #include "model/optimizer.h"
 #include "spec/parse.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -24,6 +25,47 @@ namespace rnntrain {
 // The export is compiled with the config's training settings. The optimizer's state (its step, the
 // learning rate now, the slots) comes from --weights when that is a checkpoint whose optimizer fits
 // train.optimizer; otherwise it is a fresh optimizer's.
+// The CSV scaling a model was trained under, for Keras users, as <output stem>.scaling.json next to
+// the export: each feature and target column's name, shift and scale, the window and horizon, and
+// the recipe (docs/keras.md). Returns its path, or "" when the run had no CSV scaling.
+static std::string export_scaling(const CommandArgs& a, const Config& cfg) {
+  const std::string meta_path =
+      a.meta.empty() ? (fs::path(a.weights).parent_path() / "data_meta.json").string() : a.meta;
+  const DataSource* csv = cfg.data.train && cfg.data.train->format == DataFormat::Csv ? &*cfg.data.train : nullptr;
+  if (!fs::exists(meta_path)) {
+    if (csv && csv->scaling != Scaling::None)
+      log_warn("the model was trained on scaled CSV data, but there is no {} to export its scaling from: pass --meta "
+               "RUN_DIR/data_meta.json so that Keras users can scale their data as the model expects",
+               meta_path);
+    return "";
+  }
+  const DataMeta meta = read_meta_file(meta_path);
+  if (meta.shift.empty()) return "";
+  auto columns = [](const std::vector<std::string>& names, const std::vector<double>& shift,
+                    const std::vector<double>& scale, const std::vector<std::string>& fallback) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < shift.size(); ++i) {
+      const std::string name = i < names.size()      ? names[i]
+                               : i < fallback.size() && fallback.size() == shift.size() ? fallback[i]
+                                                                                        : fmt::format("column {}", i);
+      out.push_back({{"column", name}, {"shift", shift[i]}, {"scale", scale[i]}});
+    }
+    return out;
+  };
+  nlohmann::ordered_json r;
+  r["about"] = "The model was trained on CSV data scaled per column: it reads x_scaled = (x - shift) / scale of each "
+               "feature column, and predicts y_scaled, from which y = y_scaled * scale + shift for each target column. "
+               "Outputs are horizon steps of the target columns, step after step. See rnntrain's docs/keras.md.";
+  r["features"] = columns(meta.columns, meta.shift, meta.scale, csv ? csv->features : std::vector<std::string>{});
+  r["targets"] = columns(meta.target_columns, meta.target_shift, meta.target_scale,
+                         csv ? csv->target_columns : std::vector<std::string>{});
+  if (csv) r["window"] = csv->window, r["horizon"] = csv->horizon;
+  const fs::path out = fs::path(a.output).parent_path() / (fs::path(a.output).stem().string() + ".scaling.json");
+  write_text(out.string(), r.dump(2) + "\n");
+  log_info("wrote {}: the CSV scaling to apply to the data in Keras (docs/keras.md)", out.string());
+  return out.string();
+}
+
 int cmd_export(const CommandArgs& given) {
   Config cfg = load_config_args(given.args);
   CommandArgs a = given;
@@ -54,6 +96,7 @@ int cmd_export(const CommandArgs& given) {
   j["output"] = a.output;
   j["format"] = keras_format_name(f);
   j["params"] = params.count();
+  if (const std::string recipe = export_scaling(a, cfg); !recipe.empty()) j["scaling"] = recipe;
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }

@@ -222,6 +222,7 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
     }
     fit_scaling(src.scaling, feat, F, fit_rows, meta.shift, meta.scale);
     fit_scaling(src.scaling, targ, Tc, fit_rows, meta.target_shift, meta.target_scale);
+    if (!meta.shift.empty()) meta.columns = fcols, meta.target_columns = tcols;
   } else if (meta.shift.size() != F || meta.target_shift.size() != Tc) {
     throw DataError(fmt::format("{}: the training data had {} feature and {} target columns, this file has {} and "
                                 "{}. Validation and test CSVs must use the same `features` and `targets` as "
@@ -315,6 +316,8 @@ Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, D
     std::vector<double> rows;
     for (int64_t n = 0; n < std::max<int64_t>(1, N - held); ++n) rows.insert(rows.end(), values[n].begin(), values[n].end());
     fit_scaling(src.scaling, rows, F, rows.size() / F, meta.shift, meta.scale);
+    if (by_id && !meta.shift.empty())
+      for (size_t c : fidx) meta.columns.push_back(table.names[c]);
   } else if (meta.shift.size() != F) {
     throw DataError(fmt::format("{}: the training data had {} feature columns, this file has {}. Validation and test "
                                 "files must have the training file's `features`.", path, meta.shift.size(), F));

@@ -79,6 +79,8 @@ std::string DataMeta::to_json() const {
   j["scale"] = scale;
   j["target_shift"] = target_shift;
   j["target_scale"] = target_scale;
+  if (!columns.empty()) j["columns"] = columns;
+  if (!target_columns.empty()) j["target_columns"] = target_columns;
   return j.dump(2) + "\n";
 }
 
@@ -120,6 +122,13 @@ DataMeta DataMeta::from_json(const std::string& text, const std::string& source)
   get("scale", m.scale);
   get("target_shift", m.target_shift);
   get("target_scale", m.target_scale);
+  get("columns", m.columns);
+  get("target_columns", m.target_columns);
+  if ((!m.columns.empty() && m.columns.size() != m.shift.size()) ||
+      (!m.target_columns.empty() && m.target_columns.size() != m.target_shift.size()))
+    throw DataError(fmt::format("{}: not a valid data meta file: {} column names for {} feature scalings, {} for {} "
+                                "target scalings. {}", source, m.columns.size(), m.shift.size(),
+                                m.target_columns.size(), m.target_shift.size(), kFix));
   if (m.scale.size() != m.shift.size() || m.target_scale.size() != m.target_shift.size())
     throw DataError(fmt::format("{}: 'shift' and 'scale' (and 'target_shift' and 'target_scale') must have the same "
                                 "length ({} and {}, {} and {}). {}", source, m.shift.size(), m.scale.size(),

@@ -33,6 +33,7 @@ struct DataMeta {
   std::vector<std::string> vocab;  // text: index -> character (UTF-8 bytes); index 0 is reserved for padding
   std::vector<double> shift, scale;  // csv: x' = (x - shift) / scale per feature column
   std::vector<double> target_shift, target_scale;
+  std::vector<std::string> columns, target_columns;  // csv: the columns' names (empty in files written before)
   std::string to_json() const;
   static DataMeta from_json(const std::string& text, const std::string& source);
   bool empty() const { return vocab.empty() && shift.empty(); }

@@ -1,8 +1,10 @@
 # Issue 17 item 6: Keras' metrics beyond accuracy and the errors, against Keras' own numbers:
 # TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall (thresholds, class_id),
 # AUC (ROC and PR, the three summation methods, multi_label, from_logits), F1Score and FBetaScore
-# (micro, macro, weighted; by the row's maximum or a threshold), on outputs per sample and per
-# masked timestep. rnntrain trains one epoch (one step), then one more from last.h5: the second
+# (micro, macro, weighted; by the row's maximum or a threshold), the regression metrics
+# RootMeanSquaredError, R2Score (both aggregations; Keras 3.15's adjusted R2 fails under JAX's jit),
+# MeanSquaredLogarithmicError and LogCoshError, on outputs per sample and per masked timestep.
+# rnntrain trains one epoch (one step), then one more from last.h5: the second
 # epoch's training metrics are those of last.h5's predictions, which Keras' evaluate of last.h5
 # must give. `rnntrain eval --json` of the final weights must equal Keras' evaluate of final.h5 and
 # of the .keras export, in one batch and in batches of 5 (state accumulated over batches).
@@ -58,6 +60,11 @@ CASES = [
          loss="{type: binary_crossentropy, from_logits: true}",
          metrics="[{type: precision, thresholds: 0.0}, {type: recall, thresholds: 0.0}, {type: auc, from_logits: true}, "
                  "{type: auc, from_logits: true, curve: PR, name: pr_auc}]"),
+    dict(name="regression", x=FEATURES, y=np.abs(rng.standard_normal((N, 2))).astype("float32"),
+         layers="    - {type: Input, shape: [6, 3]}\n    - {type: GRU, units: 5}\n    - {type: Dense, units: 2}\n",
+         loss="mse",
+         metrics="[root_mean_squared_error, r2_score, {type: r2_score, class_aggregation: variance_weighted_average, "
+                 "name: r2_var}, msle, logcosh]"),
 ]
 
 
