@@ -98,7 +98,7 @@ TEST_F(Cli, FilesAreNamedForWhatTheyAreAndWeightsComeFromTheRunOrTheConfig) {
     EXPECT_NE(r.err.find("rnntrain import " + f), std::string::npos) << r.err;
   }
   r = run_rnntrain("import " + cfg, tmp);
-  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("is not a Keras file"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rnntrain train " + cfg), std::string::npos) << r.err;
 

@@ -1,7 +1,8 @@
 // Training steps on the GPU as the trainer runs them: enqueued, with metrics summed on the device,
 // and replayed as CUDA graphs once their shapes repeat (plan.graphs).
 // - Device metrics equal the host metrics computed from the same predictions, masked and not, for
-//   every kind (binary, categorical and sparse accuracy, mae, mse, perplexity).
+//   every kind (binary, categorical and sparse accuracy, mae, mse, perplexity, the top-k accuracies,
+//   the confusion metrics, root_mean_squared_error, msle, logcosh, r2_score).
 // - Graph-replayed steps give the losses, metrics and weights of uncaptured steps, in fp32 and in
 //   fp16 with persist_static and loss scaling, while the learning rate changes every step, the batch
 //   shape changes and changes back, and evaluations interleave (which shift the upload buffers); and
@@ -110,7 +111,15 @@ INSTANTIATE_TEST_SUITE_P(
         MetricCase{"binary_logits", kSeq, LossKind::BinaryCrossentropy, true, {metric(MetricKind::Accuracy), metric(MetricKind::MSE)},
                    true},
         MetricCase{"regression", "[{type: GRU, units: 12}, {type: Dense, units: 3}]", LossKind::MSE, false,
-                   {metric(MetricKind::MAE), metric(MetricKind::MSE), metric(MetricKind::Accuracy)}, false},
+                   {metric(MetricKind::MAE), metric(MetricKind::MSE), metric(MetricKind::Accuracy),
+                    metric(MetricKind::RMSE), metric(MetricKind::MSLE), metric(MetricKind::LogCosh),
+                    metric(MetricKind::R2Score),
+                    metric(MetricKind::R2Score, [](MetricSpec& s) {
+                      s.name = "r2_var", s.aggregation = R2Aggregation::VarianceWeighted, s.num_regressors = 2;
+                    })},
+                   false},
+        MetricCase{"regression_masked", kSeq, LossKind::MSE, false,
+                   {metric(MetricKind::RMSE), metric(MetricKind::MSLE), metric(MetricKind::LogCosh)}, true},
         MetricCase{"sparse_top_k_masked", kSeq, LossKind::SparseCategoricalCrossentropy, true,
                    {metric(MetricKind::SparseTopKCategoricalAccuracy, [](MetricSpec& s) { s.k = 2; })}, true},
         MetricCase{"binary_confusion_masked", kSeq, LossKind::BinaryCrossentropy, true,

@@ -111,7 +111,7 @@ int cmd_import(const CommandArgs& a) {
   const std::string src = a.args[0];
   if (!fs::exists(src)) throw DataError(fmt::format("{}: no such file", src));
   if (!is_keras_file(src))
-    throw UsageError(fmt::format("{} is not a Keras file (Keras saves HDF5 .h5 files and .keras zip archives){}", src,
+    throw DataError(fmt::format("{} is not a Keras file (Keras saves HDF5 .h5 files and .keras zip archives){}", src,
                                  fs::path(src).extension() == ".yaml" || fs::path(src).extension() == ".yml"
                                      ? "; it is a config: train it with `rnntrain train " + src + "`"
                                      : ""));
