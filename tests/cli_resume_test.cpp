@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -246,6 +248,89 @@ TEST(RunDirectory, AnEarlierRunIsNeverReplacedSilently) {
   const std::string resumed = slurp(run + "/train.log");
   EXPECT_EQ(resumed.rfind(replaced, 0), 0u) << "appended, not rewritten";
   EXPECT_NE(resumed.find("epoch=2/2"), std::string::npos) << resumed;
+  std::filesystem::remove_all(tmp);
+}
+
+// Every file below `dir` (hidden ones included) with its bytes.
+std::map<std::string, std::string> snapshot(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    out[std::filesystem::relative(e.path(), dir).string()] = e.is_regular_file() ? slurp(e.path().string()) : "<dir>";
+  return out;
+}
+
+// --overwrite checks the new start before it touches the directory, and sets the earlier run aside
+// until the new one's first checkpoint: a start that fails (a missing data file, data that do not
+// fit the model, a model too big for memory, a divergence in the first epoch) leaves the run
+// directory byte for byte as it was, the user's files in it included. (It used to delete the
+// earlier run first.) A start from the run's own best.h5 reads it before anything is replaced.
+TEST(RunDirectory, AnOverwriteThatCannotStartLeavesTheEarlierRunAsItWas) {
+  auto tmp = scratch("overwrite_fails");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=2 output.dir=" + run, tmp).code, 0);
+  write_file(run + "/notes.txt", "mine");
+  write_file(run + "/tensorboard/train/my_events.txt", "also mine");
+  const auto before = snapshot(run);
+  ASSERT_TRUE(before.count("tensorboard/validation")) << "the run wrote TensorBoard events";
+  const std::string start = "train -q " + cfg + " output.dir=" + run + " --overwrite ";
+  const std::pair<std::string, std::string> failing[] = {
+      {"data.train={format: npy, inputs: " + (tmp / "gone.npy").string() + ", targets: " + (tmp / "gone.npy").string() +
+           "}",
+       "gone.npy"},
+      {"model.layers.0.shape=[10,3]", "3"},                            // the data have 2 features
+      {"model.layers.1.units=60000", "memory"},                        // about 60 GB of parameters
+      {"train.optimizer={type: sgd, learning_rate: 1e30}", "inf or NaN"},  // diverges in its first step
+  };
+  for (const auto& [change, says] : failing) {
+    SCOPED_TRACE(change);
+    CmdResult r = run_rnntrain(start + "'" + change + "'", tmp);
+    EXPECT_NE(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    const auto after = snapshot(run);
+    EXPECT_EQ(after.size(), before.size());
+    for (const auto& [f, bytes] : before) {
+      auto it = after.find(f);
+      EXPECT_TRUE(it != after.end() && it->second == bytes) << f << " is not as it was";
+    }
+    for (const auto& [f, bytes] : after) EXPECT_TRUE(before.count(f)) << f << " was added";
+  }
+  // From the run's own best.h5: read first, then the run replaced; the user's files stay.
+  CmdResult r = run_rnntrain(start + "train.epochs=1 model.init_from=" + run + "/best.h5", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(run + "/notes.txt"), "mine");
+  EXPECT_EQ(slurp(run + "/tensorboard/train/my_events.txt"), "also mine");
+  EXPECT_FALSE(std::filesystem::exists(run + "/.replaced")) << "the earlier run is gone once the new one has a checkpoint";
+  const std::string history = slurp(run + "/history.csv");
+  EXPECT_EQ(std::count(history.begin(), history.end(), '\n'), 2) << history;
+  EXPECT_NE(slurp(run + "/last.h5"), before.at("last.h5"));
+  std::filesystem::remove_all(tmp);
+}
+
+// A --overwrite killed before the new run's first checkpoint left the earlier run in RUN/.replaced:
+// the next start puts it back (and says so) before anything else.
+TEST(RunDirectory, AKilledOverwriteIsRolledBackByTheNextStart) {
+  auto tmp = scratch("overwrite_killed");
+  const std::string cfg = (tmp / "cfg.yaml").string(), run = (tmp / "run").string();
+  write_file(cfg, kConfig);
+  ASSERT_EQ(run_rnntrain("train -q " + cfg + " train.epochs=2 output.dir=" + run, tmp).code, 0);
+  const auto before = snapshot(run);
+  // As the kill leaves it: the earlier run's files moved aside, the new start's config and log in place.
+  namespace fs = std::filesystem;
+  for (const auto& [f, bytes] : before) {
+    if (bytes == "<dir>") continue;
+    fs::create_directories(fs::path(run) / ".replaced" / fs::path(f).parent_path());
+    fs::rename(fs::path(run) / f, fs::path(run) / ".replaced" / f);
+  }
+  write_file(run + "/config.yaml", "the new start's");
+  write_file(run + "/train.log", "the new start's log");
+  CmdResult r = run_rnntrain("train --resume " + run + " train.epochs=2", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("the earlier run it was replacing is back in place"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing to do"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(run + "/.replaced"));
+  EXPECT_EQ(slurp(run + "/last.h5"), before.at("last.h5"));
+  EXPECT_EQ(slurp(run + "/config.yaml"), before.at("config.yaml"));
   std::filesystem::remove_all(tmp);
 }
 

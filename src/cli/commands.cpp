@@ -74,6 +74,11 @@ int cmd_train(const CommandArgs& a) {
     throw UsageError("--resume continues a run with its own weights; --weights starts a new run from others: use one of them");
   if (!a.resume.empty() && a.overwrite)
     throw UsageError("--resume continues the run in its directory; --overwrite replaces a run: use one of them");
+  if (!a.resume.empty()) {  // a killed --overwrite is rolled back before the run's config is read
+    Comm& comm = Comm::world();
+    if (comm.root()) recover_replaced_run(a.resume);
+    if (comm.distributed()) comm.max(0);  // the other ranks read the config after that
+  }
   Config cfg = load_config_args(a.args, a.resume);
   TrainOptions opt;
   opt.resume_dir = a.resume;

@@ -3,10 +3,12 @@
 #include "core/log.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <fstream>
 #include <memory>
 
 namespace rnntrain {
@@ -43,14 +45,36 @@ void set_log_level(LogLevel level) {
   update_levels();
 }
 
-LogFile::LogFile(const std::string& path) {
+static constexpr const char* kFilePattern = "[%Y-%m-%d %H:%M:%S.%e] [%l] %v";
+
+LogFile::LogFile(const std::string& path) { open(path); }
+
+LogFile::LogFile() {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);  // a start's lines, the latest 4096
+  sink->set_pattern(kFilePattern);
+  logger().sinks().push_back(sink);
+  update_levels();
+}
+
+void LogFile::open(const std::string& path) {
+  std::vector<std::string> held;
+  auto& sinks = logger().sinks();
+  if (sinks.size() > 1) {  // the memory of LogFile(): its lines go first
+    if (auto* ring = dynamic_cast<spdlog::sinks::ringbuffer_sink_mt*>(sinks.back().get())) held = ring->last_formatted();
+    sinks.pop_back();
+  }
   try {
+    if (!held.empty()) {
+      std::ofstream out(path, std::ios::app);
+      for (const std::string& line : held) out << line;
+    }
     auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);  // appends
-    sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
-    logger().sinks().push_back(sink);
+    sink->set_pattern(kFilePattern);
+    sinks.push_back(sink);
     logger().flush_on(spdlog::level::debug);  // a killed run keeps its log
     update_levels();
   } catch (const spdlog::spdlog_ex& e) {
+    update_levels();
     log_line(LogLevel::Warn, fmt::format("{}: cannot write the log there ({}); logging to stderr only", path, e.what()));
   }
 }

@@ -16,6 +16,10 @@ void log_line(LogLevel level, const std::string& msg);
 class LogFile {
  public:
   explicit LogFile(const std::string& path);
+  // Holds the lines in memory until open(path) appends them there and goes on as LogFile(path):
+  // for a start that must leave its directory untouched until it is sure to run.
+  LogFile();
+  void open(const std::string& path);
   ~LogFile();
   LogFile(const LogFile&) = delete;
   LogFile& operator=(const LogFile&) = delete;

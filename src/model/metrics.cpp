@@ -136,6 +136,15 @@ class Accuracy : public MeanMetric {
   int64_t top_k_;
 };
 
+// Dense targets of the predictions' shape, whose last axis is the model's `units`.
+TargetView check_units(const std::string& name, const Tensor& pred, const Tensor& target, const Tensor* mask,
+                       int64_t units) {
+  const TargetView v = check_dense_targets(name.c_str(), pred, target, mask);
+  if (v.k != units)
+    throw DataError(fmt::format("metric '{}': the predictions have {} units, the model {}", name, v.k, units));
+  return v;
+}
+
 // mae, mse, msle and logcosh: the per-position mean over the last axis, as the losses of the same
 // name; root_mean_squared_error: the square root of the mse's mean (Keras' RootMeanSquaredError).
 class ErrorMean : public MeanMetric {
@@ -220,10 +229,7 @@ class R2Score : public Metric {
 
  private:
   TargetView checked(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
-    const TargetView v = check_dense_targets(name_.c_str(), pred, target, mask);
-    if (v.k != units_)
-      throw DataError(fmt::format("metric '{}': the predictions have {} units, the model {}", name_, v.k, units_));
-    return v;
+    return check_units(name_, pred, target, mask, units_);
   }
   MetricSpec spec_;
   int64_t units_;
@@ -310,10 +316,7 @@ class Confusion : public Metric {
 
  private:
   TargetView checked(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
-    const TargetView v = check_dense_targets(name_.c_str(), pred, target, mask);
-    if (v.k != units_)
-      throw DataError(fmt::format("metric '{}': the predictions have {} units, the model {}", name_, v.k, units_));
-    return v;
+    return check_units(name_, pred, target, mask, units_);
   }
 
   // One histogram's AUC (Keras' AUC.result and interpolate_pr_auc).

@@ -69,21 +69,56 @@ void check_resumable(const Config& cfg, const std::string& then_yaml, const std:
 }
 
 namespace {
-// Every file a run writes in its directory.
+// Every file a run writes in its directory besides its log and TensorBoard events.
 constexpr const char* kRunFiles[] = {"last.h5", "best.h5", "final.h5", "early_stopping_best.h5", "history.json",
                                      "history.csv", "config.yaml", "data_meta.json"};
+constexpr const char* kAside = ".replaced";  // an --overwrite's earlier run, until the new one's first checkpoint
+
+// The TensorBoard event files rnntrain wrote in the run directory (tensorboard.cpp names them
+// events.out.tfevents.<time>.<host>.<pid>.rnntrain), relative to it; other files there are the user's.
+std::vector<fs::path> event_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const char* sub : {"train", "validation"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir / "tensorboard" / sub, ec)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file(ec) && name.starts_with("events.out.tfevents.") && name.ends_with(".rnntrain"))
+        out.push_back(fs::path("tensorboard") / sub / name);
+    }
+  }
+  return out;
+}
+
+// What a run wrote in `dir`, relative to it: its files, train.log, its event files.
+std::vector<fs::path> written_by_a_run(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const char* f : kRunFiles)
+    if (fs::exists(dir / f)) out.push_back(f);
+  if (fs::exists(dir / "train.log")) out.push_back("train.log");
+  for (const fs::path& e : event_files(dir)) out.push_back(e);
+  return out;
+}
+
+void move(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to.parent_path(), ec);
+  fs::rename(from, to, ec);
+  if (ec) throw RuntimeError(fmt::format("--overwrite: cannot move {} to {}: {}", from.string(), to.string(), ec.message()));
+}
+
+bool has_checkpoint(const fs::path& dir) { return fs::exists(dir / "last.h5") || fs::exists(dir / "best.h5"); }
 }  // namespace
 
-void claim_run_dir(const std::string& run_dir, bool overwrite) {
+bool claim_run_dir(const std::string& run_dir, bool overwrite) {
   // A run is its checkpoints and history; config.yaml, data_meta.json and train.log alone are a start
   // killed or failed before its first checkpoint, which a new start replaces.
   std::vector<std::string> found;
   for (const char* f : kRunFiles)
-    if (fs::exists(fs::path(run_dir) / f)) found.push_back(f);
+    if (fs::exists(fs::path(run_dir) / f) && std::string(f) != "config.yaml" && std::string(f) != "data_meta.json")
+      found.push_back(f);
   std::string list;
-  for (const std::string& f : found)
-    if (f != "config.yaml" && f != "data_meta.json") list += (list.empty() ? "" : ", ") + f;
-  if (list.empty()) return;
+  for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
+  if (list.empty()) return fs::exists(run_dir) && !written_by_a_run(run_dir).empty();
   if (!overwrite && !fs::exists(fs::path(run_dir) / "last.h5"))  // killed before its first last.h5
     throw UsageError(fmt::format("{} holds an earlier run ({}) that never wrote last.h5, so it cannot be resumed; "
                                  "nothing was changed. Replace it with --overwrite, or train into another directory "
@@ -92,13 +127,61 @@ void claim_run_dir(const std::string& run_dir, bool overwrite) {
     throw UsageError(fmt::format("{} holds an earlier run ({}); nothing was changed. Continue it with `rnntrain train "
                                  "--resume {}`, replace it with --overwrite, or train into another directory "
                                  "(output.dir=...)", run_dir, list, run_dir));
-  found.insert(found.end(), {"train.log", "tensorboard"});  // the earlier run's log and event files
-  for (const std::string& f : found) {
-    std::error_code ec;
-    fs::remove_all(fs::path(run_dir) / f, ec);
-    if (ec) throw RuntimeError(fmt::format("--overwrite: cannot remove {}: {}", (fs::path(run_dir) / f).string(), ec.message()));
+  return true;
+}
+
+void recover_replaced_run(const std::string& run_dir) {
+  const fs::path dir(run_dir), aside = dir / kAside;
+  if (!fs::is_directory(aside)) return;
+  std::error_code ec;
+  if (has_checkpoint(dir)) {  // the replacement had written its first checkpoint: it only was not tidied up
+    fs::remove_all(aside, ec);
+    return;
   }
-  log_warn("--overwrite: removed the earlier run in {} ({})", run_dir, list);
+  // An --overwrite stopped (killed) before the new run's first checkpoint: the earlier run comes back.
+  for (const fs::path& f : written_by_a_run(dir)) fs::remove(dir / f, ec);
+  for (const fs::path& f : written_by_a_run(aside)) move(aside / f, dir / f);
+  fs::remove_all(aside, ec);
+  log_warn("{}: an --overwrite was stopped before the new run's first checkpoint; the earlier run it was replacing "
+           "is back in place", run_dir);
+}
+
+ReplacedRun::ReplacedRun(std::string run_dir) : dir_(std::move(run_dir)) {
+  const fs::path dir(dir_), aside = dir / kAside;
+  for (const char* d : {"tensorboard", "tensorboard/train", "tensorboard/validation"})
+    if (fs::is_directory(dir / d)) folders_.push_back(d);
+  for (const fs::path& f : written_by_a_run(dir)) {
+    move(dir / f, aside / f);
+    moved_.push_back(f);
+  }
+  log_warn("--overwrite: the earlier run in {} is set aside in {} and removed once this run writes its first "
+           "checkpoint (a start that fails before puts it back)", dir_, (aside).string());
+}
+
+void ReplacedRun::commit() {
+  if (committed_) return;
+  committed_ = true;
+  std::error_code ec;
+  fs::remove_all(fs::path(dir_) / kAside, ec);
+  if (ec) log_warn("--overwrite: cannot remove the earlier run set aside in {}/{}: {}", dir_, kAside, ec.message());
+  else log_info("--overwrite: removed the earlier run of {} (the new one has its first checkpoint)", dir_);
+}
+
+ReplacedRun::~ReplacedRun() {
+  if (committed_) return;
+  try {  // the new start failed: its files go, the earlier run's come back
+    const fs::path dir(dir_), aside = dir / kAside;
+    std::error_code ec;
+    for (const fs::path& f : written_by_a_run(dir)) fs::remove(dir / f, ec);
+    remove_stale_temporaries(dir_);
+    for (const fs::path& f : moved_) move(aside / f, dir / f);
+    fs::remove_all(aside, ec);
+    for (const char* d : {"tensorboard/train", "tensorboard/validation", "tensorboard"})  // the new run's, if empty
+      if (std::find(folders_.begin(), folders_.end(), d) == folders_.end()) fs::remove(dir / d, ec);
+    log_warn("--overwrite: this run stopped before its first checkpoint; the earlier run in {} is back as it was", dir_);
+  } catch (const std::exception& e) {
+    log_error("--overwrite: could not put the earlier run back ({}); its files are in {}/{}", e.what(), dir_, kAside);
+  }
 }
 
 void remove_stale_temporaries(const std::string& run_dir) {

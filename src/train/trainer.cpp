@@ -237,13 +237,19 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   const bool resuming = !opt.resume_dir.empty();
   const std::string run_dir = resuming ? opt.resume_dir : cfg.output.dir;
   // The run's log, train.log: what stderr shows (Info and above, whatever -q says), with times.
+  // An --overwrite touches the directory only once the new start has been checked: until then its
+  // log lines wait in memory, and the earlier run stays as it is.
   std::optional<LogFile> log_file;
+  bool replacing = false;  // --overwrite of a directory that holds a run's files
   if (Comm::world().root()) {
-    if (!resuming) {
-      claim_run_dir(run_dir, opt.overwrite);
-      fs::create_directories(run_dir);
+    recover_replaced_run(run_dir);
+    if (!resuming) replacing = claim_run_dir(run_dir, opt.overwrite) && opt.overwrite;
+    if (replacing) {
+      log_file.emplace();
+    } else {
+      if (!resuming) fs::create_directories(run_dir);
+      if (fs::is_directory(run_dir)) log_file.emplace((fs::path(run_dir) / "train.log").string());
     }
-    if (fs::is_directory(run_dir)) log_file.emplace((fs::path(run_dir) / "train.log").string());
   }
 
   const std::string last_path = (fs::path(run_dir) / "last.h5").string();
@@ -293,6 +299,16 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   }
   auto engine = make_engine(run_cfg, std::move(init), comm.distributed() ? rank_dropout : rng,
                             comm.launched() ? &comm : nullptr);
+  // Everything a start can check has been: the earlier run is set aside (removed at the first
+  // checkpoint, put back if this run stops before it).
+  std::optional<ReplacedRun> replaced;
+  if (replacing) {
+    replaced.emplace(run_dir);
+    log_file->open((fs::path(run_dir) / "train.log").string());
+  }
+  auto checkpointed = [&] {  // the new run has a checkpoint: the earlier one can go
+    if (replaced && (fs::exists(last_path) || fs::exists(fs::path(run_dir) / "best.h5"))) replaced->commit();
+  };
   Optimizer& optimizer = engine->optimizer();
   OptimizerSlots slots;
   for (const NamedTensor& s : optimizer.slots()) slots.emplace_back(s.name, s.tensor);
@@ -565,6 +581,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                         st);
         history.write();
       }
+      checkpointed();
       result.signal = stopped_by;
       result.signal_step = e.done;
       break;
@@ -592,6 +609,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
 
     bool stop = false;
     for (EpochObserver* o : observers) o->on_epoch_end(epoch, logs, &stop);
+    checkpointed();
     result.epochs_done = epoch + 1;
     if (stop) {
       const EarlyStopping& es = early->early();
@@ -614,6 +632,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   fin.history_json = result.history.to_json();
   fin.config_yaml = emit_config(cfg);
   if (comm.root()) save_checkpoint((fs::path(run_dir) / "final.h5").string(), cfg.model, engine->host_params(), slots, fin);
+  if (replaced) replaced->commit();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
