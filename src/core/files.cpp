@@ -33,7 +33,25 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
   sync_path(dir.empty() ? "." : dir);
 }
 
+std::string special_file(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  switch (st.type()) {
+    case std::filesystem::file_type::regular:
+    case std::filesystem::file_type::not_found:
+    case std::filesystem::file_type::none: return "";
+    case std::filesystem::file_type::directory: return "a folder";
+    case std::filesystem::file_type::fifo: return "a named pipe (FIFO)";
+    case std::filesystem::file_type::character:
+    case std::filesystem::file_type::block: return "a device";
+    case std::filesystem::file_type::socket: return "a socket";
+    default: return ec ? "" : "not a regular file";
+  }
+}
+
 std::string read_text(const std::string& path) {
+  if (const std::string kind = special_file(path); !kind.empty())
+    throw DataError(fmt::format("{}: is {}, not a file; rnntrain reads it only from a regular file", path, kind));
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();

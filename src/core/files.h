@@ -13,7 +13,13 @@ void write_atomically(const std::string& path, F&& write);
 // Flushes tmp to the disk and renames it over path (then flushes the folder); removes tmp on failure.
 void rename_into_place(const std::string& tmp, const std::string& path);
 
-// A whole file as bytes ("" when it cannot be read); writes text to a temporary name and renames it.
+// What a path is when it is there but not a regular file ("a folder", "a named pipe (FIFO)", "a
+// device", "a socket"): reading one could block forever or never end. "" for a regular file or
+// nothing at all.
+std::string special_file(const std::string& path);
+
+// A whole file as bytes ("" when it cannot be read; DataError when it is a special_file); writes text
+// to a temporary name and renames it.
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 

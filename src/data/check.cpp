@@ -13,7 +13,16 @@
 namespace rnntrain {
 
 void check_counts(const Dataset& d) {
-  if (d.x.rank() == 0) return;  // no inputs, or a 0-d array: check_dataset says what is wrong
+  // A 0-d array (a scalar) has no samples to count or slice: refused by name.
+  auto scalar = [&](const Tensor& t, const char* what, const std::string& name) {
+    if (!t.empty() && t.rank() == 0)
+      throw DataError(fmt::format("{}: {} ({}) is a single number (a 0-d array), not one row per sample. Give an "
+                                  "array whose first axis is the samples.", d.source, what, name));
+  };
+  scalar(d.x, "inputs", d.x_name);
+  scalar(d.y, "targets", d.y_name);
+  scalar(d.w, "sample weights", d.w_name);
+  if (d.x.rank() == 0) return;  // no inputs: check_dataset says what is wrong
   const int64_t N = d.x.dim(0);
   if (!d.y.empty() && d.y.rank() > 0 && d.y.dim(0) != N)
     throw DataError(fmt::format("{}: targets ({}) have {} samples but inputs ({}) have {}. Both must have one row "

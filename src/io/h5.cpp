@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "io/h5_detail.h"
 
@@ -122,6 +123,7 @@ static int write_whole(const std::string& path, const std::vector<char>& bytes) 
 
 bool is_hdf5(const std::string& path) {
   static const char sig[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  if (!special_file(path).empty()) return false;
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   in.seekg(0, std::ios::end);
@@ -171,6 +173,8 @@ File File::open(const std::string& path, bool writable) {
                                 "config file's folder).", path));
   if (fs::is_directory(path, ec))
     throw DataError(fmt::format("{}: is a folder, not an HDF5 file. Give the path of a .h5 file.", path));
+  if (const std::string kind = special_file(path); !kind.empty())  // a FIFO would block the open forever
+    throw DataError(fmt::format("{}: is {}, not an HDF5 file. Give the path of a .h5 file.", path, kind));
   if (!std::ifstream(path, std::ios::binary))
     throw DataError(fmt::format("{}: cannot be read (permissions?). Check that the file is readable.", path));
   if (!is_hdf5(path))

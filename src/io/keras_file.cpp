@@ -41,6 +41,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 bool is_zip(const std::string& path) {
+  if (!special_file(path).empty()) return false;
   std::ifstream in(path, std::ios::binary);
   char sig[4] = {};
   // A local file header, or the end record of an empty archive.
@@ -299,6 +300,9 @@ void load_keras_weights(const std::string& path, const ModelSpec& model, Params&
     });
     return;
   }
+  if (const std::string kind = special_file(path); !kind.empty() && kind != "a folder")
+    throw DataError(fmt::format("{}: is {}, not a weights file; pass a checkpoint, a Keras .h5, .weights.h5 or "
+                                ".keras file", path, kind));
   if (!fs::is_directory(path, ec) && !h5::is_hdf5(path))
     throw DataError(fmt::format("{}: neither an HDF5 file nor a .keras archive; pass a checkpoint, a Keras .h5, "
                                 ".weights.h5 or .keras file", path));

@@ -263,7 +263,8 @@ std::string metric_settings_from(const json& c, MetricSpec& m, const std::string
   const auto has = [&](const char* key) { return c.contains(key) && !c[key].is_null(); };
   if (c.contains("name") && c["name"].is_string()) {
     const std::string name = c["name"].get<std::string>();
-    if (!name.empty() && name.size() <= 64 && name != "loss" && !name.starts_with("val_") &&
+    if (!name.empty() && name.size() <= 64 && name != "loss" && name != "epoch" && name != "learning_rate" &&
+        !name.starts_with("val_") &&
         std::all_of(name.begin(), name.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
       m.name = name;
   }

@@ -6,9 +6,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <set>
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/files.h"
 
 #if RNNTRAIN_HAVE_LIBZIP
 #include <zip.h>
@@ -51,12 +53,51 @@ ZipReader::ZipReader(const std::string& path) : impl_(std::make_unique<Impl>()),
   if (!std::filesystem::exists(path, ec))
     throw DataError(fmt::format("{}: no such file. Check the path (relative paths in a config are relative to the "
                                 "config file's folder).", path));
+  if (const std::string kind = special_file(path); !kind.empty())  // a FIFO would block the open forever
+    throw DataError(fmt::format("{}: is {}, not a zip archive; {}.", path, kind, writer_of(path)));
   int err = 0;
   impl_->z = zip_open(path.c_str(), ZIP_RDONLY, &err);
   if (!impl_->z) {
     std::string hint = err == ZIP_ER_NOZIP ? fmt::format("It is not a zip archive, or it is truncated: {}.", writer_of(path))
                                            : fmt::format("It is damaged or truncated: {}.", writer_of(path));
     throw DataError(fmt::format("{}: cannot open as a zip archive ({}). {}", path, zip_error_text(err), hint));
+  }
+  check_members();
+}
+
+// Every member, before any is read: a name given twice (which one a reader takes is up to it), a
+// name that is not a plain path inside the archive (absolute, or with a '..' part), and a member
+// compressed other than stored or deflated (what numpy and Keras write) or encrypted are refused by
+// name.
+void ZipReader::check_members() const {
+  const zip_int64_t n = zip_get_num_entries(impl_->z, 0);
+  std::set<std::string> seen;
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(impl_->z, static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME))
+      throw DataError(fmt::format("{}: member {} of the archive cannot be read ({}); {}.", path_, i,
+                                  zip_strerror(impl_->z), writer_of(path_)));
+    const std::string name = st.name;
+    const std::string shown = name.substr(0, 80);
+    if (!seen.insert(name).second)
+      throw DataError(fmt::format("{}: member '{}' is in the archive twice, so which one is meant is not defined; {}.",
+                                  path_, shown, writer_of(path_)));
+    bool unsafe = name.empty() || name[0] == '/' || name.find('\\') != std::string::npos;
+    for (size_t at = 0; !unsafe && at <= name.size();) {
+      const size_t end = std::min(name.find('/', at), name.size());
+      unsafe = name.compare(at, end - at, "..") == 0;
+      at = end + 1;
+    }
+    if (unsafe)
+      throw DataError(fmt::format("{}: member '{}' is not a plain name inside the archive (absolute, or with a '..' "
+                                  "part); {}.", path_, shown, writer_of(path_)));
+    if ((st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
+      throw DataError(fmt::format("{}: member '{}' is compressed with zip method {}; rnntrain reads members stored or "
+                                  "deflated, as Keras and numpy write them; {}.", path_, shown, st.comp_method,
+                                  writer_of(path_)));
+    if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) && st.encryption_method != ZIP_EM_NONE)
+      throw DataError(fmt::format("{}: member '{}' is encrypted; {}.", path_, shown, writer_of(path_)));
   }
 }
 

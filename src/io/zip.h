@@ -29,6 +29,7 @@ class ZipReader {
   std::string read(const std::string& member) const;
 
  private:
+  void check_members() const;  // DataError for a duplicate, unsafe or oddly compressed member
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string path_;

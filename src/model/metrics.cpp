@@ -27,6 +27,8 @@ class MeanMetric : public Metric {
   void add(const double* sums, double count) override { total_ += sums[0], count_ += count; }
   std::vector<double> state() const override { return {total_, count_}; }
   void merge(const double* state) override { total_ += state[0], count_ += state[1]; }
+  // Every mean metric here averages values >= 0 (hits, errors, crossentropies).
+  bool state_ok(const double* state) const override { return state[0] >= 0.0 && state[1] >= 0.0; }
 
  protected:
   double total_ = 0.0, count_ = 0.0;
@@ -210,6 +212,11 @@ class R2Score : public Metric {
     for (size_t i = 0; i < sums_.size(); ++i) sums_[i] += state[i];
   }
   std::vector<double> state() const override { return sums_; }
+  bool state_ok(const double* state) const override {  // sums of t^2 and of residuals^2, and the count
+    for (int64_t i = units_; i < 3 * units_ + 1; ++i)
+      if (state[i] < 0.0) return false;
+    return true;
+  }
   void reset() override { std::fill(sums_.begin(), sums_.end(), 0.0); }
   double result() const override {
     const double* s = sums_.data();
@@ -296,6 +303,9 @@ class Confusion : public Metric {
     for (size_t i = 0; i < hist_.size(); ++i) hist_[i] += state[i];
   }
   std::vector<double> state() const override { return hist_; }
+  bool state_ok(const double* state) const override {  // counts
+    return std::all_of(state, state + hist_.size(), [](double v) { return v >= 0.0; });
+  }
   void reset() override { std::fill(hist_.begin(), hist_.end(), 0.0); }
 
   double result() const override {

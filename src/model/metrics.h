@@ -49,6 +49,9 @@ class Metric {
   // the metric exactly; merge() of another's adds them up (data-parallel ranks).
   virtual std::vector<double> state() const = 0;
   virtual void merge(const double* state) = 0;
+  // Whether state_size() finite values can be this metric's state: its counts and sums of squares
+  // are not negative (a resume state read from a file is checked so).
+  virtual bool state_ok(const double* state) const = 0;
   size_t state_size() const { return state().size(); }
   const std::string& name() const { return name_; }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "spec/sections.h"
 #include "spec/shapes.h"
 
@@ -100,6 +101,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError(fmt::format("{}: is a directory; give the config file (a .yaml) instead", path));
+  if (const std::string kind = special_file(path); !kind.empty())  // a FIFO would block the open forever
+    throw ConfigError(fmt::format("{}: is {}, not a config file; save the config to a file and give its path", path,
+                                  kind));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("{}: cannot open the config file: {}", path, std::strerror(errno)));
   // Read at most a little more than the size limit that load_yaml enforces (no endless /dev/zero).

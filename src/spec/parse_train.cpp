@@ -165,8 +165,9 @@ std::vector<MetricSpec> read_metrics(const Value& v) {
     for (const MetricSpec& o : out)
       if (o.name == m.name)
         item.fail(fmt::format("a metric named '{}' is listed twice; give one another `name`", m.name));
-    if (m.name == "loss" || m.name.starts_with("val_"))
-      item.fail(fmt::format("'{}' cannot name a metric: loss and val_* are the history's own columns", m.name));
+    if (m.name == "loss" || m.name == "epoch" || m.name == "learning_rate" || m.name.starts_with("val_"))
+      item.fail(fmt::format("'{}' cannot name a metric: epoch, loss, learning_rate and val_* are the history's own "
+                            "columns; give it another `name`", m.name));
     out.push_back(m);
   }
   return out;

@@ -210,6 +210,11 @@ std::string cache_key(const Config& cfg, int64_t T) {
 nlohmann::json read_cache(const std::string& path, bool& usable) {
   usable = true;
   if (path.empty() || !fs::exists(path)) return nlohmann::json::object();
+  if (const std::string kind = special_file(path); !kind.empty()) {
+    log_warn("{}: is {}, not an autotune cache; ignoring it and leaving it untouched", path, kind);
+    usable = false;
+    return nlohmann::json::object();
+  }
   std::ifstream in(path);
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {

@@ -93,6 +93,24 @@ static size_t metric_state_size(const std::vector<Metric*>& ms) {
   return n;
 }
 
+// Why a resume state's running sums (metric_state()'s layout) cannot be the `steps` steps of `samples`
+// samples (0: not recorded, then at most steps x batch_size) they claim to be; "" when they can.
+static std::string partial_problem(const std::vector<Metric*>& ms, const std::vector<double>& t, int64_t steps,
+                                   int64_t samples, int64_t batch_size) {
+  for (size_t i = 0; i < t.size(); ++i)
+    if (!std::isfinite(t[i])) return fmt::format("its running sum {} is {}", i, t[i]);
+  if (t[0] < 0.0 || t[1] < 0.0) return fmt::format("its loss sum {} over {} samples is negative", t[0], t[1]);
+  if (samples > 0 ? t[1] != static_cast<double>(samples) : t[1] > static_cast<double>(steps * batch_size))
+    return fmt::format("its loss counts {} samples for {} steps of {}", t[1], steps,
+                       samples > 0 ? fmt::format("{} samples", samples) : fmt::format("at most {}", batch_size));
+  size_t at = 2;
+  for (const Metric* m : ms) {
+    if (!m->state_ok(t.data() + at)) return fmt::format("metric {}'s running sums are negative", m->name());
+    at += m->state_size();
+  }
+  return "";
+}
+
 // Adds metric_state()'s metric part to the metrics.
 static void merge_metric_state(const std::vector<Metric*>& ms, const std::vector<double>& t) {
   size_t at = 2;
@@ -394,6 +412,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
                                   st.iterations));
     check_resumed_data(st, data.train, data_hash, run_dir);
     if (st.step > 0 && st.drawn.batch_size == 0) st.drawn = drawn_by(st.config_yaml, last_path, cfg.train);
+    if (st.step > 0)
+      if (const std::string why = partial_problem(raw(make_metrics(cfg)), st.partial, st.step, st.drawn.samples,
+                                                  st.drawn.batch_size);
+          !why.empty())
+        throw DataError(fmt::format("{}: the state of the epoch it stopped in is damaged ({}); resume from an "
+                                    "earlier checkpoint, or start a new run from its weights with --weights",
+                                    last_path, why));
     if (st.keras) {  // Keras' files count optimizer steps, not epochs: go on as fit(initial_epoch=...) would
       st.epoch = st.iterations / steps;
       log_info("{}: no epoch count (a file Keras wrote), optimizer step {}: {} epochs of {} steps done", last_path,

@@ -134,6 +134,10 @@ def config_cases(c):
         return "model:\n  layers:\n" + "".join("    - " + l + "\n" for l in layers)
 
     inp, lstm, dense = "{type: Input, shape: [5, 2]}", "{type: LSTM, units: 3}", "{type: Dense, units: 1}"
+    # metric names that are the history's own columns
+    for name in ["epoch", "learning_rate", "loss", "val_mae"]:
+        bad("metric_named_" + name, model([inp, lstm, dense]) + f"train: {{metrics: [{{type: auc, name: {name}}}]}}\n",
+            [name, "history's own columns"])
     # YAML syntax
     bad("unclosed_flow", "model:\n  layers: [{type: Input, shape: [5, 2]}\n", ["YAML"])
     bad("bad_indent", "model:\n  layers:\n    - {type: Input, shape: [5, 2]}\n   - {type: LSTM, units: 3}\n", [":"])
@@ -294,6 +298,16 @@ def data_cases(c):
         f = cfg(c, "cfg_" + name + ".yaml", BASE_MODEL + f"data:\n  train: {{path: {z}, lengths: len}}\n" + BASE_TRAIN
                 + f"output: {{dir: runs/{name}}}\n")
         c.case("npz_" + name, ["train", f], 1, [z, "len"])
+    # sample weights of the wrong rank (a scalar crashed train, eval and predict)
+    for name, w in [("scalar", np.float32(2.0)), ("rank3", np.ones((16, 5, 2), "<f4")), ("count", np.ones(3, "<f4"))]:
+        with h5py.File(c.path("h_sw_" + name + ".h5"), "w") as h:
+            h.create_dataset("x", data=c.rng.standard_normal((16, 5, 2)).astype("<f4"))
+            h.create_dataset("y", data=np.zeros((16, 1), "<f4"))
+            h.create_dataset("sw", data=w)
+        f = cfg(c, "cfg_sw_" + name + ".yaml", BASE_MODEL + f"data:\n  train: {{path: h_sw_{name}.h5, sample_weight: sw}}\n"
+                + BASE_TRAIN + f"output: {{dir: runs/sw_{name}}}\n")
+        c.case("h5_sample_weight_" + name, ["train", f], 1, ["h_sw_" + name + ".h5", "sw"])
+        c.case("h5_sample_weight_" + name + "_eval", ["eval", f, "--weights", "good.h5"], 1, ["h_sw_" + name + ".h5", "sw"])
     # npy format with separate files
     c.write("n_y3.npy", npy(np.zeros((3, 1), "<f4")))
     f = cfg(c, "cfg_npy_counts.yaml", BASE_MODEL + "data:\n  train: {format: npy, inputs: good_x.npy, targets: n_y3.npy}\n"
@@ -450,6 +464,19 @@ def weights_cases(c):
                                        h["rnntrain"].create_dataset("history", shape=(0,), dtype=h5py.string_dtype())), ["history"])
     resume("epoch_missing", lambda h: h["rnntrain"].attrs.__delitem__("epoch"), ["epoch"])
     resume("schedule_string", lambda h: h["rnntrain"].attrs.__setitem__("schedule", "abc"), ["schedule"])
+    def stopped(partial, samples=16):  # last.h5 as if stopped after 2 steps of 8 inside epoch 2
+        def edit(h):
+            a = h["rnntrain"].attrs
+            a["step"] = np.int64(2)
+            a["epoch_rng"] = a["rng"]
+            a["partial"] = np.array(partial, "<f8")
+            a["epoch_plan"] = np.array([8, 1, 0, 32, samples], "<u8")
+        return edit
+    resume("partial_nan", stopped([np.nan, 16]), ["damaged", "nan"])
+    resume("partial_negative", stopped([-3.0, 16]), ["damaged", "negative"])
+    resume("partial_count", stopped([1.0, 40]), ["damaged", "40 samples"])
+    resume("epoch_plan_short", lambda h: (stopped([1.0, 16])(h), h["rnntrain"].attrs.__setitem__("epoch_plan", np.arange(3, dtype="<u8"))),
+           ["epoch_plan"])
     c.case("resume_missing_dir", ["train", "--resume", "runs/no_such_run"], 2, ["runs/no_such_run"])
     os.makedirs(c.path("runs/resume_empty"), exist_ok=True)
     c.case("resume_no_last", ["train", "--resume", "runs/resume_empty"], 2, ["runs/resume_empty"])
@@ -473,6 +500,21 @@ def keras_cases(c):
         return dict(members, **{"config.json": json.dumps(cfgobj)})
 
     keras("not_zip", None, ["zip"], raw=b"hello, not a zip\n" * 10)
+    def raw_zip(entries):  # (name, bytes, compression), duplicates allowed
+        b = io.BytesIO()
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with zipfile.ZipFile(b, "w") as z:
+                for n, data, comp in entries:
+                    z.writestr(n, data, compress_type=comp)
+        return b.getvalue()
+    plain = [(n, b, zipfile.ZIP_STORED) for n, b in members.items()]
+    keras("duplicate_member", None, ["config.json", "twice"], raw=raw_zip(plain + [("config.json", b"{}", zipfile.ZIP_STORED)]))
+    keras("bzip2_member", None, ["config.json", "method 12"],
+          raw=raw_zip([(n, b, zipfile.ZIP_BZIP2 if n == "config.json" else zipfile.ZIP_STORED) for n, b in members.items()]))
+    keras("dotdot_member", None, ["../x.json", "plain name"], raw=raw_zip(plain + [("../x.json", b"{}", zipfile.ZIP_STORED)]))
+    keras("absolute_member", None, ["/etc/x", "plain name"], raw=raw_zip(plain + [("/etc/x", b"{}", zipfile.ZIP_STORED)]))
     keras("truncated", None, ["keras"], raw=kz[: len(kz) // 2], absent=["npz"])
     keras("truncated_end", None, ["keras"], raw=kz[:-30], absent=["npz"])
     keras("no_config", {k: v for k, v in members.items() if k != "config.json"}, ["config.json"])
@@ -573,6 +615,17 @@ def cli_cases(c):
     cli("weights_flag_no_value", ["eval", "base.yaml", "--weights"], 2, ["--weights"])
     cli("resume_and_weights", ["train", "--resume", "runs/base", "--weights", "good.h5"], 2, ["--weights"])
     cli("plan_two_configs", ["plan", "base.yaml", "base.yaml"], 2, ["base.yaml"])
+    # Named pipes where files are read: each would block the open forever.
+    for f in ["fifo.yaml", "fifo.h5", "fifo.keras", "runs/fifo_run/last.h5", "runs/fifo_plot/history.json"]:
+        os.makedirs(os.path.dirname(c.path(f)) or c.root, exist_ok=True)
+        if not os.path.exists(c.path(f)):
+            os.mkfifo(c.path(f))
+    shutil.copy(c.path("runs/base/config.yaml"), c.path("runs/fifo_run/config.yaml"))
+    cli("fifo_config", ["train", "fifo.yaml"], 2, ["fifo.yaml", "named pipe"])
+    cli("fifo_weights", ["eval", "base.yaml", "--weights", "fifo.h5"], 1, ["fifo.h5", "named pipe"])
+    cli("fifo_import", ["import", "fifo.keras", "-o", "keep.yaml"], 1, ["fifo.keras"])
+    cli("fifo_last", ["train", "--resume", "runs/fifo_run"], 1, ["last.h5", "named pipe"])
+    cli("fifo_history", ["plot", "runs/fifo_plot"], 1, ["history.json", "named pipe"])
 
 
 def make(binary, root):
