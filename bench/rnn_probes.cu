@@ -214,8 +214,8 @@ constexpr int kM = 64, kK = 1024, kN = 32;
 
 // wgmma's shared-memory operands without swizzling, K-major: 8 x 8 "core matrices" (8 rows of 16
 // bytes, 128 contiguous bytes), laid out core(row group r, k chunk c) at (r * (K / 8) + c) * 128.
-__host__ __device__ int core_offset(int row, int k) {  // in elements
-  return ((row / 8) * (kK / 8) + k / 8) * 64 + (row % 8) * 8 + k % 8;
+__host__ __device__ int core_offset(int row, int k, int K = kK) {  // in elements
+  return ((row / 8) * (K / 8) + k / 8) * 64 + (row % 8) * 8 + k % 8;
 }
 __device__ uint64_t wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return (static_cast<uint64_t>((addr & 0x3FFFF) >> 4)) | (static_cast<uint64_t>(lbo >> 4) << 16) |
@@ -338,6 +338,91 @@ __global__ void __launch_bounds__(128 * SHARES) matmul_mma(int steps, const __nv
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < kM * kN; i += blockDim.x) c[i] = part[i];
 }
+
+// ---- (e) a K-split pair: half of a layer step's product each, partial sums through DSMEM, the cell --
+
+// A cluster of 2 CTAs owns 32 LSTM units (128 gate columns: unit u's gates i, f, g, o at columns
+// 4u .. 4u + 3) of a layer with K = 1024 ([h below | own h]). CTA r keeps the weight rows of its K
+// half ([128 x 512], 128 KiB) and that half of the operand ([64 x 512], 64 KiB) in shared memory,
+// runs 32 wgmma.m64n128k16, then sends the sums of the other CTA's 16 units (64 columns, 16 KiB) into
+// its shared memory and adds the ones it receives, and runs the cell on its own 16 units (c in
+// shared memory), writing h (bf16) to global memory, where the next step's exchange would take it.
+constexpr int kPairK = 512, kPairN = 128;
+#define D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+__global__ void __launch_bounds__(128) pair_step(int steps, const __nv_bfloat16* a, const __nv_bfloat16* w,
+                                                 __nv_bfloat16* h_out, float* c_out) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  __nv_bfloat16* A = reinterpret_cast<__nv_bfloat16*>(sm);           // [64 x 512] core layout, 64 KiB
+  __nv_bfloat16* B = A + kM * kPairK;                                 // [128 x 512] core layout, 128 KiB
+  float* recv = reinterpret_cast<float*>(B + kPairN * kPairK);        // [64 x 64]: the peer's sums of my units
+  float* cell = recv + kM * 64;                                       // [64 x 16]: c of my 16 units
+  for (int i = threadIdx.x; i < kM * kPairK; i += blockDim.x)
+    A[core_offset(i / kPairK, i % kPairK, kPairK)] = a[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  for (int i = threadIdx.x; i < kPairN * kPairK; i += blockDim.x)
+    B[core_offset(i / kPairK, i % kPairK, kPairK)] = w[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) cell[i] = 0.0f;
+  fence_async_shared();
+  cluster.sync();
+  float* peer_recv = cluster.map_shared_rank(recv, rank ^ 1);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t lbo = 128, sbo = kPairK / 8 * 128;
+  float d[64];
+  for (int t = 0; t < steps; ++t) {
+    for (float& v : d) v = 0.0f;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < kPairK / 16; ++k) {
+      const uint64_t da = wgmma_desc(smem(A) + k * 256, lbo, sbo), db = wgmma_desc(smem(B) + k * 256, lbo, sbo);
+      asm volatile(
+          "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+          "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
+          "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
+          : D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56)
+          : "l"(da), "l"(db));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    // Columns 64r .. 64r + 63 are my units' gates; the other half goes to the peer.
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = 16 * warp + lane / 4 + 8 * hh, col = 8 * j + 2 * (lane % 4);
+        if (col / 64 != rank) {
+          peer_recv[row * 64 + col % 64] = d[4 * j + 2 * hh];
+          peer_recv[row * 64 + col % 64 + 1] = d[4 * j + 2 * hh + 1];
+        }
+      }
+    cluster.sync();  // the peer's sums of my units are here
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = 16 * warp + lane / 4 + 8 * hh, col = 8 * j + 2 * (lane % 4);
+        if (col / 64 == rank) {
+          recv[row * 64 + col % 64] += d[4 * j + 2 * hh];
+          recv[row * 64 + col % 64 + 1] += d[4 * j + 2 * hh + 1];
+        }
+      }
+    __syncthreads();
+    for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) {  // the cell of (row, unit)
+      const int row = i / 16, u = i % 16;
+      const float* g = recv + row * 64 + 4 * u;
+      const float ig = 1.0f / (1.0f + __expf(-g[0])), fg = 1.0f / (1.0f + __expf(-g[1]));
+      const float gg = tanhf(g[2]), og = 1.0f / (1.0f + __expf(-g[3]));
+      const float c = fg * cell[i] + ig * gg;
+      cell[i] = c;
+      h_out[row * 32 + rank * 16 + u] = __float2bfloat16(og * tanhf(c));
+    }
+    cluster.sync();  // recv is free again: both CTAs read it
+  }
+  for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) c_out[(i / 16) * 32 + rank * 16 + i % 16] = cell[i];
+}
+#undef D8
 
 // ---- host -----------------------------------------------------------------------------------------
 
@@ -511,6 +596,54 @@ int main(int argc, char** argv) {
       });
       const double us = ms * 1e3 / steps;
       std::printf("%-44s %6d %10.2f %12.3f %10.2e\n", m.name, ctas, us, flop / (us * 1e-6) / 1e12, error());
+    }
+  }
+
+  // (e) the pair, checked against the host: steps of the same product into the cell (the probe keeps
+  // its operand fixed, so the host reference runs the cell on the one product `steps` times).
+  {
+    std::vector<__nv_bfloat16> pw(kPairN * kK);
+    for (auto& v : pw) v = __float2bfloat16(rnd() * 0.1f);
+    std::vector<double> gates(kM * kPairN, 0.0);
+    for (int i = 0; i < kM; ++i)
+      for (int j = 0; j < kPairN; ++j)
+        for (int k = 0; k < kK; ++k)
+          gates[i * kPairN + j] += static_cast<double>(__bfloat162float(ha[i * kK + k])) * __bfloat162float(pw[j * kK + k]);
+    __nv_bfloat16 *dpw, *dh;
+    float* dcell;
+    CHECK(cudaMalloc(&dpw, pw.size() * 2));
+    CHECK(cudaMalloc(&dh, kM * 32 * 2 * static_cast<size_t>(prop.multiProcessorCount)));
+    CHECK(cudaMalloc(&dcell, kM * 32 * 4));
+    CHECK(cudaMemcpy(dpw, pw.data(), pw.size() * 2, cudaMemcpyHostToDevice));
+    const size_t shared = (kM + kPairN) * kPairK * 2 + kM * 64 * 4 + kM * 16 * 4;
+    CHECK(cudaFuncSetAttribute(pair_step, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    std::printf("\n%-44s %6s %10s %10s\n", "K-split pair: 32 LSTM units of a K=1024 layer", "pairs", "us/step", "rel. error");
+    for (int steps_e : {steps}) {
+      for (int pairs : {1, prop.multiProcessorCount / 2}) {
+        int s = steps_e;
+        void* args[] = {&s, &da, &dpw, &dh, &dcell};
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(2 * pairs), cfg.blockDim = dim3(128), cfg.dynamicSmemBytes = shared;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = 2, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr, cfg.numAttrs = 1;
+        const double ms = timer.median_ms([&] { CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(pair_step), args)); });
+        // The host's cell over the same gates, `s` times; compare c.
+        std::vector<float> got(kM * 32);
+        CHECK(cudaMemcpy(got.data(), dcell, got.size() * 4, cudaMemcpyDeviceToHost));
+        double num = 0, den = 0;
+        for (int i = 0; i < kM; ++i)
+          for (int u = 0; u < 32; ++u) {
+            const double* g = &gates[i * kPairN + 4 * u];
+            auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+            double c = 0;
+            for (int t = 0; t < s; ++t) c = sig(g[1]) * c + sig(g[0]) * std::tanh(g[2]);
+            num += (got[i * 32 + u] - c) * (got[i * 32 + u] - c), den += c * c;
+          }
+        std::printf("%-44s %6d %10.2f %10.2e\n", "wgmma m64n128k16 x 32, DSMEM sums, cell", pairs, ms * 1e3 / s,
+                    std::sqrt(num / den));
+      }
     }
   }
   return 0;
