@@ -322,6 +322,7 @@ TEST(RunDirectory, AKilledOverwriteIsRolledBackByTheNextStart) {
     fs::create_directories(fs::path(run) / ".replaced" / fs::path(f).parent_path());
     fs::rename(fs::path(run) / f, fs::path(run) / ".replaced" / f);
   }
+  write_file(run + "/.replaced/.complete", "");
   write_file(run + "/config.yaml", "the new start's");
   write_file(run + "/train.log", "the new start's log");
   CmdResult r = run_rnntrain("train --resume " + run + " train.epochs=2", tmp);
@@ -331,6 +332,17 @@ TEST(RunDirectory, AKilledOverwriteIsRolledBackByTheNextStart) {
   EXPECT_FALSE(fs::exists(run + "/.replaced"));
   EXPECT_EQ(slurp(run + "/last.h5"), before.at("last.h5"));
   EXPECT_EQ(slurp(run + "/config.yaml"), before.at("config.yaml"));
+  // Killed while the earlier run was being set aside (last.h5 moved, best.h5 not yet, no .complete):
+  // every file there is the earlier run's, and all of them come back.
+  const auto again = snapshot(run);
+  fs::create_directories(fs::path(run) / ".replaced");
+  fs::rename(fs::path(run) / "last.h5", fs::path(run) / ".replaced" / "last.h5");
+  r = run_rnntrain("train --resume " + run + " train.epochs=2", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto now = snapshot(run);
+  for (const auto& [f, bytes] : again)
+    if (f != "train.log") EXPECT_TRUE(now.count(f) && now.at(f) == bytes) << f << ": the half-moved run is not whole again";
+  EXPECT_FALSE(fs::exists(run + "/.replaced"));
   std::filesystem::remove_all(tmp);
 }
 

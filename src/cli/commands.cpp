@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -58,12 +59,17 @@ std::string weights_to_use(const CommandArgs& a, const Config& cfg) {
   if (!first.empty() && fs::is_directory(first)) {
     const std::string best = (fs::path(first) / "best.h5").string();
     if (!fs::exists(best))
-      throw UsageError(fmt::format("{}: the run has no best.h5 (it never finished an epoch); pass --weights {}/last.h5 "
-                                   "or another checkpoint", first, first));
+      throw UsageError(fmt::format("{}: the run has no best.h5 (no epoch ended with its monitored value); pass "
+                                   "--weights with one of its other checkpoints ({}/final.h5, {}/last.h5)", first,
+                                   first, first));
     log_info("weights: {} (the run's best checkpoint; --weights picks another)", best);
     return best;
   }
-  if (cfg.model.init_from) return resolve_path(cfg, *cfg.model.init_from);
+  if (cfg.model.init_from) {
+    const std::string w = resolve_path(cfg, *cfg.model.init_from);
+    log_info("weights: {} (the config's model.init_from; --weights picks another)", w);
+    return w;
+  }
   throw UsageError(fmt::format("no weights to use: pass --weights CHECKPOINT, name them in the config "
                                "(model.init_from), or pass a run directory instead of {} (its best.h5 is used)",
                                cfg.path));
@@ -106,17 +112,26 @@ int cmd_train(const CommandArgs& a) {
 // Arrays (.npy, .npz, .h5) for a model trained on CSV data: taken in the data's units, as the CSV
 // file was, and scaled with the run's fitted scaling, inputs per feature column and targets per
 // target column (predict undoes the latter on its forecasts).
-static void scale_as_csv(Dataset& d, const DataMeta& meta, const std::string& what) {
+// Padded steps stay as they are: those past a sequence's length, and under a Masking layer right
+// after the Input the steps that are all its mask_value (csv_sequences pads with 0 after scaling).
+static void scale_as_csv(Dataset& d, const DataMeta& meta, const ModelSpec& model, const std::string& what) {
   const auto cols = static_cast<int64_t>(meta.shift.size());
   if (d.x.rank() < 2 || d.x.dim(-1) != cols)
     throw DataError(fmt::format("{}: the model was trained on CSV data of {} feature columns, scaled per column "
                                 "(data_meta.json), and these inputs have shape {}; give [samples, steps, {}] in the "
                                 "data's units, or pass --scaled for inputs scaled already",
                                 what, cols, shape_str(d.x.shape), cols));
-  for (int64_t i = 0; i < d.x.numel(); ++i) {
-    const size_t j = static_cast<size_t>(i % cols);
-    d.x[i] = static_cast<float>((d.x[i] - meta.shift[j]) / meta.scale[j]);
-  }
+  const LayerSpec* masking = model.layers.size() > 1 && model.layers[1].kind == LayerKind::Masking ? &model.layers[1]
+                                                                                                   : nullptr;
+  const int64_t N = d.x.dim(0), T = d.x.rank() > 2 ? d.x.dim(1) : 1;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t t = 0; t < T; ++t) {
+      float* step = d.x.ptr() + (n * T + t) * cols;
+      if (!d.lengths.empty() && t >= d.lengths[static_cast<size_t>(n)]) continue;
+      if (masking && std::all_of(step, step + cols, [&](float v) { return v == static_cast<float>(masking->mask_value); }))
+        continue;
+      for (int64_t j = 0; j < cols; ++j) step[j] = static_cast<float>((step[j] - meta.shift[j]) / meta.scale[j]);
+    }
   const auto tc = static_cast<int64_t>(meta.target_shift.size());
   if (!d.y.empty() && tc > 0) {
     if (d.y.dim(-1) % tc != 0)
@@ -175,7 +190,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
                                  "pass --meta RUN_DIR/data_meta.json", csv ? "csv" : "text",
                                  csv ? "scaling" : "vocabulary", meta_dir.empty() ? "." : meta_dir));
   Dataset d = load_data(cfg, src, meta);
-  if (!csv && !meta.shift.empty() && !a.scaled) scale_as_csv(d, meta, a.data.empty() ? src.path : a.data);
+  if (!csv && !meta.shift.empty() && !a.scaled && !a.data.empty()) scale_as_csv(d, meta, cfg.model, a.data);
   if (tmpl == &*cfg.data.train && !cfg.data.test && !cfg.data.validation && a.data.empty() && cfg.data.validation_split > 0) {
     log_info("evaluating the validation split of data.train (its last {} of rows)", cfg.data.validation_split);
     d = d.slice(training_rows(cfg, d.size()), d.size());

@@ -40,7 +40,12 @@ static std::string export_scaling(const CommandArgs& a, const Config& cfg) {
     return "";
   }
   const DataMeta meta = read_meta_file(meta_path);
-  if (meta.shift.empty()) return "";
+  auto identity = [](const std::vector<double>& shift, const std::vector<double>& scale) {
+    for (size_t i = 0; i < shift.size(); ++i)
+      if (shift[i] != 0.0 || scale[i] != 1.0) return false;
+    return true;
+  };
+  if (identity(meta.shift, meta.scale) && identity(meta.target_shift, meta.target_scale)) return "";  // none
   auto columns = [](const std::vector<std::string>& names, const std::vector<double>& shift,
                     const std::vector<double>& scale, const std::vector<std::string>& fallback) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();

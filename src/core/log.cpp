@@ -59,10 +59,11 @@ LogFile::LogFile() {
 void LogFile::open(const std::string& path) {
   std::vector<std::string> held;
   auto& sinks = logger().sinks();
-  if (sinks.size() > 1) {  // the memory of LogFile(): its lines go first
-    if (auto* ring = dynamic_cast<spdlog::sinks::ringbuffer_sink_mt*>(sinks.back().get())) held = ring->last_formatted();
-    sinks.pop_back();
-  }
+  if (sinks.size() > 1)  // the memory of LogFile(): its lines go first
+    if (auto* ring = dynamic_cast<spdlog::sinks::ringbuffer_sink_mt*>(sinks.back().get())) {
+      held = ring->last_formatted();
+      sinks.pop_back();
+    }
   try {
     if (!held.empty()) {
       std::ofstream out(path, std::ios::app);

@@ -130,18 +130,32 @@ bool claim_run_dir(const std::string& run_dir, bool overwrite) {
   return true;
 }
 
+// RUN/.replaced holds the earlier run once `kComplete` is in it: until then (a kill while it was being
+// set aside) its files and those still in RUN are all the earlier run's. commit() renames it to
+// `kDiscard` before removing it, so that a kill during the removal leaves nothing to put back.
+constexpr const char* kComplete = ".complete";
+constexpr const char* kDiscard = ".replaced.discard";
+
+void move_back(const fs::path& aside, const fs::path& dir) {
+  for (const fs::path& f : written_by_a_run(aside)) move(aside / f, dir / f);
+  std::error_code ec;
+  fs::remove_all(aside, ec);
+}
+
 void recover_replaced_run(const std::string& run_dir) {
   const fs::path dir(run_dir), aside = dir / kAside;
-  if (!fs::is_directory(aside)) return;
   std::error_code ec;
-  if (has_checkpoint(dir)) {  // the replacement had written its first checkpoint: it only was not tidied up
+  fs::remove_all(dir / kDiscard, ec);
+  if (!fs::is_directory(aside)) return;
+  if (!fs::exists(aside / kComplete)) {  // stopped while the earlier run was set aside, or put back
+    move_back(aside, dir);
+  } else if (has_checkpoint(dir)) {  // the replacement had its first checkpoint: it only was not tidied up
     fs::remove_all(aside, ec);
     return;
+  } else {  // stopped before the new run's first checkpoint: the new start's files go
+    for (const fs::path& f : written_by_a_run(dir)) fs::remove(dir / f, ec);
+    move_back(aside, dir);
   }
-  // An --overwrite stopped (killed) before the new run's first checkpoint: the earlier run comes back.
-  for (const fs::path& f : written_by_a_run(dir)) fs::remove(dir / f, ec);
-  for (const fs::path& f : written_by_a_run(aside)) move(aside / f, dir / f);
-  fs::remove_all(aside, ec);
   log_warn("{}: an --overwrite was stopped before the new run's first checkpoint; the earlier run it was replacing "
            "is back in place", run_dir);
 }
@@ -150,19 +164,29 @@ ReplacedRun::ReplacedRun(std::string run_dir) : dir_(std::move(run_dir)) {
   const fs::path dir(dir_), aside = dir / kAside;
   for (const char* d : {"tensorboard", "tensorboard/train", "tensorboard/validation"})
     if (fs::is_directory(dir / d)) folders_.push_back(d);
-  for (const fs::path& f : written_by_a_run(dir)) {
-    move(dir / f, aside / f);
-    moved_.push_back(f);
+  try {
+    for (const fs::path& f : written_by_a_run(dir)) {
+      move(dir / f, aside / f);
+      moved_.push_back(f);
+    }
+    write_text((aside / kComplete).string(), "the earlier run of this folder, set aside by rnntrain train --overwrite\n");
+  } catch (...) {  // a full disk, say: what was moved goes back, and the start fails
+    for (const fs::path& f : moved_) move(aside / f, dir / f);
+    std::error_code ec;
+    fs::remove_all(aside, ec);
+    throw;
   }
   log_warn("--overwrite: the earlier run in {} is set aside in {} and removed once this run writes its first "
-           "checkpoint (a start that fails before puts it back)", dir_, (aside).string());
+           "checkpoint (a start that fails before puts it back)", dir_, aside.string());
 }
 
 void ReplacedRun::commit() {
   if (committed_) return;
   committed_ = true;
+  const fs::path dir(dir_);
   std::error_code ec;
-  fs::remove_all(fs::path(dir_) / kAside, ec);
+  fs::rename(dir / kAside, dir / kDiscard, ec);
+  if (!ec) fs::remove_all(dir / kDiscard, ec);
   if (ec) log_warn("--overwrite: cannot remove the earlier run set aside in {}/{}: {}", dir_, kAside, ec.message());
   else log_info("--overwrite: removed the earlier run of {} (the new one has its first checkpoint)", dir_);
 }
@@ -174,13 +198,14 @@ ReplacedRun::~ReplacedRun() {
     std::error_code ec;
     for (const fs::path& f : written_by_a_run(dir)) fs::remove(dir / f, ec);
     remove_stale_temporaries(dir_);
-    for (const fs::path& f : moved_) move(aside / f, dir / f);
-    fs::remove_all(aside, ec);
+    fs::remove(aside / kComplete, ec);  // from here a kill leaves files that are all the earlier run's
+    move_back(aside, dir);
     for (const char* d : {"tensorboard/train", "tensorboard/validation", "tensorboard"})  // the new run's, if empty
       if (std::find(folders_.begin(), folders_.end(), d) == folders_.end()) fs::remove(dir / d, ec);
     log_warn("--overwrite: this run stopped before its first checkpoint; the earlier run in {} is back as it was", dir_);
   } catch (const std::exception& e) {
-    log_error("--overwrite: could not put the earlier run back ({}); its files are in {}/{}", e.what(), dir_, kAside);
+    log_error("--overwrite: could not put the earlier run back ({}); its files are in {}/{}, and the next `rnntrain "
+              "train` of that folder puts them back", e.what(), dir_, kAside);
   }
 }
 

@@ -101,8 +101,8 @@ static std::string partial_problem(const std::vector<Metric*>& ms, const std::ve
     if (!std::isfinite(t[i])) return fmt::format("its running sum {} is {}", i, t[i]);
   if (t[0] < 0.0 || t[1] < 0.0) return fmt::format("its loss sum {} over {} samples is negative", t[0], t[1]);
   if (samples > 0 ? t[1] != static_cast<double>(samples) : t[1] > static_cast<double>(steps * batch_size))
-    return fmt::format("its loss counts {} samples for {} steps of {}", t[1], steps,
-                       samples > 0 ? fmt::format("{} samples", samples) : fmt::format("at most {}", batch_size));
+    return samples > 0 ? fmt::format("its loss counts {} samples where its {} steps trained {}", t[1], steps, samples)
+                       : fmt::format("its loss counts {} samples for {} steps of at most {}", t[1], steps, batch_size);
   size_t at = 2;
   for (const Metric* m : ms) {
     if (!m->state_ok(t.data() + at)) return fmt::format("metric {}'s running sums are negative", m->name());

@@ -10,7 +10,7 @@ struct LogCosh {
   static constexpr bool kRows = false;
   static RNNTRAIN_HD void element(double x, double t, const LossParams&, double& v, double& d) {
     const double e = x - t, z = -2.0 * e;
-    v = e + fmax(z, 0.0) + log1p(exp(-fabs(z))) - 0.6931471805599453;
+    v = fmax(e + fmax(z, 0.0) + log1p(exp(-fabs(z))) - 0.6931471805599453, 0.0);  // not -1e-16 near e = 0
     d = tanh(e);
   }
 };
