@@ -349,6 +349,8 @@ __global__ void __launch_bounds__(128 * SHARES) matmul_mma(int steps, const __nv
 // shared memory), writing h (bf16) to global memory, where the next step's exchange would take it.
 constexpr int kPairK = 512, kPairN = 128;
 #define D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// STAGES: 1 the products alone, 2 and the partial sums' exchange, 3 and the cell (the whole step).
+template <int STAGES>
 __global__ void __launch_bounds__(128) pair_step(int steps, const __nv_bfloat16* a, const __nv_bfloat16* w,
                                                  __nv_bfloat16* h_out, float* c_out) {
   extern __shared__ __align__(128) unsigned char sm[];
@@ -386,39 +388,43 @@ __global__ void __launch_bounds__(128) pair_step(int steps, const __nv_bfloat16*
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    // Columns 64r .. 64r + 63 are my units' gates; the other half goes to the peer.
+    if constexpr (STAGES == 1) {  // keep the products: one value a thread
+      if (threadIdx.x == 0) recv[0] = d[0] + d[63];
+    } else {
+      // Columns 64r .. 64r + 63 are my units' gates; the other half goes to the peer (8-byte stores).
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+      for (int j = 0; j < 16; ++j)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int row = 16 * warp + lane / 4 + 8 * hh, col = 8 * j + 2 * (lane % 4);
-        if (col / 64 != rank) {
-          peer_recv[row * 64 + col % 64] = d[4 * j + 2 * hh];
-          peer_recv[row * 64 + col % 64 + 1] = d[4 * j + 2 * hh + 1];
+        for (int hh = 0; hh < 2; ++hh) {
+          const int row = 16 * warp + lane / 4 + 8 * hh, col = 8 * j + 2 * (lane % 4);
+          if (col / 64 != rank)
+            *reinterpret_cast<float2*>(peer_recv + row * 64 + col % 64) =
+                make_float2(d[4 * j + 2 * hh], d[4 * j + 2 * hh + 1]);
         }
-      }
-    cluster.sync();  // the peer's sums of my units are here
+      cluster.sync();  // the peer's sums of my units are here
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+      for (int j = 0; j < 16; ++j)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int row = 16 * warp + lane / 4 + 8 * hh, col = 8 * j + 2 * (lane % 4);
-        if (col / 64 == rank) {
-          recv[row * 64 + col % 64] += d[4 * j + 2 * hh];
-          recv[row * 64 + col % 64 + 1] += d[4 * j + 2 * hh + 1];
+        for (int hh = 0; hh < 2; ++hh) {
+          const int row = 16 * warp + lane / 4 + 8 * hh, col = 8 * j + 2 * (lane % 4);
+          if (col / 64 == rank) {
+            recv[row * 64 + col % 64] += d[4 * j + 2 * hh];
+            recv[row * 64 + col % 64 + 1] += d[4 * j + 2 * hh + 1];
+          }
         }
-      }
-    __syncthreads();
-    for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) {  // the cell of (row, unit)
-      const int row = i / 16, u = i % 16;
-      const float* g = recv + row * 64 + 4 * u;
-      const float ig = 1.0f / (1.0f + __expf(-g[0])), fg = 1.0f / (1.0f + __expf(-g[1]));
-      const float gg = tanhf(g[2]), og = 1.0f / (1.0f + __expf(-g[3]));
-      const float c = fg * cell[i] + ig * gg;
-      cell[i] = c;
-      h_out[row * 32 + rank * 16 + u] = __float2bfloat16(og * tanhf(c));
+      __syncthreads();
+      if constexpr (STAGES == 3)
+        for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) {  // the cell of (row, unit)
+          const int row = i / 16, u = i % 16;
+          const float* g = recv + row * 64 + 4 * u;
+          const float ig = 1.0f / (1.0f + __expf(-g[0])), fg = 1.0f / (1.0f + __expf(-g[1]));
+          const float gg = tanhf(g[2]), og = 1.0f / (1.0f + __expf(-g[3]));
+          const float c = fg * cell[i] + ig * gg;
+          cell[i] = c;
+          h_out[row * 32 + rank * 16 + u] = __float2bfloat16(og * tanhf(c));
+        }
+      cluster.sync();  // recv is free again: both CTAs read it
     }
-    cluster.sync();  // recv is free again: both CTAs read it
   }
   for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) c_out[(i / 16) * 32 + rank * 16 + i % 16] = cell[i];
 }
@@ -616,11 +622,16 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&dcell, kM * 32 * 4));
     CHECK(cudaMemcpy(dpw, pw.data(), pw.size() * 2, cudaMemcpyHostToDevice));
     const size_t shared = (kM + kPairN) * kPairK * 2 + kM * 64 * 4 + kM * 16 * 4;
-    CHECK(cudaFuncSetAttribute(pair_step, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    const void* stages[] = {reinterpret_cast<const void*>(pair_step<1>), reinterpret_cast<const void*>(pair_step<2>),
+                            reinterpret_cast<const void*>(pair_step<3>)};
+    const char* stage_names[] = {"wgmma m64n128k16 x 32 alone", "+ partial sums through DSMEM",
+                                 "+ the cell (the whole step)"};
+    for (const void* k : stages)
+      CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     std::printf("\n%-44s %6s %10s %10s\n", "K-split pair: 32 LSTM units of a K=1024 layer", "pairs", "us/step", "rel. error");
-    for (int steps_e : {steps}) {
+    for (int stage = 0; stage < 3; ++stage) {
       for (int pairs : {1, prop.multiProcessorCount / 2}) {
-        int s = steps_e;
+        int s = steps;
         void* args[] = {&s, &da, &dpw, &dh, &dcell};
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(2 * pairs), cfg.blockDim = dim3(128), cfg.dynamicSmemBytes = shared;
@@ -628,7 +639,7 @@ int main(int argc, char** argv) {
         attr.id = cudaLaunchAttributeClusterDimension;
         attr.val.clusterDim.x = 2, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
         cfg.attrs = &attr, cfg.numAttrs = 1;
-        const double ms = timer.median_ms([&] { CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(pair_step), args)); });
+        const double ms = timer.median_ms([&] { CHECK(cudaLaunchKernelExC(&cfg, stages[stage], args)); });
         // The host's cell over the same gates, `s` times; compare c.
         std::vector<float> got(kM * 32);
         CHECK(cudaMemcpy(got.data(), dcell, got.size() * 4, cudaMemcpyDeviceToHost));
@@ -641,8 +652,10 @@ int main(int argc, char** argv) {
             for (int t = 0; t < s; ++t) c = sig(g[1]) * c + sig(g[0]) * std::tanh(g[2]);
             num += (got[i * 32 + u] - c) * (got[i * 32 + u] - c), den += c * c;
           }
-        std::printf("%-44s %6d %10.2f %10.2e\n", "wgmma m64n128k16 x 32, DSMEM sums, cell", pairs, ms * 1e3 / s,
-                    std::sqrt(num / den));
+        if (stage == 2)
+          std::printf("%-44s %6d %10.2f %10.2e\n", stage_names[stage], pairs, ms * 1e3 / s, std::sqrt(num / den));
+        else
+          std::printf("%-44s %6d %10.2f %10s\n", stage_names[stage], pairs, ms * 1e3 / s, "-");
       }
     }
   }
