@@ -428,6 +428,93 @@ __global__ void __launch_bounds__(128) pair_step(int steps, const __nv_bfloat16*
   }
   for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) c_out[(i / 16) * 32 + rank * 16 + i % 16] = cell[i];
 }
+
+// (e') the same step with the cell in registers: gate columns are arranged so that a thread's
+// accumulator fragment holds all four gates of its units (unit u = 4(j/2) + q of column pairs
+// 8j + 2q, +1 (i, f) and 8(j+1) + 2q, +1 (g, o), j even), so the sums never leave the registers but
+// for the other CTA's half: 32 contiguous floats a thread, stored as 8 float4 into the peer's
+// (double-buffered) shared memory; one cluster barrier a step; c stays in registers, tanh.approx.
+__device__ float tanh_fast(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// The step after the products for CTA R of the pair (compile-time R: the fragment's indices must be
+// constants, or it leaves the registers).
+template <int R>
+__device__ void pair_tail(float (&d)[64], float (&c)[4][2], float* peer, const float* recv, int t,
+                          __nv_bfloat16* h_out) {
+  constexpr int theirs = 32 * (R ^ 1), mine = 32 * R;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane % 4;
+  // The peer finishes the units of d[theirs .. + 31]: 8 float4 into its buffer of this step.
+  float4* to = reinterpret_cast<float4*>(peer + (t & 1) * 128 * 32 + threadIdx.x * 32);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    to[i] = make_float4(d[theirs + 4 * i], d[theirs + 4 * i + 1], d[theirs + 4 * i + 2], d[theirs + 4 * i + 3]);
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  const float4* from = reinterpret_cast<const float4*>(recv + (t & 1) * 128 * 32 + threadIdx.x * 32);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 v = from[i];
+    d[mine + 4 * i] += v.x, d[mine + 4 * i + 1] += v.y, d[mine + 4 * i + 2] += v.z, d[mine + 4 * i + 3] += v.w;
+  }
+#pragma unroll
+  for (int p = 0; p < 4; ++p)  // column pairs j = 8R + 2p, +1: unit 16R + 4p + q
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int at = mine + 8 * p + 2 * hh;  // i, f at j; g, o at j + 1
+      const float ig = 0.5f * tanh_fast(0.5f * d[at]) + 0.5f, fg = 0.5f * tanh_fast(0.5f * d[at + 1]) + 0.5f;
+      const float gg = tanh_fast(d[at + 4]), og = 0.5f * tanh_fast(0.5f * d[at + 5]) + 0.5f;
+      c[p][hh] = fg * c[p][hh] + ig * gg;
+      h_out[(16 * warp + lane / 4 + 8 * hh) * 32 + 16 * R + 4 * p + q] = __float2bfloat16(og * tanh_fast(c[p][hh]));
+    }
+}
+
+__global__ void __launch_bounds__(128) pair_step_regs(int steps, const __nv_bfloat16* a, const __nv_bfloat16* w,
+                                                      __nv_bfloat16* h_out, float* c_out) {
+  extern __shared__ __align__(128) unsigned char sm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  __nv_bfloat16* A = reinterpret_cast<__nv_bfloat16*>(sm);
+  __nv_bfloat16* B = A + kM * kPairK;
+  float* recv = reinterpret_cast<float*>(B + kPairN * kPairK);  // [2][128 threads x 32]
+  for (int i = threadIdx.x; i < kM * kPairK; i += blockDim.x)
+    A[core_offset(i / kPairK, i % kPairK, kPairK)] = a[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  for (int i = threadIdx.x; i < kPairN * kPairK; i += blockDim.x)
+    B[core_offset(i / kPairK, i % kPairK, kPairK)] = w[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  fence_async_shared();
+  cluster.sync();
+  float* peer = cluster.map_shared_rank(recv, rank ^ 1);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane % 4;
+  const uint32_t lbo = 128, sbo = kPairK / 8 * 128;
+  float d[64], c[4][2] = {};  // c of units 16r + 4p + q, rows 16 warp + lane / 4 (+ 8)
+  for (int t = 0; t < steps; ++t) {
+    for (float& v : d) v = 0.0f;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < kPairK / 16; ++k) {
+      const uint64_t da = wgmma_desc(smem(A) + k * 256, lbo, sbo), db = wgmma_desc(smem(B) + k * 256, lbo, sbo);
+      asm volatile(
+          "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+          "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
+          "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
+          : D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56)
+          : "l"(da), "l"(db));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (rank == 0) pair_tail<0>(d, c, peer, recv, t, h_out);
+    else pair_tail<1>(d, c, peer, recv, t, h_out);
+  }
+  cluster.sync();
+#pragma unroll
+  for (int p = 0; p < 4; ++p)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      c_out[(16 * warp + lane / 4 + 8 * hh) * 32 + 16 * rank + 4 * p + q] = c[p][hh];
+}
 #undef D8
 
 // ---- host -----------------------------------------------------------------------------------------
@@ -656,6 +743,37 @@ int main(int argc, char** argv) {
           std::printf("%-44s %6d %10.2f %10.2e\n", stage_names[stage], pairs, ms * 1e3 / s, std::sqrt(num / den));
         else
           std::printf("%-44s %6d %10.2f %10s\n", stage_names[stage], pairs, ms * 1e3 / s, "-");
+      }
+    }
+    // (e'): the register cell, its gate columns arranged as the kernel says.
+    {
+      auto col_of = [](int u, int gate) { return 8 * (2 * (u / 4) + gate / 2) + 2 * (u % 4) + gate % 2; };
+      const size_t shared2 = (kM + kPairN) * kPairK * 2 + 2 * 128 * 32 * 4;
+      CHECK(cudaFuncSetAttribute(pair_step_regs, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared2)));
+      for (int pairs : {1, prop.multiProcessorCount / 2}) {
+        int s = steps;
+        void* args[] = {&s, &da, &dpw, &dh, &dcell};
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(2 * pairs), cfg.blockDim = dim3(128), cfg.dynamicSmemBytes = shared2;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = 2, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr, cfg.numAttrs = 1;
+        const double ms = timer.median_ms(
+            [&] { CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(pair_step_regs), args)); });
+        std::vector<float> got(kM * 32);
+        CHECK(cudaMemcpy(got.data(), dcell, got.size() * 4, cudaMemcpyDeviceToHost));
+        double num = 0, den = 0;
+        auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+        for (int i = 0; i < kM; ++i)
+          for (int u = 0; u < 32; ++u) {
+            auto g = [&](int gate) { return gates[i * kPairN + col_of(u, gate)]; };
+            double cc = 0;
+            for (int t = 0; t < s; ++t) cc = sig(g(1)) * cc + sig(g(0)) * std::tanh(g(2));
+            num += (got[i * 32 + u] - cc) * (got[i * 32 + u] - cc), den += cc * cc;
+          }
+        std::printf("%-44s %6d %10.2f %10.2e\n", "the cell in registers, float4 sums (whole)", pairs, ms * 1e3 / s,
+                    std::sqrt(num / den));
       }
     }
   }
