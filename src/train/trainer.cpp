@@ -499,6 +499,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     int64_t seen = rows_of(plan, e.done);  // samples of the steps whose loss has been seen
     progress.emplace(epoch, cfg.train.epochs, epoch_steps, opt.progress && comm.root());
     e.lr = schedule.lr(optimizer.iterations());
+    // The run's step of this epoch's first step, for TensorBoard: nothing is in flight here, and a
+    // resumed epoch's optimizer has taken its steps done already (whatever batches they were).
+    const int64_t step0 = optimizer.iterations() - e.done;
     auto take = [&](const LossValue& lv) {
       const std::string where = fmt::format("epoch {} step {}", epoch + 1, e.done + 1);
       if (!std::isfinite(lv.sum)) throw diverged(where, fmt::format("the loss is {}", lv.sum));
@@ -514,7 +517,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
       ++e.done;
       const Shown shown = shown_of(e, nullptr);
       progress->update(e.done, seen, shown);
-      if (tensorboard) tensorboard->on_step(epoch * steps + e.done, shown, e.lr);
+      if (tensorboard) tensorboard->on_step(step0 + e.done, shown, e.lr);
     };
     // With asynchronous steps (a GPU) the next batch is gathered on a second thread while this one
     // enqueues the step.
