@@ -8,6 +8,8 @@
 #    makes Keras' predictions on the raw CSV windows rnntrain's forecasts in the data's units.
 # 4. bfloat16 and float16 Keras models import: their weights are read as float32, and rnntrain's
 #    predictions equal Keras' float32 model with the same (rounded) weights.
+# 5. Keras' regression metrics (RootMeanSquaredError, R2Score, MSLE, LogCoshError) import by class,
+#    and rnntrain's eval of the imported model reports Keras' numbers.
 # Usage: test_user_trial.py RNNTRAIN_BINARY
 import csv
 import json
@@ -155,8 +157,37 @@ def low_precision_models_import(s):
                     "model with the same weights", np.load(d + f + ".npy"), ref, atol=1e-5, rtol=1e-5)
 
 
+def regression_metrics_import(s):
+    """Keras' RootMeanSquaredError, R2Score, MeanSquaredLogarithmicError and LogCoshError come in with
+    `rnntrain import`, settings and names kept, and eval reports what Keras' evaluate does."""
+    d = s.path("regimport", "x")[:-1]
+    m = keras.Sequential([keras.Input((6, 2)), keras.layers.GRU(4), keras.layers.Dense(2)])
+    m.compile(loss="mse", optimizer="adam",
+              metrics=[keras.metrics.RootMeanSquaredError(), keras.metrics.R2Score(class_aggregation="variance_weighted_average", name="r2v"),
+                       keras.metrics.MeanSquaredLogarithmicError(name="msle"), keras.metrics.LogCoshError()])
+    x = rng.standard_normal((20, 6, 2)).astype("float32")
+    y = np.abs(rng.standard_normal((20, 2))).astype("float32")
+    m.fit(x, y, epochs=1, batch_size=20, verbose=0)
+    m.save(d + "m.keras")
+    np.save(d + "x.npy", x)
+    np.save(d + "y.npy", y)
+    if s.rnntrain("import", d + "m.keras", "-o", d + "m.yaml")[0] != 0:
+        return
+    code, out, _ = s.rnntrain("eval", d + "m.yaml", "--data", d + "x.npy", "--targets", d + "y.npy", "--json")
+    if code != 0:
+        return
+    got = json.loads(out)["metrics"]
+    ref = m.evaluate(x, y, batch_size=20, verbose=0, return_dict=True)
+    for k in ["root_mean_squared_error", "r2v", "msle", "logcosh"]:
+        if k not in got:
+            s.fail(f"import of Keras' regression metrics: eval reports {sorted(got)}, not {k}")
+            continue
+        s.close(f"imported metric {k} against Keras' evaluate", got[k], ref[k], atol=1e-5, rtol=1e-5)
+
+
 def main():
     s = Suite(sys.argv[1])
+    regression_metrics_import(s)
     best_epoch_for_a_rising_metric(s)
     exports_compile_with_xla(s)
     csv_scaling_travels_with_the_export(s)
