@@ -304,6 +304,12 @@ TEST(RunDirectory, AnOverwriteThatCannotStartLeavesTheEarlierRunAsItWas) {
   const std::string history = slurp(run + "/history.csv");
   EXPECT_EQ(std::count(history.begin(), history.end(), '\n'), 2) << history;
   EXPECT_NE(slurp(run + "/last.h5"), before.at("last.h5"));
+  // And from its last.h5 through --weights: read before the run it belongs to is set aside.
+  const std::string last = slurp(run + "/last.h5");
+  r = run_rnntrain(start + "train.epochs=1 --weights " + run + "/last.h5", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(run + "/last.h5"), last);
+  EXPECT_FALSE(std::filesystem::exists(run + "/.replaced"));
   std::filesystem::remove_all(tmp);
 }
 
