@@ -349,6 +349,37 @@ __global__ void __launch_bounds__(128 * SHARES) matmul_mma(int steps, const __nv
 // shared memory), writing h (bf16) to global memory, where the next step's exchange would take it.
 constexpr int kPairK = 512, kPairN = 128;
 #define D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// CTA `rank`'s K half of the pair's operands into shared memory, in wgmma's core layout: A [64 x 512]
+// of a [64 x 1024], B [128 x 512] of w [128 x 1024].
+__device__ void load_pair_half(__nv_bfloat16* A, __nv_bfloat16* B, const __nv_bfloat16* a, const __nv_bfloat16* w,
+                               int rank) {
+  for (int i = threadIdx.x; i < kM * kPairK; i += blockDim.x)
+    A[core_offset(i / kPairK, i % kPairK, kPairK)] = a[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  for (int i = threadIdx.x; i < kPairN * kPairK; i += blockDim.x)
+    B[core_offset(i / kPairK, i % kPairK, kPairK)] = w[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+}
+
+// d = A [64 x 512] x B^T [512 x 128]: 32 wgmma.m64n128k16, waited for.
+__device__ __forceinline__ void pair_products(float (&d)[64], const __nv_bfloat16* A, const __nv_bfloat16* B) {
+  constexpr uint32_t lbo = 128, sbo = kPairK / 8 * 128;
+  for (float& v : d) v = 0.0f;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+  for (int k = 0; k < kPairK / 16; ++k) {
+    const uint64_t da = wgmma_desc(smem(A) + k * 256, lbo, sbo), db = wgmma_desc(smem(B) + k * 256, lbo, sbo);
+    asm volatile(
+        "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+        "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
+        "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
+        : D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56)
+        : "l"(da), "l"(db));
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
 // STAGES: 1 the products alone, 2 and the partial sums' exchange, 3 and the cell (the whole step).
 template <int STAGES>
 __global__ void __launch_bounds__(128) pair_step(int steps, const __nv_bfloat16* a, const __nv_bfloat16* w,
@@ -360,34 +391,15 @@ __global__ void __launch_bounds__(128) pair_step(int steps, const __nv_bfloat16*
   __nv_bfloat16* B = A + kM * kPairK;                                 // [128 x 512] core layout, 128 KiB
   float* recv = reinterpret_cast<float*>(B + kPairN * kPairK);        // [64 x 64]: the peer's sums of my units
   float* cell = recv + kM * 64;                                       // [64 x 16]: c of my 16 units
-  for (int i = threadIdx.x; i < kM * kPairK; i += blockDim.x)
-    A[core_offset(i / kPairK, i % kPairK, kPairK)] = a[(i / kPairK) * kK + rank * kPairK + i % kPairK];
-  for (int i = threadIdx.x; i < kPairN * kPairK; i += blockDim.x)
-    B[core_offset(i / kPairK, i % kPairK, kPairK)] = w[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  load_pair_half(A, B, a, w, rank);
   for (int i = threadIdx.x; i < kM * 16; i += blockDim.x) cell[i] = 0.0f;
   fence_async_shared();
   cluster.sync();
   float* peer_recv = cluster.map_shared_rank(recv, rank ^ 1);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const uint32_t lbo = 128, sbo = kPairK / 8 * 128;
   float d[64];
   for (int t = 0; t < steps; ++t) {
-    for (float& v : d) v = 0.0f;
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int k = 0; k < kPairK / 16; ++k) {
-      const uint64_t da = wgmma_desc(smem(A) + k * 256, lbo, sbo), db = wgmma_desc(smem(B) + k * 256, lbo, sbo);
-      asm volatile(
-          "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
-          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-          "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
-          "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
-          : D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56)
-          : "l"(da), "l"(db));
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    pair_products(d, A, B);
     if constexpr (STAGES == 1) {  // keep the products: one value a thread
       if (threadIdx.x == 0) recv[0] = d[0] + d[63];
     } else {
@@ -478,33 +490,14 @@ __global__ void __launch_bounds__(128) pair_step_regs(int steps, const __nv_bflo
   __nv_bfloat16* A = reinterpret_cast<__nv_bfloat16*>(sm);
   __nv_bfloat16* B = A + kM * kPairK;
   float* recv = reinterpret_cast<float*>(B + kPairN * kPairK);  // [2][128 threads x 32]
-  for (int i = threadIdx.x; i < kM * kPairK; i += blockDim.x)
-    A[core_offset(i / kPairK, i % kPairK, kPairK)] = a[(i / kPairK) * kK + rank * kPairK + i % kPairK];
-  for (int i = threadIdx.x; i < kPairN * kPairK; i += blockDim.x)
-    B[core_offset(i / kPairK, i % kPairK, kPairK)] = w[(i / kPairK) * kK + rank * kPairK + i % kPairK];
+  load_pair_half(A, B, a, w, rank);
   fence_async_shared();
   cluster.sync();
   float* peer = cluster.map_shared_rank(recv, rank ^ 1);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q = lane % 4;
-  const uint32_t lbo = 128, sbo = kPairK / 8 * 128;
   float d[64], c[4][2] = {};  // c of units 16r + 4p + q, rows 16 warp + lane / 4 (+ 8)
   for (int t = 0; t < steps; ++t) {
-    for (float& v : d) v = 0.0f;
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int k = 0; k < kPairK / 16; ++k) {
-      const uint64_t da = wgmma_desc(smem(A) + k * 256, lbo, sbo), db = wgmma_desc(smem(B) + k * 256, lbo, sbo);
-      asm volatile(
-          "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
-          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-          "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
-          "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
-          : D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56)
-          : "l"(da), "l"(db));
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    pair_products(d, A, B);
     if (rank == 0) pair_tail<0>(d, c, peer, recv, t, h_out);
     else pair_tail<1>(d, c, peer, recv, t, h_out);
   }

@@ -403,17 +403,19 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
   int64_t start_epoch = 0;
   ResumeState resumed;  // where a resumed run starts: its epoch, and inside it (st.step > 0) its step
   bool finished = false;  // a resumed run that had nothing left to train
+  auto metrics = make_metrics(cfg);  // the epochs' metrics; a resume state's sums are checked against them
+  auto ms = raw(metrics);
   if (resuming) {
     ResumeState st = load_checkpoint(last_path, cfg.model, engine->host_params(), slots);
     if (st.epoch < 0 || st.epoch > 100000000 || st.iterations < 0 || st.step < 0 ||
-        (st.step > 0 && st.partial.size() != metric_state_size(raw(make_metrics(cfg)))))
+        (st.step > 0 && st.partial.size() != metric_state_size(ms)))
       throw DataError(fmt::format("{}: the resume state is damaged (epoch {}, step {}, optimizer step {}); start a new "
                                   "run from its weights with --weights instead", last_path, st.epoch, st.step,
                                   st.iterations));
     check_resumed_data(st, data.train, data_hash, run_dir);
     if (st.step > 0 && st.drawn.batch_size == 0) st.drawn = drawn_by(st.config_yaml, last_path, cfg.train);
     if (st.step > 0)
-      if (const std::string why = partial_problem(raw(make_metrics(cfg)), st.partial, st.step, st.drawn.samples,
+      if (const std::string why = partial_problem(ms, st.partial, st.step, st.drawn.samples,
                                                   st.drawn.batch_size);
           !why.empty())
         throw DataError(fmt::format("{}: the state of the epoch it stopped in is damaged ({}); resume from an "
@@ -463,8 +465,6 @@ TrainResult train(const Config& cfg, const TrainOptions& opt) {
     if (!meta.empty()) write_text((fs::path(run_dir) / "data_meta.json").string(), meta.to_json());
   }
 
-  auto metrics = make_metrics(cfg);
-  auto ms = raw(metrics);
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n, steps, bs,
            data.val ? data.val->size() : 0, engine->device_name());
   if (comm.distributed())
