@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/blas.h"
 #include "core/error.h"
@@ -14,7 +16,7 @@ namespace rnntrain::cuda {
 
 namespace {
 
-std::atomic<int64_t> passes{0};
+std::atomic<int64_t> passes{0}, passes2{0};
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
@@ -70,9 +72,41 @@ GroupPlan plan_group(const WavefrontShape& s, int64_t first, int64_t B) {
   return {};
 }
 
+// The second design's clusters for a stack: U units per CTA (4U weight columns: 128 at most, where
+// wgmma runs fastest), C = H / U CTAs per row (16 at most, a cluster). Its shared memory: the weight
+// slice and the operand [64 x Kp], the biases, one mbarrier. C = 0 where H is too wide.
+wf::Cluster cluster2(const WavefrontShape& s) {
+  wf::Cluster cl;
+  const int64_t H = s.hidden;
+  cl.U = H > 256 ? 32 : H > 128 ? 16 : 8;
+  cl.C = static_cast<int>((H + cl.U - 1) / cl.U);
+  if (cl.C > 16) return {};
+  cl.Kp = static_cast<int>(round_up(int64_t{cl.C} * cl.U, 16));
+  const int64_t N = 4 * cl.U;
+  cl.smem = static_cast<size_t>((N + 64) * cl.Kp * 2 + N * 4 + 8);
+  return cl;
+}
+
+// Clusters a launch of n layers takes: a recurrent row per (layer, direction), an input row per
+// layer above the first (unidirectional stacks: a bidirectional layer's input needs the layer below
+// at every step, so such launches hold one layer).
+int64_t rows2(const WavefrontShape& s, int64_t n) { return n * s.dirs + (s.dirs == 1 ? n - 1 : 0); }
+
+// RNNTRAIN_WAVEFRONT_DESIGN=2 runs the forward on the second design where it can (issue 33: not
+// yet the default, until it is verified and measured on the H200).
+bool design2_allowed() {
+#if RNNTRAIN_WITH_SM90A
+  const char* v = std::getenv("RNNTRAIN_WAVEFRONT_DESIGN");
+  return v && std::strcmp(v, "2") == 0 && wf::has_forward2();
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 int64_t wavefront_passes() { return passes.load(); }
+int64_t wavefront2_passes() { return passes2.load(); }
 
 std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precision, int64_t batch) {
   if (!cell_traits(s.cell).wavefront)
@@ -126,6 +160,24 @@ void WavefrontRnn::make_groups(int64_t B) {
     l += p.layers;
   }
   groups_for_ = B;
+  groups2_.clear();
+#if RNNTRAIN_WITH_SM90A
+  const wf::Cluster cl = cluster2(s_);
+  if (!design2_allowed() || !cl.C) return;
+  const int64_t most_clusters = wf::max_clusters2(cl, s_.cell == LayerKind::GRU, s_.bf16);
+  for (int64_t l = 0; l < s_.layers;) {
+    int64_t n = s_.dirs == 2 ? 1 : std::min<int64_t>(s_.layers - l, wf::kMaxRows);
+    while (n > 0 && rows2(s_, n) > most_clusters) --n;
+    if (n == 0) {
+      groups2_.clear();
+      return;
+    }
+    Group2 g{l, n, cl};
+    g.cl.rows = static_cast<int>(rows2(s_, n));
+    groups2_.push_back(g);
+    l += n;
+  }
+#endif
 }
 
 void* WavefrontRnn::out(int64_t l) const {
@@ -176,7 +228,7 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
                            const float* w, bool training) {
   const int64_t L = s_.layers, D = s_.dirs, H = s_.hidden, TB = T * B;
   cudaStream_t st = gpu_.stream();
-  B_ = B, T_ = T, lens_ = lens, x_ = x, y_ = y, wh_ = wh, w_ = w, trained_ = training;
+  B_ = B, T_ = T, lens_ = lens, x_ = x, y_ = y, hy_ = hy, wh_ = wh, w_ = w, trained_ = training;
   if (groups_for_ != B) make_groups(B);
   ++passes;
   if (L > 1) out_.ensure(static_cast<int64_t>((L - 1) * TB * D * H * es_));
@@ -185,8 +237,9 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
     CUDA_CHECK(cudaMemsetAsync(hseq_.ensure(static_cast<int64_t>(bytes)), 0, bytes, st));
   }
   xproj_.ensure(D * TB * GH_);
-  flags_.ensure(wf::kMaxRows * T);
   if (training) gates_.ensure(L * D * TB * 4 * H), state_.ensure(L * D * TB * H);
+  if (!groups2_.empty()) return forward2(B);
+  flags_.ensure(wf::kMaxRows * T);
   const bool bf16 = s_.bf16;
   for (const Group& g : groups_) {
     const int64_t in = g.first == 0 ? s_.input : D * H;
@@ -202,6 +255,42 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
       wf::launch_forward(a, bf16, st);
     }
   }
+}
+
+void WavefrontRnn::forward2(int64_t B) {
+#if RNNTRAIN_WITH_SM90A
+  const int64_t D = s_.dirs, TB = T_ * B;
+  cudaStream_t st = gpu_.stream();
+  ++passes2;
+  int64_t rows = 0, layers = 0;
+  for (const Group2& g : groups2_) rows = std::max(rows, g.layers * D), layers = std::max(layers, g.layers);
+  const wf::Cluster& cl = groups2_[0].cl;
+  const size_t step_bytes = static_cast<size_t>(64 * cl.Kp) * es_;
+  char* hcore = hcore_.ensure(static_cast<int64_t>(rows * T_ * step_bytes));
+  float* xring = layers > 1 ? xring_.ensure((layers - 1) * wf::kRing2 * cl.C * 64 * 4 * cl.U) : nullptr;
+  unsigned* done = done_.ensure(2 * wf::kMaxRows * 16);
+  for (const Group2& g2 : groups2_) {
+    const int64_t in = g2.first == 0 ? s_.input : D * s_.hidden;
+    for (int64_t d = 0; d < D; ++d)
+      gemm_half(gpu_, s_.bf16, false, false, TB, GH_, in, 1.0f, layer_input(g2.first), in,
+                static_cast<const char*>(wh_) + off_[g2.first * D + d].kernel * es_, GH_, 0.0f,
+                xproj_.get() + d * TB * GH_, false, GH_);
+    Group g;
+    g.first = g2.first, g.layers = g2.layers;
+    for (int64_t b0 = 0; b0 < B; b0 += 64) {
+      wf::Args a = args(g, b0, std::min<int64_t>(64, B - b0));
+      a.cl = g2.cl;
+      for (int64_t r = 0; r < g2.layers * D; ++r) a.hcore[r] = hcore + r * T_ * step_bytes;
+      a.xring = xring;
+      a.done = done;
+      if (g2.first + g2.layers == s_.layers) a.hy = hy_;
+      CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * 2 * wf::kMaxRows * 16, st));
+      wf::launch_forward2(a, s_.bf16, st);
+    }
+  }
+#else
+  (void)B;
+#endif
 }
 
 void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const void* wh, float* g) {

@@ -22,8 +22,10 @@ struct WavefrontShape {
   bool bf16 = true;  // else fp16
 };
 
-// Forward passes run by WavefrontRnn in this process (a counter for tests and bench).
+// Forward passes run by WavefrontRnn in this process (a counter for tests and bench), and those of
+// them that ran on the second design's forward kernel.
 int64_t wavefront_passes();
+int64_t wavefront2_passes();
 
 class WavefrontRnn {
  public:
@@ -54,7 +56,14 @@ class WavefrontRnn {
     int64_t batch = 0;              // sequences per launch (the batch is cut into slices of this size)
     wf::Split fwd, bwd;
   };
+  // A launch of the second design's forward: layers first.. as `cl.rows` clusters, batch slices of
+  // at most 64 sequences (kernels_wavefront2.cu).
+  struct Group2 {
+    int64_t first = 0, layers = 0;
+    wf::Cluster cl;
+  };
   void make_groups(int64_t B);
+  void forward2(int64_t B);
   wf::Args args(const Group& g, int64_t b0, int64_t Bs) const;
   const void* layer_input(int64_t l) const;  // [T, B, in_l]: x or the previous layer's outputs
   void* out(int64_t l) const;
@@ -67,6 +76,7 @@ class WavefrontRnn {
   size_t es_ = 2;
   std::vector<Offsets> off_;
   std::vector<Group> groups_;
+  std::vector<Group2> groups2_;  // empty: the forward runs on the first design
   int64_t groups_for_ = -1;  // the batch size groups_ were made for
   // per call
   int64_t B_ = 0, T_ = 0;
@@ -75,11 +85,15 @@ class WavefrontRnn {
   const void *x_ = nullptr, *wh_ = nullptr;
   const float* w_ = nullptr;
   void* y_ = nullptr;
+  void* hy_ = nullptr;
   DeviceBuffer<float> xproj_{"wavefront input projection"}, gates_{"wavefront saved gates"},
       state_{"wavefront saved states"}, dy32_{"wavefront output gradient"}, colsum_{"wavefront bias sums"};
   DeviceBuffer<char> out_{"wavefront layer outputs"}, hseq_{"wavefront padded outputs"},
       dgx_{"wavefront gate gradients"}, dgh_{"wavefront recurrent gate gradients"};
   DeviceBuffer<unsigned> flags_{"wavefront step counters"};
+  DeviceBuffer<char> hcore_{"wavefront2 operand copies of h"};
+  DeviceBuffer<float> xring_{"wavefront2 input sums"};
+  DeviceBuffer<unsigned> done_{"wavefront2 step counters"};
 };
 
 }  // namespace rnntrain::cuda

@@ -29,6 +29,19 @@ struct Split {
   size_t smem = 0;
 };
 
+// The second design's forward (sm90a/kernels_wavefront2.cu, docs/cuda.md): every (layer, direction)
+// row is a cluster of C CTAs of U units each (4U weight columns: LSTM i,f,g,o; GRU z, r, the
+// candidate's recurrent and input sides); each layer above the launch's first has a second cluster
+// (its "input row") that multiplies the layer below's h by its kernel, one step ahead.
+constexpr int kRing2 = 8;  // input-row partial sums kept per layer (steps)
+struct Cluster {
+  int C = 0;     // CTAs per row (the cluster size)
+  int U = 0;     // units per CTA: 8, 16 or 32
+  int Kp = 0;    // H padded to the operand's k steps (C * U rounded up to 16)
+  int rows = 0;  // recurrent rows (L * D) and, after them, L - 1 input rows
+  size_t smem = 0;
+};
+
 // All arrays time-major. Row r = l * D + d, l relative to the launch's first layer. E is the half type.
 struct Args {
   bool gru = false;
@@ -56,6 +69,11 @@ struct Args {
   const void* dy = nullptr;      // E [T, B, D*H]: gradient of the last layer's outputs, or
   const float* dy32 = nullptr;   // FP32 [T, B, D*H] (from the layers above the launch)
   const void* dhy = nullptr;     // E [D, B, H]: gradient of the last layer's final states, or null
+  // second design (forward)
+  Cluster cl;
+  void* hcore[kMaxRows] = {};    // per recurrent row, E [T][64 x Kp] in wgmma's operand layout
+  float* xring = nullptr;        // [L - 1][kRing2][C][128][2U]: the input rows' partial sums
+  unsigned* done = nullptr;      // [2][kMaxRows][16]: steps finished by each CTA of a recurrent / input row
 };
 
 void launch_forward(const Args& a, bool bf16, cudaStream_t s);
@@ -65,6 +83,11 @@ void launch_backward(const Args& a, bool bf16, cudaStream_t s);
 constexpr int kColsumParts = 64;
 void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t lda, float* part, float* out,
                 cudaStream_t s);
+// The second design: whether this build and GPU have it (sm_90a), how many clusters of `cl` can be
+// resident at once (0: none), and the launch (rows = a.cl.rows clusters, all resident).
+bool has_forward2();
+int max_clusters2(const Cluster& cl, bool gru, bool bf16);
+void launch_forward2(const Args& a, bool bf16, cudaStream_t s);
 // The device's multiprocessors and the shared memory one block may opt in to.
 int sm_count();
 size_t smem_optin();

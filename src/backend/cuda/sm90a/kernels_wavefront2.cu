@@ -1,0 +1,446 @@
+// The wavefront kernels' second design, forward (issue 33; docs/cuda.md, "The second design"). Built
+// for sm_90a only: it runs wgmma and bulk copies multicast to a cluster.
+//
+// A launch runs L layers (D directions) over all T steps as clusters of C CTAs, one cluster per
+// "row", all resident at once:
+//  - a recurrent row (layer l, direction d): CTA r owns units r*U .. r*U + U - 1, i.e. 4U weight
+//    columns of the recurrent kernel, held in shared memory for all steps. Step s waits for h_{t-1}
+//    (multicast into its shared memory by the row's CTAs), runs [64 x Kp] x [Kp x 4U] on wgmma into
+//    accumulators that already hold the step's input side, applies the cell to them in registers,
+//    writes h_t to global memory (the outputs, and a copy in wgmma's operand layout) and multicasts
+//    its slice of that copy to the row's CTAs: the row's next step starts when all C slices are in.
+//  - an input row (layer l >= 1 of the launch): the same CTAs over the layer's kernel, multiplying
+//    the layer below's h_t (multicast from that row's copy when its CTA r says step t is done) and
+//    handing the sums to the recurrent row's CTA r through a ring of kRing2 steps in global memory.
+//    So layer l's input side of step t runs while layer l's recurrence is still on step t - 1.
+//  - the launch's first layer gets its input side from one cuBLAS GEMM over all steps (xproj).
+// Column n of a CTA is unit 4(n / 16) + (n % 8) / 2, gate 2((n / 8) % 2) + n % 2, so the m64nNk16
+// accumulator fragment of a thread holds all four gates of its units (rows 16w + lane/4 and + 8).
+// LSTM gates i, f, g, o; GRU (reset_after) z, r, the candidate's recurrent side (h U_h + b_h) and its
+// input side (x W_h + b_xh). Padded steps (t >= lens[b]) output 0 and keep the state, as the first
+// design (kernels_wavefront.cu), whose backward reads what this forward saves.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/wavefront_kernels.h"
+
+namespace rnntrain::cuda::wf {
+
+namespace {
+
+using k::from_f;
+
+// ---- PTX: shared-memory addresses, mbarriers, bulk copies, cluster barriers, flags ----------------
+
+__device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// A wait of 10 s means a broken schedule: trap (the host sees a launch failure) rather than hang.
+__device__ __forceinline__ void check_stuck(unsigned long long t0) {
+  if (global_ns() - t0 > 10000000000ull) __trap();
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(saddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  const unsigned long long t0 = global_ns();
+  for (;;) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
+    if (done) return;
+    check_stuck(t0);
+  }
+}
+// bytes from global src into the same offset of every cluster CTA's shared memory (dst), completing
+// on each one's mbarrier at the offset of bar.
+__device__ __forceinline__ void multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
+      ::"r"(saddr(dst)), "l"(src), "r"(bytes), "r"(saddr(bar)), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void fence_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// One thread spins until *f >= target.
+__device__ __forceinline__ void wait_flag(const unsigned* f, unsigned target) {
+  if (load_acquire(f) >= target) return;
+  const unsigned long long t0 = global_ns();
+  while (load_acquire(f) < target) {
+    __nanosleep(20);
+    check_stuck(t0);
+  }
+}
+
+__device__ __forceinline__ float tanh_fast(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float sigm_fast(float x) { return 0.5f * tanh_fast(0.5f * x) + 0.5f; }
+
+// ---- wgmma ---------------------------------------------------------------------------------------
+
+// Shared-memory operand descriptor, no swizzling: lbo = bytes between core matrices (8 rows of 16
+// bytes) along K, sbo = along M (N).
+__device__ __forceinline__ uint64_t desc(const void* p, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((saddr(p) & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32);
+}
+
+// d[64 x N] += A[64 x 16] B[16 x N] (one k step), E the half type.
+template <typename E, int N>
+__device__ __forceinline__ void mma(float (&d)[N / 2], uint64_t da, uint64_t db);
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16, 32>(float (&d)[32 / 2], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void mma<__half, 32>(float (&d)[32 / 2], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16, 64>(float (&d)[64 / 2], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void mma<__half, 64>(float (&d)[64 / 2], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16, 128>(float (&d)[128 / 2], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void mma<__half, 128>(float (&d)[128 / 2], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+
+// Element offsets in the two operand layouts (8 x 8 core matrices of 128 bytes):
+//  - A, [64 x Kp] (h): k-chunk outer, core (row group m/8, chunk k/8) at (k/8 * 8 + m/8) * 64, so the
+//    units of one CTA (whole chunks) are one contiguous slice, one bulk copy;
+//  - W, [N x Kp] (weights, column n of the CTA's slice as row n): core (n/8, k/8) at (n/8 * Kp/8 + k/8) * 64.
+__device__ __forceinline__ int a_at(int m, int k) { return ((k >> 3) * 8 + (m >> 3)) * 64 + (m & 7) * 8 + (k & 7); }
+__device__ __forceinline__ int w_at(int n, int k, int Kp) { return ((n >> 3) * (Kp >> 3) + (k >> 3)) * 64 + (n & 7) * 8 + (k & 7); }
+
+// d += A [64 x Kp] x W^T [Kp x N]: Kp / 16 wgmma, waited for.
+template <typename E, int N>
+__device__ __forceinline__ void products(float (&d)[N / 2], const E* A, const E* W, int Kp) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  for (int ks = 0; ks < Kp / 16; ++ks)
+    mma<E, N>(d, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + ks * 16 * 8, 128, Kp / 8 * 128));
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+// Accumulator element i of a thread: column n and row m.
+__device__ __forceinline__ int col_of(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + (i % 2); }
+__device__ __forceinline__ int row_of(int i) { return 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4 + 8 * ((i / 2) % 2); }
+__device__ __forceinline__ int gate_of(int n) { return 2 * ((n >> 3) & 1) + (n & 1); }
+__device__ __forceinline__ int unit_of(int n) { return 4 * (n >> 4) + ((n & 7) >> 1); }
+
+// Keras column of CTA column n (unit j = j0 + unit_of(n)) on the input side (input == true: the
+// kernel) or the recurrent side; -1 where that side has no weight (GRU's candidate) or j >= H.
+template <bool GRU>
+__device__ __forceinline__ int keras_col(int n, int j0, int H, bool input) {
+  const int g = gate_of(n), j = j0 + unit_of(n);
+  if (j >= H) return -1;
+  if (!GRU) return g * H + j;
+  if (g < 2) return g * H + j;
+  return input == (g == 3) ? 2 * H + j : -1;
+}
+
+template <typename E, bool GRU, int U>
+__global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
+  constexpr int N = 4 * U, R = N / 2;  // weight columns of a CTA; accumulators of a thread
+  extern __shared__ __align__(128) unsigned char smem[];
+  const Cluster& cl = a.cl;
+  const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H, Bs = a.Bs;
+  const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
+  const int nrec = a.L * a.D;
+  const bool input_row = ci >= nrec;
+  const int l = input_row ? ci - nrec + 1 : ci / a.D, d = input_row ? 0 : ci % a.D;
+  E* W = reinterpret_cast<E*>(smem);  // [N x Kp]
+  E* A = W + N * Kp;                   // [64 x Kp]
+  float* bias = reinterpret_cast<float*>(A + 64 * Kp);  // [N]: added to the recurrent row's sums
+  uint64_t* bar = reinterpret_cast<uint64_t*>(bias + N);
+
+  const E* w = static_cast<const E*>(input_row ? a.wk[l * a.D] : a.wr[ci]);  // [H, GH] either way
+  for (int i = tid; i < N * Kp; i += 128) {
+    const int k = i / N, n = i % N, c = keras_col<GRU>(n, j0, H, input_row);
+    W[w_at(n, k, Kp)] = k < H && c >= 0 ? w[static_cast<size_t>(k) * a.GH + c] : from_f<E>(0.0f);
+  }
+  for (int i = tid; i < 64 * Kp; i += 128) A[i] = from_f<E>(0.0f);
+  if (!input_row)
+    for (int n = tid; n < N; n += 128) {
+      const float* b = a.bias[ci];  // [GH], GRU [2, GH]: input side, recurrent side
+      const int cx = keras_col<GRU>(n, j0, H, true), ch = keras_col<GRU>(n, j0, H, false);
+      float v = cx >= 0 ? b[cx] : 0.0f;
+      if (GRU && ch >= 0) v = cx >= 0 ? v + b[a.GH + ch] : b[a.GH + ch];
+      bias[n] = v;
+    }
+  if (tid == 0) {
+    mbar_init(bar, 1);
+    fence_mbar_init();
+  }
+  fence_async_shared();
+  __syncthreads();
+  cluster_arrive();
+  cluster_wait();
+
+  const uint16_t mask = static_cast<uint16_t>((1u << C) - 1);
+  const uint32_t slice = U * 128;  // bytes of a CTA's units in a step's h (operand layout)
+  const size_t step_elems = static_cast<size_t>(64) * Kp;
+  unsigned* done_rec = a.done;                // [kMaxRows][16]
+  unsigned* done_in = a.done + kMaxRows * 16;  // [kMaxRows][16], by layer
+  float acc[R];
+
+  if (input_row) {
+    const E* below = static_cast<const E*>(a.hcore[l - 1]);  // D == 1 here
+    for (int s = 0; s < T; ++s) {
+      if (s > 0) cluster_wait();  // every CTA is done with the previous step's A
+      if (tid == 0) {
+        wait_flag(done_rec + (l - 1) * 16 + rank, s + 1);
+        fence_async_global();
+        mbar_expect(bar, C * slice);
+        multicast(reinterpret_cast<char*>(A) + rank * slice,
+                  reinterpret_cast<const char*>(below + s * step_elems) + rank * slice, slice, bar, mask);
+      }
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+      mbar_wait(bar, s & 1);
+      products<E, N>(acc, A, W, Kp);
+      cluster_arrive();
+      if (tid == 0 && s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
+      __syncthreads();
+      float4* to = reinterpret_cast<float4*>(a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid * (R / 4);
+#pragma unroll
+      for (int i = 0; i < R / 4; ++i) to[i] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+      __syncthreads();
+      if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
+    }
+    if (T > 0) cluster_wait();
+  } else {
+    const int lane = tid % 32, q = lane % 4;
+    E* core = static_cast<E*>(a.hcore[ci]);
+    E* hseq = static_cast<E*>(a.hseq[l]);
+    E* out = static_cast<E*>(a.out[l]);
+    const int ldh = a.D * a.Hp;
+    const bool last = l == a.L - 1;
+    float st[U / 4][2] = {};  // LSTM c, GRU h, of units 4p + q, rows 16w + lane/4 (+ 8)
+    for (int s = 0; s < T; ++s) {
+      const int t = d == 0 ? s : T - 1 - s;
+      // The input side (and the biases) first: it does not wait for this row's previous step.
+      if (l == 0) {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const int n = col_of(i), m = row_of(i), c = keras_col<GRU>(n, j0, H, true);
+          acc[i] = bias[n] + (m < Bs && c >= 0 ? a.xproj[((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH + c] : 0.0f);
+        }
+      } else {
+        if (tid == 0) wait_flag(done_in + l * 16 + rank, s + 1);
+        __syncthreads();
+        const float4* from = reinterpret_cast<const float4*>(a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid * (R / 4);
+#pragma unroll
+        for (int i = 0; i < R / 4; ++i) {
+          const float4 v = from[i];
+          acc[4 * i] = v.x + bias[col_of(4 * i)], acc[4 * i + 1] = v.y + bias[col_of(4 * i + 1)];
+          acc[4 * i + 2] = v.z + bias[col_of(4 * i + 2)], acc[4 * i + 3] = v.w + bias[col_of(4 * i + 3)];
+        }
+      }
+      if (s > 0) {
+        mbar_wait(bar, (s - 1) & 1);
+        products<E, N>(acc, A, W, Kp);
+      }
+      cluster_arrive();  // done with A: the row may multicast h_t into it
+      E* core_t = core + static_cast<size_t>(t) * step_elems;
+#pragma unroll
+      for (int p = 0; p < U / 4; ++p)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int at = 8 * p + 2 * hh;  // gates 0, 1 at at, at + 1; gates 2, 3 at at + 4, at + 5
+          const int m = row_of(at), j = j0 + 4 * p + q, b = a.b0 + m;
+          const bool real = m < Bs && j < H, valid = real && t < a.lens[b];
+          const size_t bt = static_cast<size_t>(t) * B + b;
+          float h = 0.0f;
+          if (valid) {
+            float* gs = a.gates[ci] ? a.gates[ci] + bt * 4 * H + j : nullptr;
+            float saved;
+            if constexpr (GRU) {
+              const float z = sigm_fast(acc[at]), r = sigm_fast(acc[at + 1]);
+              const float hc = tanh_fast(acc[at + 5] + r * acc[at + 4]);
+              saved = st[p][hh];
+              h = z * saved + (1.0f - z) * hc;
+              st[p][hh] = h;
+              if (gs) gs[0] = z, gs[H] = r, gs[2 * H] = hc, gs[3 * H] = acc[at + 4];
+            } else {
+              const float ig = sigm_fast(acc[at]), fg = sigm_fast(acc[at + 1]);
+              const float gg = tanh_fast(acc[at + 4]), og = sigm_fast(acc[at + 5]);
+              const float c = fg * st[p][hh] + ig * gg;
+              h = og * tanh_fast(c);
+              st[p][hh] = saved = c;
+              if (gs) gs[0] = ig, gs[H] = fg, gs[2 * H] = gg, gs[3 * H] = og;
+            }
+            if (a.state[ci]) a.state[ci][bt * H + j] = saved;
+            if (last && a.hy && t == (d == 0 ? a.lens[b] - 1 : 0))
+              static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = from_f<E>(h);
+          } else if (real && a.state[ci]) {
+            a.state[ci][bt * H + j] = 0.0f;  // read as the previous c by the backward pass
+          }
+          const E hv = from_f<E>(h);
+          if (real) {
+            hseq[bt * ldh + d * a.Hp + j] = hv;
+            if (out != hseq) out[bt * a.D * H + d * H + j] = hv;
+          }
+          core_t[a_at(m, j)] = hv;
+        }
+      fence_async_global();  // the copy of h_t is read by bulk copies (the async proxy)
+      __syncthreads();
+      cluster_wait();  // every CTA of the row is done with A
+      if (tid == 0) {
+        if (s + 1 < T) {
+          mbar_expect(bar, C * slice);
+          multicast(reinterpret_cast<char*>(A) + rank * slice, reinterpret_cast<const char*>(core_t) + rank * slice,
+                    slice, bar, mask);
+        }
+        store_release(done_rec + ci * 16 + rank, s + 1);
+      }
+    }
+  }
+  cluster_arrive();  // no CTA leaves while a peer may still multicast into it
+  cluster_wait();
+}
+
+template <typename E, bool GRU, int U>
+cudaLaunchConfig_t config(const Cluster& cl, cudaLaunchAttribute* attr, unsigned clusters, cudaStream_t s) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(forward2_k<E, GRU, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem_optin())));
+    CUDA_CHECK(cudaFuncSetAttribute(forward2_k<E, GRU, U>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return true;
+  }();
+  (void)attr_set;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(cl.C) * clusters);
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = cl.smem;
+  cfg.stream = s;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cl.C);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+template <typename E, bool GRU, int U>
+int clusters_of(const Cluster& cl) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = config<E, GRU, U>(cl, attr, 1, nullptr);
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, forward2_k<E, GRU, U>, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+template <typename E, bool GRU, int U>
+void launch_of(const Args& a, cudaStream_t s) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = config<E, GRU, U>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, forward2_k<E, GRU, U>, a));
+}
+
+// The kernel of these settings: [bf16][gru][U = 8, 16, 32].
+struct Kernels {
+  int (*clusters)(const Cluster&);
+  void (*launch)(const Args&, cudaStream_t);
+};
+template <typename E, bool GRU, int U>
+constexpr Kernels kernels_of() {
+  return {&clusters_of<E, GRU, U>, &launch_of<E, GRU, U>};
+}
+const Kernels& pick(const Cluster& cl, bool gru, bool bf16) {
+  static const Kernels table[2][2][3] = {
+      {{kernels_of<__half, false, 8>(), kernels_of<__half, false, 16>(), kernels_of<__half, false, 32>()},
+       {kernels_of<__half, true, 8>(), kernels_of<__half, true, 16>(), kernels_of<__half, true, 32>()}},
+      {{kernels_of<__nv_bfloat16, false, 8>(), kernels_of<__nv_bfloat16, false, 16>(),
+        kernels_of<__nv_bfloat16, false, 32>()},
+       {kernels_of<__nv_bfloat16, true, 8>(), kernels_of<__nv_bfloat16, true, 16>(),
+        kernels_of<__nv_bfloat16, true, 32>()}}};
+  return table[bf16][gru][cl.U == 8 ? 0 : cl.U == 16 ? 1 : 2];
+}
+
+}  // namespace
+
+bool has_forward2() {
+  static const bool ok = [] {
+    int dev = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major == 9 && minor == 0;
+  }();
+  return ok;
+}
+
+int max_clusters2(const Cluster& cl, bool gru, bool bf16) {
+  if (cl.C < 1 || cl.C > 16 || cl.smem > smem_optin()) return 0;
+  return pick(cl, gru, bf16).clusters(cl);
+}
+
+void launch_forward2(const Args& a, bool bf16, cudaStream_t s) { pick(a.cl, a.gru, bf16).launch(a, s); }
+
+}  // namespace rnntrain::cuda::wf
