@@ -238,8 +238,8 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
   }
   xproj_.ensure(D * TB * GH_);
   if (training) gates_.ensure(L * D * TB * 4 * H), state_.ensure(L * D * TB * H);
+  flags_.ensure(wf::kMaxRows * T);  // the backward's too
   if (!groups2_.empty()) return forward2(B);
-  flags_.ensure(wf::kMaxRows * T);
   const bool bf16 = s_.bf16;
   for (const Group& g : groups_) {
     const int64_t in = g.first == 0 ? s_.input : D * H;
