@@ -192,19 +192,27 @@ void* WavefrontRnn::hseq(int64_t l) const {
 
 const void* WavefrontRnn::layer_input(int64_t l) const { return l == 0 ? x_ : out(l - 1); }
 
-wf::Args WavefrontRnn::args(const Group& g, int64_t b0, int64_t Bs) const {
+void WavefrontRnn::project_input(int64_t l) {
+  const int64_t D = s_.dirs, TB = T_ * B_, in = l == 0 ? s_.input : D * s_.hidden;
+  for (int64_t d = 0; d < D; ++d)
+    gemm_half(gpu_, s_.bf16, false, false, TB, GH_, in, 1.0f, layer_input(l), in,
+              static_cast<const char*>(wh_) + off_[l * D + d].kernel * es_, GH_, 0.0f, xproj_.get() + d * TB * GH_,
+              false, GH_);
+}
+
+wf::Args WavefrontRnn::args(int64_t first, int64_t layers, int64_t b0, int64_t Bs) const {
   wf::Args a;
   const int64_t D = s_.dirs, H = s_.hidden, TB = T_ * B_;
   a.gru = s_.cell == LayerKind::GRU;
-  a.L = static_cast<int>(g.layers), a.D = static_cast<int>(D), a.B = static_cast<int>(B_), a.T = static_cast<int>(T_);
+  a.L = static_cast<int>(layers), a.D = static_cast<int>(D), a.B = static_cast<int>(B_), a.T = static_cast<int>(T_);
   a.H = static_cast<int>(H), a.Hp = static_cast<int>(Hp_), a.GH = static_cast<int>(GH_), a.GHp = static_cast<int>(GHp_);
   a.b0 = static_cast<int>(b0), a.Bs = static_cast<int>(Bs);
   a.lens = lens_;
   a.flags = flags_.get();
   a.xproj = xproj_.get();
   const char* wh = static_cast<const char*>(wh_);
-  for (int64_t l = 0; l < g.layers; ++l) {
-    const int64_t gl = g.first + l;
+  for (int64_t l = 0; l < layers; ++l) {
+    const int64_t gl = first + l;
     a.hseq[l] = hseq(gl);
     a.out[l] = out(gl);
     for (int64_t d = 0; d < D; ++d) {
@@ -239,16 +247,12 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
   xproj_.ensure(D * TB * GH_);
   if (training) gates_.ensure(L * D * TB * 4 * H), state_.ensure(L * D * TB * H);
   flags_.ensure(wf::kMaxRows * T);  // the backward's too
-  if (!groups2_.empty()) return forward2(B);
+  if (!groups2_.empty()) return forward2();
   const bool bf16 = s_.bf16;
   for (const Group& g : groups_) {
-    const int64_t in = g.first == 0 ? s_.input : D * H;
-    for (int64_t d = 0; d < D; ++d)
-      gemm_half(gpu_, bf16, false, false, TB, GH_, in, 1.0f, layer_input(g.first), in,
-                static_cast<const char*>(wh) + off_[g.first * D + d].kernel * es_, GH_, 0.0f, xproj_.get() + d * TB * GH_,
-                false, GH_);
+    project_input(g.first);
     for (int64_t b0 = 0; b0 < B; b0 += g.batch) {
-      wf::Args a = args(g, b0, std::min(g.batch, B - b0));
+      wf::Args a = args(g.first, g.layers, b0, std::min(g.batch, B - b0));
       a.sp = g.fwd;
       if (g.first + g.layers == L) a.hy = hy;
       CUDA_CHECK(cudaMemsetAsync(flags_.get(), 0, sizeof(unsigned) * wf::kMaxRows * T, st));
@@ -257,9 +261,9 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
   }
 }
 
-void WavefrontRnn::forward2(int64_t B) {
+void WavefrontRnn::forward2() {
 #if RNNTRAIN_WITH_SM90A
-  const int64_t D = s_.dirs, TB = T_ * B;
+  const int64_t D = s_.dirs, B = B_;
   cudaStream_t st = gpu_.stream();
   ++passes2;
   int64_t rows = 0, layers = 0;
@@ -270,15 +274,9 @@ void WavefrontRnn::forward2(int64_t B) {
   float* xring = layers > 1 ? xring_.ensure((layers - 1) * wf::kRing2 * cl.C * 64 * 4 * cl.U) : nullptr;
   unsigned* done = done_.ensure(2 * wf::kMaxRows * 16);
   for (const Group2& g2 : groups2_) {
-    const int64_t in = g2.first == 0 ? s_.input : D * s_.hidden;
-    for (int64_t d = 0; d < D; ++d)
-      gemm_half(gpu_, s_.bf16, false, false, TB, GH_, in, 1.0f, layer_input(g2.first), in,
-                static_cast<const char*>(wh_) + off_[g2.first * D + d].kernel * es_, GH_, 0.0f,
-                xproj_.get() + d * TB * GH_, false, GH_);
-    Group g;
-    g.first = g2.first, g.layers = g2.layers;
+    project_input(g2.first);
     for (int64_t b0 = 0; b0 < B; b0 += 64) {
-      wf::Args a = args(g, b0, std::min<int64_t>(64, B - b0));
+      wf::Args a = args(g2.first, g2.layers, b0, std::min<int64_t>(64, B - b0));
       a.cl = g2.cl;
       for (int64_t r = 0; r < g2.layers * D; ++r) a.hcore[r] = hcore + r * T_ * step_bytes;
       a.xring = xring;
@@ -288,8 +286,6 @@ void WavefrontRnn::forward2(int64_t B) {
       wf::launch_forward2(a, s_.bf16, st);
     }
   }
-#else
-  (void)B;
 #endif
 }
 
@@ -311,7 +307,7 @@ void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const voi
   for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) {
     const Group& gr = *it;
     for (int64_t b0 = 0; b0 < B; b0 += gr.batch) {
-      wf::Args a = args(gr, b0, std::min(gr.batch, B - b0));
+      wf::Args a = args(gr.first, gr.layers, b0, std::min(gr.batch, B - b0));
       a.sp = gr.bwd;
       if (gr.first + gr.layers == L) a.dy = dy, a.dhy = dhy;
       else a.dy32 = dy32_.get();

@@ -63,8 +63,10 @@ class WavefrontRnn {
     wf::Cluster cl;
   };
   void make_groups(int64_t B);
-  void forward2(int64_t B);
-  wf::Args args(const Group& g, int64_t b0, int64_t Bs) const;
+  void forward2();  // forward() on the second design
+  // The launch arguments for layers first .. first + layers - 1 and batch rows [b0, b0 + Bs).
+  wf::Args args(int64_t first, int64_t layers, int64_t b0, int64_t Bs) const;
+  void project_input(int64_t l);  // xproj = layer l's input times its kernel, all steps (cuBLAS)
   const void* layer_input(int64_t l) const;  // [T, B, in_l]: x or the previous layer's outputs
   void* out(int64_t l) const;
   void* hseq(int64_t l) const;
