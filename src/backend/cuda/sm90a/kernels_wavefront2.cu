@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -105,6 +106,21 @@ __device__ __forceinline__ float tanh_fast(float x) {
 }
 __device__ __forceinline__ float sigm_fast(float x) { return 0.5f * tanh_fast(0.5f * x) + 0.5f; }
 
+// RNNTRAIN_WF2_PHASES (a build for profiling only): thread 0 of every CTA adds up the SM cycles of
+// each phase of its steps, and CTA 0 of each cluster prints them per step when the launch ends.
+#ifdef RNNTRAIN_WF2_PHASES
+#define WF2_MARK(k)                                    \
+  do {                                                 \
+    const long long now_ = clock64();                  \
+    if (tid == 0) phase_cycles[k] += now_ - phase_at;  \
+    phase_at = now_;                                   \
+  } while (0)
+#else
+#define WF2_MARK(k) \
+  do {              \
+  } while (0)
+#endif
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 
 // Shared-memory operand descriptor, no swizzling: lbo = bytes between core matrices (8 rows of 16
@@ -174,13 +190,24 @@ __device__ __forceinline__ int a_at(int m, int k) { return ((k >> 3) * 8 + (m >>
 __device__ __forceinline__ int w_at(int n, int k, int Kp) { return ((n >> 3) * (Kp >> 3) + (k >> 3)) * 64 + (n & 7) * 8 + (k & 7); }
 
 // d += A [64 x Kp] x W^T [Kp x N]: Kp / 16 wgmma, waited for.
+// Pins the accumulators in place around a run of wgmma: without it the compiler moves them between
+// the asynchronous instructions and serializes every one (ptxas C7515), as CUTLASS's
+// warpgroup_fence_operand does.
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 template <typename E, int N>
 __device__ __forceinline__ void products(float (&d)[N / 2], const E* A, const E* W, int Kp) {
+  fence_acc(d);
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   for (int ks = 0; ks < Kp / 16; ++ks)
     mma<E, N>(d, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + ks * 16 * 8, 128, Kp / 8 * 128));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  fence_acc(d);
 }
 
 // Accumulator element i of a thread: column n and row m.
@@ -206,6 +233,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const Cluster& cl = a.cl;
   const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H, Bs = a.Bs;
+#ifdef RNNTRAIN_WF2_PHASES
+  long long phase_cycles[8] = {}, phase_at = clock64();
+  const unsigned long long start_ns = global_ns();
+#endif
   const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
   const int nrec = a.L * a.D;
   const bool input_row = ci >= nrec;
@@ -237,6 +268,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   __syncthreads();
   cluster_arrive();
   cluster_wait();
+  WF2_MARK(0);
 
   const uint16_t mask = static_cast<uint16_t>((1u << C) - 1);
   const uint32_t slice = U * 128;  // bytes of a CTA's units in a step's h (operand layout)
@@ -258,8 +290,11 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       }
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+      WF2_MARK(1);
       mbar_wait(bar, s & 1);
+      WF2_MARK(2);
       products<E, N>(acc, A, W, Kp);
+      WF2_MARK(3);
       cluster_arrive();
       if (tid == 0 && s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
       __syncthreads();
@@ -268,6 +303,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       for (int i = 0; i < R / 4; ++i) to[i] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
       __syncthreads();
       if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
+      WF2_MARK(4);
     }
     if (T > 0) cluster_wait();
   } else {
@@ -278,74 +314,69 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
     const int ldh = a.D * a.Hp;
     const bool last = l == a.L - 1;
     float st[U / 4][2] = {};  // LSTM c, GRU h, of units 4p + q, rows 16w + lane/4 (+ 8)
+    int len[2];  // the lengths of the thread's two rows (T past the slice: never read)
+    for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[a.b0 + row_of(2 * hh)] : T;
     for (int s = 0; s < T; ++s) {
       const int t = d == 0 ? s : T - 1 - s;
-      // The input side (and the biases) first: it does not wait for this row's previous step.
+      // The input side (and the biases) first: it does not wait for this row's previous step. Loaded
+      // into x, not acc: accumulators defined on two paths that join would serialize the wgmma.
+      float x[R];
       if (l == 0) {
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-          const int n = col_of(i), m = row_of(i), c = keras_col<GRU>(n, j0, H, true);
-          acc[i] = bias[n] + (m < Bs && c >= 0 ? a.xproj[((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH + c] : 0.0f);
+          const int m = row_of(i), c = keras_col<GRU>(col_of(i), j0, H, true);
+          x[i] = m < Bs && c >= 0 ? a.xproj[((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH + c] : 0.0f;
         }
       } else {
-        if (tid == 0) wait_flag(done_in + l * 16 + rank, s + 1);
-        __syncthreads();
+        wait_flag(done_in + l * 16 + rank, s + 1);  // by every thread: no branch before the wgmma
         const float4* from = reinterpret_cast<const float4*>(a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid * (R / 4);
 #pragma unroll
         for (int i = 0; i < R / 4; ++i) {
           const float4 v = from[i];
-          acc[4 * i] = v.x + bias[col_of(4 * i)], acc[4 * i + 1] = v.y + bias[col_of(4 * i + 1)];
-          acc[4 * i + 2] = v.z + bias[col_of(4 * i + 2)], acc[4 * i + 3] = v.w + bias[col_of(4 * i + 3)];
+          x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
         }
       }
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = x[i] + bias[col_of(i)];
+      WF2_MARK(1);
       if (s > 0) {
         mbar_wait(bar, (s - 1) & 1);
+        WF2_MARK(2);
         products<E, N>(acc, A, W, Kp);
       }
+      WF2_MARK(3);
       cluster_arrive();  // done with A: the row may multicast h_t into it
+      // The cell on the sums, in place (acc then holds what the backward reads: LSTM i, f, g, o; GRU
+      // z, r, h~ and the raw h U_h + b_h), and h_t into the operand copy the row shares: that is the
+      // critical path. The outputs and the saved state are stored after the copy is on its way.
       E* core_t = core + static_cast<size_t>(t) * step_elems;
+      float hn[U / 4][2], prev[U / 4][2];
 #pragma unroll
       for (int p = 0; p < U / 4; ++p)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int at = 8 * p + 2 * hh;  // gates 0, 1 at at, at + 1; gates 2, 3 at at + 4, at + 5
-          const int m = row_of(at), j = j0 + 4 * p + q, b = a.b0 + m;
-          const bool real = m < Bs && j < H, valid = real && t < a.lens[b];
-          const size_t bt = static_cast<size_t>(t) * B + b;
+          const bool valid = t < len[hh];
           float h = 0.0f;
-          if (valid) {
-            float* gs = a.gates[ci] ? a.gates[ci] + bt * 4 * H + j : nullptr;
-            float saved;
-            if constexpr (GRU) {
-              const float z = sigm_fast(acc[at]), r = sigm_fast(acc[at + 1]);
-              const float hc = tanh_fast(acc[at + 5] + r * acc[at + 4]);
-              saved = st[p][hh];
-              h = z * saved + (1.0f - z) * hc;
-              st[p][hh] = h;
-              if (gs) gs[0] = z, gs[H] = r, gs[2 * H] = hc, gs[3 * H] = acc[at + 4];
-            } else {
-              const float ig = sigm_fast(acc[at]), fg = sigm_fast(acc[at + 1]);
-              const float gg = tanh_fast(acc[at + 4]), og = sigm_fast(acc[at + 5]);
-              const float c = fg * st[p][hh] + ig * gg;
-              h = og * tanh_fast(c);
-              st[p][hh] = saved = c;
-              if (gs) gs[0] = ig, gs[H] = fg, gs[2 * H] = gg, gs[3 * H] = og;
-            }
-            if (a.state[ci]) a.state[ci][bt * H + j] = saved;
-            if (last && a.hy && t == (d == 0 ? a.lens[b] - 1 : 0))
-              static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = from_f<E>(h);
-          } else if (real && a.state[ci]) {
-            a.state[ci][bt * H + j] = 0.0f;  // read as the previous c by the backward pass
+          prev[p][hh] = st[p][hh];
+          if constexpr (GRU) {
+            acc[at] = sigm_fast(acc[at]), acc[at + 1] = sigm_fast(acc[at + 1]);
+            acc[at + 5] = tanh_fast(acc[at + 5] + acc[at + 1] * acc[at + 4]);
+            const float hv = acc[at] * st[p][hh] + (1.0f - acc[at]) * acc[at + 5];
+            if (valid) h = st[p][hh] = hv;
+          } else {
+            acc[at] = sigm_fast(acc[at]), acc[at + 1] = sigm_fast(acc[at + 1]);
+            acc[at + 4] = tanh_fast(acc[at + 4]), acc[at + 5] = sigm_fast(acc[at + 5]);
+            const float c = acc[at + 1] * st[p][hh] + acc[at] * acc[at + 4];
+            if (valid) st[p][hh] = c, h = acc[at + 5] * tanh_fast(c);
           }
-          const E hv = from_f<E>(h);
-          if (real) {
-            hseq[bt * ldh + d * a.Hp + j] = hv;
-            if (out != hseq) out[bt * a.D * H + d * H + j] = hv;
-          }
-          core_t[a_at(m, j)] = hv;
+          hn[p][hh] = h;
+          core_t[a_at(row_of(at), j0 + 4 * p + q)] = from_f<E>(h);
         }
+      WF2_MARK(4);
       fence_async_global();  // the copy of h_t is read by bulk copies (the async proxy)
       __syncthreads();
+      WF2_MARK(5);
       cluster_wait();  // every CTA of the row is done with A
       if (tid == 0) {
         if (s + 1 < T) {
@@ -355,10 +386,43 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         }
         store_release(done_rec + ci * 16 + rank, s + 1);
       }
+      WF2_MARK(6);
+#pragma unroll
+      for (int p = 0; p < U / 4; ++p)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int at = 8 * p + 2 * hh, m = row_of(at), j = j0 + 4 * p + q, b = a.b0 + m;
+          if (m >= Bs || j >= H) continue;
+          const bool valid = t < len[hh];
+          const size_t bt = static_cast<size_t>(t) * B + b;
+          if (valid && a.gates[ci]) {
+            float* gs = a.gates[ci] + bt * 4 * H + j;
+            gs[0] = acc[at], gs[H] = acc[at + 1], gs[2 * H] = GRU ? acc[at + 5] : acc[at + 4];
+            gs[3 * H] = GRU ? acc[at + 4] : acc[at + 5];
+          }
+          // LSTM c_t (0 on padded steps: read as the previous c by the backward); GRU h_{t-1}.
+          if (a.state[ci]) a.state[ci][bt * H + j] = !valid ? 0.0f : GRU ? prev[p][hh] : st[p][hh];
+          const E hv = from_f<E>(hn[p][hh]);
+          if (valid && last && a.hy && t == (d == 0 ? len[hh] - 1 : 0))
+            static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = hv;
+          hseq[bt * ldh + d * a.Hp + j] = hv;
+          if (out != hseq) out[bt * a.D * H + d * H + j] = hv;
+        }
+      WF2_MARK(7);
     }
   }
   cluster_arrive();  // no CTA leaves while a peer may still multicast into it
   cluster_wait();
+#ifdef RNNTRAIN_WF2_PHASES
+  if (tid == 0 && rank == 0) {
+    const double n = T > 0 ? T : 1;
+    printf("wf2 %s row %d (layer %d dir %d) T %d: %.2f us; setup %lld cyc; per step cyc: in %.0f wait %.0f mma %.0f "
+           "cell %.0f sync %.0f cwait+issue %.0f stores %.0f\n",
+           input_row ? "input" : "rec", ci, l, d, T, (global_ns() - start_ns) / 1e3, phase_cycles[0],
+           phase_cycles[1] / n, phase_cycles[2] / n, phase_cycles[3] / n, phase_cycles[4] / n, phase_cycles[5] / n,
+           phase_cycles[6] / n, phase_cycles[7] / n);
+  }
+#endif
 }
 
 template <typename E, bool GRU, int U>
