@@ -121,6 +121,21 @@ __device__ __forceinline__ float sigm_fast(float x) { return 0.5f * tanh_fast(0.
   } while (0)
 #endif
 
+#ifdef RNNTRAIN_WF2_PHASES
+__device__ long long g_phases[2 * kMaxRows][14];
+// Printed by a kernel of its own: a printf in forward2_k would serialize its wgmma (ptxas C7510).
+__global__ void print_phases_k(int rows) {
+  for (int r = 0; r < rows; ++r) {
+    const long long* p = g_phases[r];
+    const double n = p[9] > 0 ? static_cast<double>(p[9]) : 1.0;
+    printf("wf2 %s row %d of %lld (layer %lld dir %lld) T %lld: %.2f us; setup %lld cyc; per step cyc: [1] %.0f "
+           "[2] %.0f [3] %.0f [4] %.0f [5] %.0f [6] %.0f [7] %.0f\n",
+           p[10] ? "input" : "rec", r, p[13], p[11], p[12], p[9], p[8] / 1e3, p[0], p[1] / n, p[2] / n, p[3] / n,
+           p[4] / n, p[5] / n, p[6] / n, p[7] / n);
+  }
+}
+#endif
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 
 // Shared-memory operand descriptor, no swizzling: lbo = bytes between core matrices (8 rows of 16
@@ -415,12 +430,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   cluster_wait();
 #ifdef RNNTRAIN_WF2_PHASES
   if (tid == 0 && rank == 0) {
-    const double n = T > 0 ? T : 1;
-    printf("wf2 %s row %d (layer %d dir %d) T %d: %.2f us; setup %lld cyc; per step cyc: in %.0f wait %.0f mma %.0f "
-           "cell %.0f sync %.0f cwait+issue %.0f stores %.0f\n",
-           input_row ? "input" : "rec", ci, l, d, T, (global_ns() - start_ns) / 1e3, phase_cycles[0],
-           phase_cycles[1] / n, phase_cycles[2] / n, phase_cycles[3] / n, phase_cycles[4] / n, phase_cycles[5] / n,
-           phase_cycles[6] / n, phase_cycles[7] / n);
+    long long* out = g_phases[ci];
+    for (int k = 0; k < 8; ++k) out[k] = phase_cycles[k];
+    out[8] = static_cast<long long>(global_ns() - start_ns), out[9] = T;
+    out[10] = input_row, out[11] = l, out[12] = d, out[13] = static_cast<int>(gridDim.x) / C;
   }
 #endif
 }
@@ -465,6 +478,9 @@ void launch_of(const Args& a, cudaStream_t s) {
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = config<E, GRU, U>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, forward2_k<E, GRU, U>, a));
+#ifdef RNNTRAIN_WF2_PHASES
+  print_phases_k<<<1, 1, 0, s>>>(a.cl.rows);
+#endif
 }
 
 // The kernel of these settings: [bf16][gru][U = 8, 16, 32].
