@@ -74,7 +74,8 @@ GroupPlan plan_group(const WavefrontShape& s, int64_t first, int64_t B) {
 
 // The second design's clusters for a stack: U units per CTA (4U weight columns: 128 at most, where
 // wgmma runs fastest), C = H / U CTAs per row (16 at most, a cluster). Its shared memory: the weight
-// slice and the operand [64 x Kp], the biases, one mbarrier. C = 0 where H is too wide.
+// slice and the operand [64 x Kp], the biases, each thread's input side of the next step (2U floats,
+// padded by 4 against bank conflicts), one mbarrier. C = 0 where H is too wide.
 wf::Cluster cluster2(const WavefrontShape& s) {
   wf::Cluster cl;
   const int64_t H = s.hidden;
@@ -83,7 +84,7 @@ wf::Cluster cluster2(const WavefrontShape& s) {
   if (cl.C > 16) return {};
   cl.Kp = static_cast<int>(round_up(int64_t{cl.C} * cl.U, 16));
   const int64_t N = 4 * cl.U;
-  cl.smem = static_cast<size_t>((N + 64) * cl.Kp * 2 + N * 4 + 8);
+  cl.smem = static_cast<size_t>((N + 64) * cl.Kp * 2 + N * 4 + 128 * (2 * cl.U + 4) * 4 + 8);
   return cl;
 }
 

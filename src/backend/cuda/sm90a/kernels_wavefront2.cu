@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -228,23 +229,94 @@ __device__ __forceinline__ void products(float (&d)[N / 2], const E* A, const E*
 // Accumulator element i of a thread: column n and row m.
 __device__ __forceinline__ int col_of(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + (i % 2); }
 __device__ __forceinline__ int row_of(int i) { return 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4 + 8 * ((i / 2) % 2); }
+// Column n of a CTA is gate 2((n / 8) % 2) + n % 2 of unit (U / 4)((n % 8) / 2) + n / 16: the thread
+// holding it (lane % 4 = (n % 8) / 2) has all four gates of U / 4 consecutive units, so its loads and
+// stores are vectors. Element i of a thread is gate gate_of(col_of(i)) of unit U / 4 * (lane % 4) + i / 8.
 __device__ __forceinline__ int gate_of(int n) { return 2 * ((n >> 3) & 1) + (n & 1); }
-__device__ __forceinline__ int unit_of(int n) { return 4 * (n >> 4) + ((n & 7) >> 1); }
+template <int U>
+__device__ __forceinline__ int unit_of(int n) { return (U / 4) * ((n & 7) >> 1) + (n >> 4); }
+template <int U>
+__device__ __forceinline__ int column(int unit, int gate) {
+  return 16 * (unit % (U / 4)) + 8 * (gate >> 1) + 2 * (unit / (U / 4)) + (gate & 1);
+}
+// Accumulator element of (row half hh, gate g, unit p of the thread's U / 4), and its place when the
+// thread's values are kept in that order ("slots": [hh][g][p], vectors along p).
+__host__ __device__ constexpr int elem(int hh, int g, int p) { return 8 * p + 4 * (g / 2) + 2 * hh + g % 2; }
+template <int U>
+__host__ __device__ constexpr int slot(int i) {
+  return ((i / 2) % 2 * 4 + 2 * ((i / 4) % 2) + i % 2) * (U / 4) + i / 8;
+}
 
-// Keras column of CTA column n (unit j = j0 + unit_of(n)) on the input side (input == true: the
-// kernel) or the recurrent side; -1 where that side has no weight (GRU's candidate) or j >= H.
+// The Keras column offset of gate g on the input side (the kernel) or the recurrent side; -1 where
+// that side has no weight (GRU's candidate: z, r, then h U_h + b_h and x W_h + b_xh).
 template <bool GRU>
-__device__ __forceinline__ int keras_col(int n, int j0, int H, bool input) {
-  const int g = gate_of(n), j = j0 + unit_of(n);
-  if (j >= H) return -1;
-  if (!GRU) return g * H + j;
-  if (g < 2) return g * H + j;
-  return input == (g == 3) ? 2 * H + j : -1;
+__device__ __forceinline__ int gate_col(int g, int H, bool input) {
+  if (!GRU || g < 2) return g * H;
+  return input == (g == 3) ? 2 * H : -1;
+}
+
+template <int BYTES>
+__device__ __forceinline__ bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & (BYTES - 1)) == 0; }
+
+// Asynchronous copies into the thread's own shared memory (cp.async; waited for by the same thread).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(float* dst, const float* src) {
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(dst)), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(saddr(dst)), "l"(src), "n"(BYTES) : "memory");
+}
+// n (at most P) consecutive floats: as vectors where whole and aligned.
+template <int P>
+__device__ __forceinline__ void copy_floats_async(float* dst, const float* src, int n) {
+  constexpr int V = P >= 4 ? 4 : P;
+  if (n >= P && aligned<4 * V>(src)) {
+#pragma unroll
+    for (int p = 0; p < P; p += V) copy_async<4 * V>(dst + p, src + p);
+  } else {
+    for (int p = 0; p < n && p < P; ++p) copy_async<4>(dst + p, src + p);
+  }
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// n (at most P) consecutive values to global memory: vectors where whole and aligned.
+template <int P>
+__device__ __forceinline__ void store_floats(float* dst, const float (&v)[P], int n) {
+  if constexpr (P >= 4) {
+    if (n >= P && aligned<16>(dst)) {
+#pragma unroll
+      for (int p = 0; p < P; p += 4) *reinterpret_cast<float4*>(dst + p) = make_float4(v[p], v[p + 1], v[p + 2], v[p + 3]);
+      return;
+    }
+  } else {
+    if (n >= 2 && aligned<8>(dst)) {
+      *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+      return;
+    }
+  }
+  for (int p = 0; p < n && p < P; ++p) dst[p] = v[p];
+}
+template <typename E, int P>
+__device__ __forceinline__ void store_halves(E* dst, const float (&v)[P], int n) {
+  if (n >= P && aligned<2 * P>(dst)) {
+    union {
+      E e[P];
+      uint32_t u[P / 2];
+    } pack;
+#pragma unroll
+    for (int p = 0; p < P; ++p) pack.e[p] = from_f<E>(v[p]);
+    if constexpr (P == 8) *reinterpret_cast<uint4*>(dst) = make_uint4(pack.u[0], pack.u[1], pack.u[2], pack.u[3]);
+    else if constexpr (P == 4) *reinterpret_cast<uint2*>(dst) = make_uint2(pack.u[0], pack.u[1]);
+    else *reinterpret_cast<uint32_t*>(dst) = pack.u[0];
+    return;
+  }
+  for (int p = 0; p < n && p < P; ++p) dst[p] = from_f<E>(v[p]);
 }
 
 template <typename E, bool GRU, int U>
 __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
-  constexpr int N = 4 * U, R = N / 2;  // weight columns of a CTA; accumulators of a thread
+  constexpr int N = 4 * U, R = N / 2, P = U / 4;  // weight columns of a CTA; accumulators, units of a thread
   extern __shared__ __align__(128) unsigned char smem[];
   const Cluster& cl = a.cl;
   const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H, Bs = a.Bs;
@@ -259,22 +331,40 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   E* W = reinterpret_cast<E*>(smem);  // [N x Kp]
   E* A = W + N * Kp;                   // [64 x Kp]
   float* bias = reinterpret_cast<float*>(A + 64 * Kp);  // [N]: added to the recurrent row's sums
-  uint64_t* bar = reinterpret_cast<uint64_t*>(bias + N);
+  float* xs_all = bias + N;  // [128][R + 4]: each thread's input side of the next step, in slot order
+  uint64_t* bar = reinterpret_cast<uint64_t*>(xs_all + 128 * (R + 4));
 
+  // The weight slice: rows k of the Keras matrix, 8 consecutive units of one gate a load.
   const E* w = static_cast<const E*>(input_row ? a.wk[l * a.D] : a.wr[ci]);  // [H, GH] either way
-  for (int i = tid; i < N * Kp; i += 128) {
-    const int k = i / N, n = i % N, c = keras_col<GRU>(n, j0, H, input_row);
-    W[w_at(n, k, Kp)] = k < H && c >= 0 ? w[static_cast<size_t>(k) * a.GH + c] : from_f<E>(0.0f);
+  for (int it = tid; it < Kp * 4 * (U / 8); it += 128) {
+    const int k = it / (4 * (U / 8)), g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
+    const int gc = gate_col<GRU>(g, H, input_row), n = H - j0 - u0;  // n: units of the 8 that exist
+    E v[8];
+    for (int e = 0; e < 8; ++e) v[e] = from_f<E>(0.0f);
+    if (k < H && gc >= 0 && n > 0) {
+      const E* src = w + static_cast<size_t>(k) * a.GH + gc + j0 + u0;
+      if (n >= 8 && aligned<16>(src)) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src);
+        memcpy(v, &raw, sizeof raw);
+      } else {
+        for (int e = 0; e < 8 && e < n; ++e) v[e] = src[e];
+      }
+    }
+    for (int e = 0; e < 8; ++e) W[w_at(column<U>(u0 + e, g), k, Kp)] = v[e];
   }
   for (int i = tid; i < 64 * Kp; i += 128) A[i] = from_f<E>(0.0f);
-  if (!input_row)
+  if (!input_row) {
     for (int n = tid; n < N; n += 128) {
       const float* b = a.bias[ci];  // [GH], GRU [2, GH]: input side, recurrent side
-      const int cx = keras_col<GRU>(n, j0, H, true), ch = keras_col<GRU>(n, j0, H, false);
-      float v = cx >= 0 ? b[cx] : 0.0f;
-      if (GRU && ch >= 0) v = cx >= 0 ? v + b[a.GH + ch] : b[a.GH + ch];
+      const int g = gate_of(n), j = j0 + unit_of<U>(n);
+      const int cx = gate_col<GRU>(g, H, true), ch = gate_col<GRU>(g, H, false);
+      float v = 0.0f;
+      if (j < H && cx >= 0) v += b[cx + j];
+      if (GRU && j < H && ch >= 0) v += b[a.GH + ch + j];
       bias[n] = v;
     }
+    for (int i = tid; i < 128 * (R + 4); i += 128) xs_all[i] = 0.0f;  // what no copy fills stays 0
+  }
   if (tid == 0) {
     mbar_init(bar, 1);
     fence_mbar_init();
@@ -290,6 +380,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   const size_t step_elems = static_cast<size_t>(64) * Kp;
   unsigned* done_rec = a.done;                // [kMaxRows][16]
   unsigned* done_in = a.done + kMaxRows * 16;  // [kMaxRows][16], by layer
+  const int q = tid % 4, jb = j0 + P * q;     // the thread's first unit
   float acc[R];
 
   if (input_row) {
@@ -313,46 +404,63 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       cluster_arrive();
       if (tid == 0 && s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
       __syncthreads();
+      // The thread's sums in slot order, the layout its recurrent row's CTA copies from.
+      float y[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) y[slot<U>(i)] = acc[i];
       float4* to = reinterpret_cast<float4*>(a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid * (R / 4);
 #pragma unroll
-      for (int i = 0; i < R / 4; ++i) to[i] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+      for (int i = 0; i < R / 4; ++i) to[i] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
       __syncthreads();
       if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
       WF2_MARK(4);
     }
     if (T > 0) cluster_wait();
   } else {
-    const int lane = tid % 32, q = lane % 4;
     E* core = static_cast<E*>(a.hcore[ci]);
     E* hseq = static_cast<E*>(a.hseq[l]);
     E* out = static_cast<E*>(a.out[l]);
-    const int ldh = a.D * a.Hp;
+    const int ldh = a.D * a.Hp, nu = H - jb;  // nu: how many of the thread's units exist
     const bool last = l == a.L - 1;
-    float st[U / 4][2] = {};  // LSTM c, GRU h, of units 4p + q, rows 16w + lane/4 (+ 8)
-    int len[2];  // the lengths of the thread's two rows (T past the slice: never read)
+    float* xs = xs_all + tid * (R + 4);
+    float st[P][2] = {};  // LSTM c, GRU h, of units jb + p, rows 16w + lane/4 (+ 8)
+    int len[2];           // the lengths of the thread's two rows (T past the slice: never read)
     for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[a.b0 + row_of(2 * hh)] : T;
-    for (int s = 0; s < T; ++s) {
+    // The input side of step s into xs, asynchronously: the GEMM's rows (the launch's first layer) or
+    // the input row's sums (waited for by every thread).
+    auto prefetch = [&](int s) {
       const int t = d == 0 ? s : T - 1 - s;
-      // The input side (and the biases) first: it does not wait for this row's previous step. Loaded
-      // into x, not acc: accumulators defined on two paths that join would serialize the wgmma.
-      float x[R];
       if (l == 0) {
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const int m = row_of(i), c = keras_col<GRU>(col_of(i), j0, H, true);
-          x[i] = m < Bs && c >= 0 ? a.xproj[((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH + c] : 0.0f;
+        for (int hh = 0; hh < 2; ++hh) {
+          const int m = row_of(2 * hh);
+          if (m >= Bs) continue;
+          const float* row = a.xproj + ((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH;
+          for (int g = 0; g < 4; ++g) {
+            const int gc = gate_col<GRU>(g, H, true);
+            if (gc >= 0) copy_floats_async<P>(xs + (hh * 4 + g) * P, row + gc + jb, nu);
+          }
         }
       } else {
-        wait_flag(done_in + l * 16 + rank, s + 1);  // by every thread: no branch before the wgmma
-        const float4* from = reinterpret_cast<const float4*>(a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid * (R / 4);
+        wait_flag(done_in + l * 16 + rank, s + 1);
+        const float* from = a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R + tid * R;
 #pragma unroll
-        for (int i = 0; i < R / 4; ++i) {
-          const float4 v = from[i];
-          x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
-        }
+        for (int i = 0; i < R; i += 4) copy_async<16>(xs + i, from + i);
+      }
+      copy_commit();
+    };
+    if (T > 0) prefetch(0);
+    for (int s = 0; s < T; ++s) {
+      const int t = d == 0 ? s : T - 1 - s;
+      // The input side (and the biases) first: it does not wait for this row's previous step.
+      copy_wait();
+      float x[R];
+#pragma unroll
+      for (int i = 0; i < R; i += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(xs + i);
+        x[i] = v.x, x[i + 1] = v.y, x[i + 2] = v.z, x[i + 3] = v.w;
       }
 #pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = x[i] + bias[col_of(i)];
+      for (int i = 0; i < R; ++i) acc[i] = x[slot<U>(i)] + bias[col_of(i)];
       WF2_MARK(1);
       if (s > 0) {
         mbar_wait(bar, (s - 1) & 1);
@@ -365,15 +473,15 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       // z, r, h~ and the raw h U_h + b_h), and h_t into the operand copy the row shares: that is the
       // critical path. The outputs and the saved state are stored after the copy is on its way.
       E* core_t = core + static_cast<size_t>(t) * step_elems;
-      float hn[U / 4][2], prev[U / 4][2];
+      float hn[2][P], prev[2][P];
 #pragma unroll
-      for (int p = 0; p < U / 4; ++p)
+      for (int hh = 0; hh < 2; ++hh) {
+        const bool valid = t < len[hh];
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int at = 8 * p + 2 * hh;  // gates 0, 1 at at, at + 1; gates 2, 3 at at + 4, at + 5
-          const bool valid = t < len[hh];
+        for (int p = 0; p < P; ++p) {
+          const int at = elem(hh, 0, p);  // gates 0, 1 at at, at + 1; gates 2, 3 at at + 4, at + 5
           float h = 0.0f;
-          prev[p][hh] = st[p][hh];
+          prev[hh][p] = st[p][hh];
           if constexpr (GRU) {
             acc[at] = sigm_fast(acc[at]), acc[at + 1] = sigm_fast(acc[at + 1]);
             acc[at + 5] = tanh_fast(acc[at + 5] + acc[at + 1] * acc[at + 4]);
@@ -385,9 +493,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
             const float c = acc[at + 1] * st[p][hh] + acc[at] * acc[at + 4];
             if (valid) st[p][hh] = c, h = acc[at + 5] * tanh_fast(c);
           }
-          hn[p][hh] = h;
-          core_t[a_at(row_of(at), j0 + 4 * p + q)] = from_f<E>(h);
+          hn[hh][p] = h;
         }
+        store_halves<E, P>(core_t + a_at(row_of(2 * hh), jb), hn[hh], P);  // P units in one core-matrix row
+      }
       WF2_MARK(4);
       fence_async_global();  // the copy of h_t is read by bulk copies (the async proxy)
       __syncthreads();
@@ -401,28 +510,35 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         }
         store_release(done_rec + ci * 16 + rank, s + 1);
       }
+      if (s + 1 < T) prefetch(s + 1);
       WF2_MARK(6);
 #pragma unroll
-      for (int p = 0; p < U / 4; ++p)
+      for (int hh = 0; hh < 2; ++hh) {
+        const int m = row_of(2 * hh), b = a.b0 + m;
+        if (m >= Bs || nu <= 0) continue;
+        const bool valid = t < len[hh];
+        const size_t bt = static_cast<size_t>(t) * B + b;
+        float v[P];
+        if (valid && a.gates[ci]) {
+          float* gs = a.gates[ci] + bt * 4 * H + jb;  // LSTM i, f, g, o; GRU z, r, h~, h U_h + b_h
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int at = 8 * p + 2 * hh, m = row_of(at), j = j0 + 4 * p + q, b = a.b0 + m;
-          if (m >= Bs || j >= H) continue;
-          const bool valid = t < len[hh];
-          const size_t bt = static_cast<size_t>(t) * B + b;
-          if (valid && a.gates[ci]) {
-            float* gs = a.gates[ci] + bt * 4 * H + j;
-            gs[0] = acc[at], gs[H] = acc[at + 1], gs[2 * H] = GRU ? acc[at + 5] : acc[at + 4];
-            gs[3 * H] = GRU ? acc[at + 4] : acc[at + 5];
+          for (int g = 0; g < 4; ++g) {
+            const int from = GRU && g >= 2 ? 5 - g : g;  // GRU: h~ sits in gate 3's place, h U_h in gate 2's
+#pragma unroll
+            for (int p = 0; p < P; ++p) v[p] = acc[elem(hh, from, p)];
+            store_floats<P>(gs + g * H, v, nu);
           }
-          // LSTM c_t (0 on padded steps: read as the previous c by the backward); GRU h_{t-1}.
-          if (a.state[ci]) a.state[ci][bt * H + j] = !valid ? 0.0f : GRU ? prev[p][hh] : st[p][hh];
-          const E hv = from_f<E>(hn[p][hh]);
-          if (valid && last && a.hy && t == (d == 0 ? len[hh] - 1 : 0))
-            static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = hv;
-          hseq[bt * ldh + d * a.Hp + j] = hv;
-          if (out != hseq) out[bt * a.D * H + d * H + j] = hv;
         }
+        if (a.state[ci]) {  // LSTM c_t (0 on padded steps: read as the previous c by the backward); GRU h_{t-1}
+#pragma unroll
+          for (int p = 0; p < P; ++p) v[p] = !valid ? 0.0f : GRU ? prev[hh][p] : st[p][hh];
+          store_floats<P>(a.state[ci] + bt * H + jb, v, nu);
+        }
+        if (valid && last && a.hy && t == (d == 0 ? len[hh] - 1 : 0))
+          store_halves<E, P>(static_cast<E*>(a.hy) + (static_cast<size_t>(d) * B + b) * H + jb, hn[hh], nu);
+        store_halves<E, P>(hseq + bt * ldh + d * a.Hp + jb, hn[hh], nu);
+        if (out != hseq) store_halves<E, P>(out + bt * a.D * H + d * H + jb, hn[hh], nu);
+      }
       WF2_MARK(7);
     }
   }
