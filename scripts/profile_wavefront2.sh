@@ -54,8 +54,8 @@ done
 if [ "${PHASES:-1}" != 0 ]; then
   step "phases of a kernel step (RNNTRAIN_WF2_PHASES build; SM cycles, thread 0 of each row's CTA 0)"
   say "recurrent rows: [1] input side [2] wait for h [3] wgmma [4] cell and h stores [5] fence, CTA barrier"
-  say "  [6] cluster wait, multicast issued [7] saved state stores; input rows: [1] cluster wait, flag wait, multicast"
-  say "  issued [2] wait for h [3] wgmma [4] ring stores and flag"
+  say "  [6] cluster wait [7] multicast issued, input side prefetched [8] saved state stores; input rows: [1] cluster"
+  say "  wait, flag wait, multicast issued [2] wait for h [3] wgmma [4] ring stores and flag"
   if configure ON; then
     for cfg in blog gru; do
       RNNTRAIN_WAVEFRONT_DESIGN=2 "$BUILD/rnntrain" bench "bench/configs/$cfg.yaml" plan.graphs=false \

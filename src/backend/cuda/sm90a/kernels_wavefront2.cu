@@ -123,16 +123,16 @@ __device__ __forceinline__ float sigm_fast(float x) { return 0.5f * tanh_fast(0.
 #endif
 
 #ifdef RNNTRAIN_WF2_PHASES
-__device__ long long g_phases[2 * kMaxRows][14];
+__device__ long long g_phases[2 * kMaxRows][15];
 // Printed by a kernel of its own: a printf in forward2_k would serialize its wgmma (ptxas C7510).
 __global__ void print_phases_k(int rows) {
   for (int r = 0; r < rows; ++r) {
     const long long* p = g_phases[r];
-    const double n = p[9] > 0 ? static_cast<double>(p[9]) : 1.0;
+    const double n = p[10] > 0 ? static_cast<double>(p[10]) : 1.0;
     printf("wf2 %s row %d of %lld (layer %lld dir %lld) T %lld: %.2f us; setup %lld cyc; per step cyc: [1] %.0f "
-           "[2] %.0f [3] %.0f [4] %.0f [5] %.0f [6] %.0f [7] %.0f\n",
-           p[10] ? "input" : "rec", r, p[13], p[11], p[12], p[9], p[8] / 1e3, p[0], p[1] / n, p[2] / n, p[3] / n,
-           p[4] / n, p[5] / n, p[6] / n, p[7] / n);
+           "[2] %.0f [3] %.0f [4] %.0f [5] %.0f [6] %.0f [7] %.0f [8] %.0f\n",
+           p[11] ? "input" : "rec", r, p[14], p[12], p[13], p[10], p[9] / 1e3, p[0], p[1] / n, p[2] / n, p[3] / n,
+           p[4] / n, p[5] / n, p[6] / n, p[7] / n, p[8] / n);
   }
 }
 #endif
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   const Cluster& cl = a.cl;
   const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H, Bs = a.Bs;
 #ifdef RNNTRAIN_WF2_PHASES
-  long long phase_cycles[8] = {}, phase_at = clock64();
+  long long phase_cycles[9] = {}, phase_at = clock64();
   const unsigned long long start_ns = global_ns();
 #endif
   const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
@@ -334,23 +334,36 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   float* xs_all = bias + N;  // [128][R + 4]: each thread's input side of the next step, in slot order
   uint64_t* bar = reinterpret_cast<uint64_t*>(xs_all + 128 * (R + 4));
 
-  // The weight slice: rows k of the Keras matrix, 8 consecutive units of one gate a load.
+  // The weight slice: rows k of the Keras matrix, 8 consecutive units of one gate a load, 8 loads in
+  // flight a thread.
   const E* w = static_cast<const E*>(input_row ? a.wk[l * a.D] : a.wr[ci]);  // [H, GH] either way
-  for (int it = tid; it < Kp * 4 * (U / 8); it += 128) {
-    const int k = it / (4 * (U / 8)), g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
-    const int gc = gate_col<GRU>(g, H, input_row), n = H - j0 - u0;  // n: units of the 8 that exist
-    E v[8];
-    for (int e = 0; e < 8; ++e) v[e] = from_f<E>(0.0f);
-    if (k < H && gc >= 0 && n > 0) {
-      const E* src = w + static_cast<size_t>(k) * a.GH + gc + j0 + u0;
-      if (n >= 8 && aligned<16>(src)) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(src);
-        memcpy(v, &raw, sizeof raw);
-      } else {
-        for (int e = 0; e < 8 && e < n; ++e) v[e] = src[e];
+  constexpr int kChunks = 4 * (U / 8);  // (gate, 8 units) chunks of a weight row
+  for (int it0 = 0; it0 < Kp * kChunks; it0 += 8 * 128) {
+    uint4 raw[8];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      const int it = it0 + r * 128 + tid, k = it / kChunks, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
+      const int gc = gate_col<GRU>(g, H, input_row), n = H - j0 - u0;  // n: units of the 8 that exist
+      E v[8];
+      for (int e = 0; e < 8; ++e) v[e] = from_f<E>(0.0f);
+      if (it < Kp * kChunks && k < H && gc >= 0 && n > 0) {
+        const E* src = w + static_cast<size_t>(k) * a.GH + gc + j0 + u0;
+        if (n >= 8 && aligned<16>(src)) {
+          memcpy(v, src, sizeof v);
+        } else {
+          for (int e = 0; e < 8 && e < n; ++e) v[e] = src[e];
+        }
       }
+      memcpy(&raw[r], v, sizeof v);
     }
-    for (int e = 0; e < 8; ++e) W[w_at(column<U>(u0 + e, g), k, Kp)] = v[e];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      const int it = it0 + r * 128 + tid, k = it / kChunks, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
+      if (it >= Kp * kChunks) break;
+      E v[8];
+      memcpy(v, &raw[r], sizeof v);
+      for (int e = 0; e < 8; ++e) W[w_at(column<U>(u0 + e, g), k, Kp)] = v[e];
+    }
   }
   for (int i = tid; i < 64 * Kp; i += 128) A[i] = from_f<E>(0.0f);
   if (!input_row) {
@@ -461,6 +474,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       }
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = x[slot<U>(i)] + bias[col_of(i)];
+      // The GEMM's rows of the next step have nothing to wait for: on their way now. fence_acc keeps
+      // the reads of xs (through the sums that use them) before the copies that overwrite it.
+      fence_acc(acc);
+      if (l == 0 && s + 1 < T) prefetch(s + 1);
       WF2_MARK(1);
       if (s > 0) {
         mbar_wait(bar, (s - 1) & 1);
@@ -500,18 +517,17 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       WF2_MARK(4);
       fence_async_global();  // the copy of h_t is read by bulk copies (the async proxy)
       __syncthreads();
+      if (tid == 0) store_release(done_rec + ci * 16 + rank, s + 1);  // the layer above may read h_t
       WF2_MARK(5);
       cluster_wait();  // every CTA of the row is done with A
-      if (tid == 0) {
-        if (s + 1 < T) {
-          mbar_expect(bar, C * slice);
-          multicast(reinterpret_cast<char*>(A) + rank * slice, reinterpret_cast<const char*>(core_t) + rank * slice,
-                    slice, bar, mask);
-        }
-        store_release(done_rec + ci * 16 + rank, s + 1);
-      }
-      if (s + 1 < T) prefetch(s + 1);
       WF2_MARK(6);
+      if (tid == 0 && s + 1 < T) {
+        mbar_expect(bar, C * slice);
+        multicast(reinterpret_cast<char*>(A) + rank * slice, reinterpret_cast<const char*>(core_t) + rank * slice,
+                  slice, bar, mask);
+      }
+      if (l > 0 && s + 1 < T) prefetch(s + 1);
+      WF2_MARK(7);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int m = row_of(2 * hh), b = a.b0 + m;
@@ -539,7 +555,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         store_halves<E, P>(hseq + bt * ldh + d * a.Hp + jb, hn[hh], nu);
         if (out != hseq) store_halves<E, P>(out + bt * a.D * H + d * H + jb, hn[hh], nu);
       }
-      WF2_MARK(7);
+      WF2_MARK(8);
     }
   }
   cluster_arrive();  // no CTA leaves while a peer may still multicast into it
@@ -547,9 +563,9 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
 #ifdef RNNTRAIN_WF2_PHASES
   if (tid == 0 && rank == 0) {
     long long* out = g_phases[ci];
-    for (int k = 0; k < 8; ++k) out[k] = phase_cycles[k];
-    out[8] = static_cast<long long>(global_ns() - start_ns), out[9] = T;
-    out[10] = input_row, out[11] = l, out[12] = d, out[13] = static_cast<int>(gridDim.x) / C;
+    for (int k = 0; k < 9; ++k) out[k] = phase_cycles[k];
+    out[9] = static_cast<long long>(global_ns() - start_ns), out[10] = T;
+    out[11] = input_row, out[12] = l, out[13] = d, out[14] = static_cast<int>(gridDim.x) / C;
   }
 #endif
 }
