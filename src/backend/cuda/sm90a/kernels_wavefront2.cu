@@ -334,36 +334,23 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   float* xs_all = bias + N;  // [128][R + 4]: each thread's input side of the next step, in slot order
   uint64_t* bar = reinterpret_cast<uint64_t*>(xs_all + 128 * (R + 4));
 
-  // The weight slice: rows k of the Keras matrix, 8 consecutive units of one gate a load, 8 loads in
-  // flight a thread.
+  // The weight slice: rows k of the Keras matrix, 8 consecutive units of one gate a load.
   const E* w = static_cast<const E*>(input_row ? a.wk[l * a.D] : a.wr[ci]);  // [H, GH] either way
-  constexpr int kChunks = 4 * (U / 8);  // (gate, 8 units) chunks of a weight row
-  for (int it0 = 0; it0 < Kp * kChunks; it0 += 8 * 128) {
-    uint4 raw[8];
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const int it = it0 + r * 128 + tid, k = it / kChunks, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
-      const int gc = gate_col<GRU>(g, H, input_row), n = H - j0 - u0;  // n: units of the 8 that exist
-      E v[8];
-      for (int e = 0; e < 8; ++e) v[e] = from_f<E>(0.0f);
-      if (it < Kp * kChunks && k < H && gc >= 0 && n > 0) {
-        const E* src = w + static_cast<size_t>(k) * a.GH + gc + j0 + u0;
-        if (n >= 8 && aligned<16>(src)) {
-          memcpy(v, src, sizeof v);
-        } else {
-          for (int e = 0; e < 8 && e < n; ++e) v[e] = src[e];
-        }
+  for (int it = tid; it < Kp * 4 * (U / 8); it += 128) {
+    const int k = it / (4 * (U / 8)), g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
+    const int gc = gate_col<GRU>(g, H, input_row), n = H - j0 - u0;  // n: units of the 8 that exist
+    E v[8];
+    for (int e = 0; e < 8; ++e) v[e] = from_f<E>(0.0f);
+    if (k < H && gc >= 0 && n > 0) {
+      const E* src = w + static_cast<size_t>(k) * a.GH + gc + j0 + u0;
+      if (n >= 8 && aligned<16>(src)) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src);
+        memcpy(v, &raw, sizeof raw);
+      } else {
+        for (int e = 0; e < 8 && e < n; ++e) v[e] = src[e];
       }
-      memcpy(&raw[r], v, sizeof v);
     }
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const int it = it0 + r * 128 + tid, k = it / kChunks, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
-      if (it >= Kp * kChunks) break;
-      E v[8];
-      memcpy(v, &raw[r], sizeof v);
-      for (int e = 0; e < 8; ++e) W[w_at(column<U>(u0 + e, g), k, Kp)] = v[e];
-    }
+    for (int e = 0; e < 8; ++e) W[w_at(column<U>(u0 + e, g), k, Kp)] = v[e];
   }
   for (int i = tid; i < 64 * Kp; i += 128) A[i] = from_f<E>(0.0f);
   if (!input_row) {
@@ -474,10 +461,6 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       }
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = x[slot<U>(i)] + bias[col_of(i)];
-      // The GEMM's rows of the next step have nothing to wait for: on their way now. fence_acc keeps
-      // the reads of xs (through the sums that use them) before the copies that overwrite it.
-      fence_acc(acc);
-      if (l == 0 && s + 1 < T) prefetch(s + 1);
       WF2_MARK(1);
       if (s > 0) {
         mbar_wait(bar, (s - 1) & 1);
@@ -517,16 +500,18 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       WF2_MARK(4);
       fence_async_global();  // the copy of h_t is read by bulk copies (the async proxy)
       __syncthreads();
-      if (tid == 0) store_release(done_rec + ci * 16 + rank, s + 1);  // the layer above may read h_t
       WF2_MARK(5);
       cluster_wait();  // every CTA of the row is done with A
       WF2_MARK(6);
-      if (tid == 0 && s + 1 < T) {
-        mbar_expect(bar, C * slice);
-        multicast(reinterpret_cast<char*>(A) + rank * slice, reinterpret_cast<const char*>(core_t) + rank * slice,
-                  slice, bar, mask);
+      if (tid == 0) {
+        if (s + 1 < T) {
+          mbar_expect(bar, C * slice);
+          multicast(reinterpret_cast<char*>(A) + rank * slice, reinterpret_cast<const char*>(core_t) + rank * slice,
+                    slice, bar, mask);
+        }
+        store_release(done_rec + ci * 16 + rank, s + 1);
       }
-      if (l > 0 && s + 1 < T) prefetch(s + 1);
+      if (s + 1 < T) prefetch(s + 1);
       WF2_MARK(7);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
