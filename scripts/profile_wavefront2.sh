@@ -37,6 +37,7 @@ if [ "${TESTS:-1}" != 0 ]; then
   RNNTRAIN_WAVEFRONT_DESIGN=1 "$BUILD/tests/gpu_precision_test" --gtest_filter='*wavefront*' >"$WORK/prec1.log" 2>&1 ||
     fail=1
   grep -h -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure" "$WORK/wf.log" "$WORK/prec.log" "$WORK/prec1.log" | tee -a "$LOG"
+  [ "$fail" = 0 ] || [ -z "${OUT:-}" ] || cp "$WORK/wf.log" "$WORK/prec.log" "$WORK/prec1.log" "$OUT/"
 fi
 
 bench() {  # design config

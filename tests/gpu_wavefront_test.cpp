@@ -122,12 +122,11 @@ TEST(Wavefront, InferenceGivesTheCpuOutputs) {
   EXPECT_NEAR(eg, ec, 1e-2 * std::fabs(ec)) << "evaluation loss";
 }
 
-// Both designs' forwards (issue 33: the second, sm_90a, is the default where it runs;
-// RNNTRAIN_WAVEFRONT_DESIGN=1 keeps the first): 4 LSTM layers (one launch: recurrent and input rows),
-// 4 GRU layers of 37 units (odd sizes, batch slices of 64 past 64 sequences), masked; outputs and a
-// step's gradients (the saved gates feed the first design's backward, so the input gradient checks
-// them) against the FP32 CPU.
-TEST(Wavefront, BothDesignsForwardsGiveTheCpuOutputsAndGradients) {
+// Both designs (issue 33: the second, sm_90a, is the default where it runs; RNNTRAIN_WAVEFRONT_DESIGN=1
+// keeps the first): 4 LSTM layers (one launch: recurrent and input rows, forward and backward), 4 GRU
+// layers of 37 units (odd sizes, batch slices of 64 past 64 sequences), masked; outputs and a step's
+// gradients (input and weights) against the FP32 CPU.
+TEST(Wavefront, BothDesignsGiveTheCpuOutputsAndGradients) {
   SKIP_WITHOUT_GPU();
   struct Case {
     const char* layers;
@@ -143,6 +142,11 @@ TEST(Wavefront, BothDesignsForwardsGiveTheCpuOutputsAndGradients) {
        Precision::Fp16, 70, 1e-2},
       {"[{type: Bidirectional, layer: {type: LSTM, units: 40, return_sequences: true}}, {type: Dense, units: 3}]",
        Precision::Fp16, 9, 1e-2},
+      // 16 and 32 units a CTA in the second design, the last CTA of a row partly empty
+      {"[{type: LSTM, units: 300, return_sequences: true}, {type: LSTM, units: 300}, {type: Dense, units: 3}]",
+       Precision::Bf16, 5, 5e-2},
+      {"[{type: GRU, units: 150, return_sequences: true}, {type: GRU, units: 150}, {type: Dense, units: 3}]",
+       Precision::Fp16, 3, 1e-2},
   };
   for (const char* design : {"1", "2"}) {
     for (const Case& c : cases) {
@@ -166,11 +170,18 @@ TEST(Wavefront, BothDesignsForwardsGiveTheCpuOutputsAndGradients) {
       else EXPECT_EQ(gpu_wavefront2_passes(), passes2) << "the first design ran";
       expect_near_all(pg, pc, c.tol * max_abs(pc), 0.0, "predictions");
       Tensor tc, tg, dxc, dxg;
+      const int64_t backward2 = gpu_wavefront2_backward_passes();
       const double lc = cpu->gradients(b, &tc, &dxc).mean();
       const double lg = gpu->gradients(b, &tg, &dxg).mean();
+      if (second) EXPECT_GT(gpu_wavefront2_backward_passes(), backward2) << "the second design's backward ran";
+      else EXPECT_EQ(gpu_wavefront2_backward_passes(), backward2) << "the first design's backward ran";
       EXPECT_NEAR(lg, lc, c.tol * std::fabs(lc)) << "loss";
       expect_near_all(tg, tc, c.tol * max_abs(tc), 0.0, "training outputs");
       expect_near_all(dxg, dxc, c.tol * max_abs(dxc), 0.0, "input gradient");
+      const std::vector<Param*> wc = cpu->host_params().all(), wg = gpu->host_params().all();
+      for (size_t i = 0; i < wc.size(); ++i)
+        expect_near_all(wg[i]->grad, wc[i]->grad, c.tol * max_abs(wc[i]->grad) + 1e-7, 0.0,
+                        "gradient of " + wc[i]->name);
     }
   }
   unsetenv("RNNTRAIN_WAVEFRONT_DESIGN");

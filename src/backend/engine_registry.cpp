@@ -220,6 +220,14 @@ int64_t gpu_wavefront2_passes() {
 #endif
 }
 
+int64_t gpu_wavefront2_backward_passes() {
+#ifdef RNNTRAIN_WITH_CUDA
+  return cuda::wavefront2_backward_passes();
+#else
+  return 0;
+#endif
+}
+
 std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks) {
   if (cfg.device == Device::Cpu) return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
   const std::string why = gpu_unavailable_reason();

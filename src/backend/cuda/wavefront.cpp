@@ -16,7 +16,7 @@ namespace rnntrain::cuda {
 
 namespace {
 
-std::atomic<int64_t> passes{0}, passes2{0};
+std::atomic<int64_t> passes{0}, passes2{0}, backward_passes2{0};
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 size_t align128(size_t n) { return (n + 127) & ~size_t(127); }
@@ -88,6 +88,20 @@ wf::Cluster cluster2(const WavefrontShape& s) {
   return cl;
 }
 
+// The second design's backward keeps the forward's clusters (C, U): a CTA holds its units' rows of
+// the recurrent kernel ([U x C*KS], KS = 4U gate slots, for GRU too) and a ring of S slots of one dG
+// slice each ([64 x KS]), as many as fit (at most C), then S + 1 mbarriers. C = 0 where none fits.
+wf::Cluster cluster2_backward(const WavefrontShape& s) {
+  wf::Cluster cl = cluster2(s);
+  if (!cl.C) return {};
+  const int64_t KS = 4 * cl.U, weights = cl.U * cl.C * KS * 2, slot = 64 * KS * 2;
+  const int64_t room = static_cast<int64_t>(wf::smem_optin()) - weights - 8 * (cl.C + 1);
+  cl.S = static_cast<int>(std::min<int64_t>(cl.C, room / slot));
+  if (cl.S < 1) return {};
+  cl.smem = static_cast<size_t>(weights + cl.S * slot + 8 * (cl.S + 1));
+  return cl;
+}
+
 // Clusters a launch of n layers takes: a recurrent row per (layer, direction), an input row per
 // layer above the first (unidirectional stacks: a bidirectional layer's input needs the layer below
 // at every step, so such launches hold one layer).
@@ -108,6 +122,7 @@ bool design2_allowed() {
 
 int64_t wavefront_passes() { return passes.load(); }
 int64_t wavefront2_passes() { return passes2.load(); }
+int64_t wavefront2_backward_passes() { return backward_passes2.load(); }
 
 std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precision, int64_t batch) {
   if (!cell_traits(s.cell).wavefront)
@@ -161,24 +176,32 @@ void WavefrontRnn::make_groups(int64_t B) {
     l += p.layers;
   }
   groups_for_ = B;
-  groups2_.clear();
+  groups2_.clear(), groups2b_.clear();
 #if RNNTRAIN_WITH_SM90A
-  const wf::Cluster cl = cluster2(s_);
-  if (!design2_allowed() || !cl.C) return;
-  const int64_t most_clusters = wf::max_clusters2(cl, s_.cell == LayerKind::GRU, s_.bf16);
+  if (!design2_allowed()) return;
+  const bool gru = s_.cell == LayerKind::GRU;
+  const wf::Cluster cl = cluster2(s_), clb = cluster2_backward(s_);
+  if (cl.C) groups2_ = groups2(cl, wf::max_clusters2(cl, gru, s_.bf16));
+  // Until verified on the H200, the backward runs on the second design only when asked for by name.
+  const char* v = std::getenv("RNNTRAIN_WAVEFRONT_DESIGN");
+  if (clb.C && v && std::strcmp(v, "2") == 0) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, gru, s_.bf16));
+#endif
+}
+
+// Layers as launches of the second design: as many layers a launch as the resident clusters allow
+// (none where not even one layer's rows are resident).
+std::vector<WavefrontRnn::Group2> WavefrontRnn::groups2(const wf::Cluster& cl, int64_t most_clusters) const {
+  std::vector<Group2> groups;
   for (int64_t l = 0; l < s_.layers;) {
     int64_t n = s_.dirs == 2 ? 1 : std::min<int64_t>(s_.layers - l, wf::kMaxRows);
     while (n > 0 && rows2(s_, n) > most_clusters) --n;
-    if (n == 0) {
-      groups2_.clear();
-      return;
-    }
+    if (n == 0) return {};
     Group2 g{l, n, cl};
     g.cl.rows = static_cast<int>(rows2(s_, n));
-    groups2_.push_back(g);
+    groups.push_back(g);
     l += n;
   }
-#endif
+  return groups;
 }
 
 void* WavefrontRnn::out(int64_t l) const {
@@ -293,7 +316,7 @@ void WavefrontRnn::forward2() {
 void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const void* wh, float* g) {
   if (!trained_) throw RuntimeError("internal: wavefront backward after an inference forward");
   const int64_t L = s_.layers, D = s_.dirs, H = s_.hidden, B = B_, T = T_, TB = T * B, DH = D * H;
-  const bool gru = s_.cell == LayerKind::GRU, bf16 = s_.bf16;
+  const bool gru = s_.cell == LayerKind::GRU;
   cudaStream_t st = gpu_.stream();
   wh_ = wh;
   const size_t gbytes = static_cast<size_t>(L * D * TB * GHp_) * es_;
@@ -303,8 +326,15 @@ void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const voi
     CUDA_CHECK(cudaMemsetAsync(dgx_.get(), 0, gbytes, st));
     if (gru) CUDA_CHECK(cudaMemsetAsync(dgh_.get(), 0, gbytes, st));
   }
+  if (!groups2b_.empty()) {
+    if (groups2b_.size() > 1) dy32_.ensure(TB * DH);
+    for (auto it = groups2b_.rbegin(); it != groups2b_.rend(); ++it) {
+      backward2(*it, dy, dhy);
+      gradients(it->first, it->layers, dx, g);
+    }
+    return;
+  }
   if (groups_.size() > 1) dy32_.ensure(TB * DH);
-  const char* whc = static_cast<const char*>(wh);
   for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) {
     const Group& gr = *it;
     for (int64_t b0 = 0; b0 < B; b0 += gr.batch) {
@@ -313,39 +343,75 @@ void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const voi
       if (gr.first + gr.layers == L) a.dy = dy, a.dhy = dhy;
       else a.dy32 = dy32_.get();
       CUDA_CHECK(cudaMemsetAsync(flags_.get(), 0, sizeof(unsigned) * wf::kMaxRows * T, st));
-      wf::launch_backward(a, bf16, st);
+      wf::launch_backward(a, s_.bf16, st);
     }
-    // Weight gradients of the group's layers: GEMMs over all steps and sequences at once.
-    for (int64_t l = gr.first; l < gr.first + gr.layers; ++l) {
-      const int64_t in = l == 0 ? s_.input : DH;
-      for (int64_t d = 0; d < D; ++d) {
-        const Offsets& o = off_[l * D + d];
-        const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
-        const char* dgh = gru ? dgh_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_ : dgx;
-        gemm_half(gpu_, bf16, true, false, in, GH_, TB, 1.0f, layer_input(l), in, dgx, GHp_, 1.0f, g + o.kernel, false,
-                  GH_);
-        if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
-          const char* h = static_cast<const char*>(out(l)) + static_cast<size_t>(d * H) * es_;
-          const size_t step_h = static_cast<size_t>(B * DH) * es_, step_g = static_cast<size_t>(B * GHp_) * es_;
-          gemm_half(gpu_, bf16, true, false, H, GH_, (T - 1) * B, 1.0f, d == 0 ? h : h + step_h, DH,
-                    d == 0 ? dgh + step_g : dgh, GHp_, 1.0f, g + o.recurrent, false, GH_);
-        }
-        float* part = colsum_.ensure(wf::kColsumParts * GH_);
-        wf::add_colsum(dgx, bf16, TB, GH_, GHp_, part, g + o.bias, st);
-        if (gru) wf::add_colsum(dgh, bf16, TB, GH_, GHp_, part, g + o.bias + GH_, st);
-      }
-    }
-    // The gradient of the group's input: the layers below get it as their output gradient.
-    const int64_t l = gr.first;
-    if (l == 0 && !dx) continue;
+    gradients(gr.first, gr.layers, dx, g);
+  }
+}
+
+void WavefrontRnn::backward2(const Group2& g2, const void* dy, const void* dhy) {
+#if RNNTRAIN_WITH_SM90A
+  const int64_t D = s_.dirs, B = B_;
+  cudaStream_t st = gpu_.stream();
+  ++backward_passes2;
+  const wf::Cluster& cl = g2.cl;
+  const int64_t KS = 4 * cl.U, rows = g2.layers * D;
+  const size_t ring_bytes = static_cast<size_t>(wf::kRing2 * cl.C * 64 * KS) * es_;  // a row's dG slices
+  char* gcore = gcore_.ensure(static_cast<int64_t>(rows * ring_bytes));
+  float* xring = g2.layers > 1 ? xring_.ensure((g2.layers - 1) * wf::kRing2 * cl.C * 64 * cl.U) : nullptr;
+  unsigned* done = done_.ensure(2 * wf::kMaxRows * 16);
+  for (int64_t b0 = 0; b0 < B; b0 += 64) {
+    wf::Args a = args(g2.first, g2.layers, b0, std::min<int64_t>(64, B - b0));
+    a.cl = cl;
+    for (int64_t r = 0; r < rows; ++r) a.gcore[r] = gcore + r * ring_bytes;
+    a.xring = xring;
+    a.done = done;
+    if (g2.first + g2.layers == s_.layers) a.dy = dy, a.dhy = dhy;
+    else a.dy32 = dy32_.get();
+    CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * 2 * wf::kMaxRows * 16, st));
+    wf::launch_backward2(a, s_.bf16, st);
+  }
+#else
+  (void)g2, (void)dy, (void)dhy;
+#endif
+}
+
+// After a launch of the backward over layers first..: their weight gradients as GEMMs over all steps
+// and sequences at once, and the gradient of their input (the layers below get it as their output
+// gradient, in dy32; layer 0's goes to dx unless it is null).
+void WavefrontRnn::gradients(int64_t first, int64_t layers, void* dx, float* g) {
+  const int64_t D = s_.dirs, H = s_.hidden, T = T_, TB = T * B_, DH = D * H, B = B_;
+  const bool gru = s_.cell == LayerKind::GRU, bf16 = s_.bf16;
+  cudaStream_t st = gpu_.stream();
+  for (int64_t l = first; l < first + layers; ++l) {
     const int64_t in = l == 0 ? s_.input : DH;
     for (int64_t d = 0; d < D; ++d) {
+      const Offsets& o = off_[l * D + d];
       const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
-      const char* k = whc + off_[l * D + d].kernel * es_;
-      const float beta = d == 0 ? 0.0f : 1.0f;
-      if (l == 0) gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dx, true, in);
-      else gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dy32_.get(), false, in);
+      const char* dgh = gru ? dgh_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_ : dgx;
+      gemm_half(gpu_, bf16, true, false, in, GH_, TB, 1.0f, layer_input(l), in, dgx, GHp_, 1.0f, g + o.kernel, false,
+                GH_);
+      if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
+        const char* h = static_cast<const char*>(out(l)) + static_cast<size_t>(d * H) * es_;
+        const size_t step_h = static_cast<size_t>(B * DH) * es_, step_g = static_cast<size_t>(B * GHp_) * es_;
+        gemm_half(gpu_, bf16, true, false, H, GH_, (T - 1) * B, 1.0f, d == 0 ? h : h + step_h, DH,
+                  d == 0 ? dgh + step_g : dgh, GHp_, 1.0f, g + o.recurrent, false, GH_);
+      }
+      float* part = colsum_.ensure(wf::kColsumParts * GH_);
+      wf::add_colsum(dgx, bf16, TB, GH_, GHp_, part, g + o.bias, st);
+      if (gru) wf::add_colsum(dgh, bf16, TB, GH_, GHp_, part, g + o.bias + GH_, st);
     }
+  }
+  const int64_t l = first;
+  if (l == 0 && !dx) return;
+  const int64_t in = l == 0 ? s_.input : DH;
+  const char* whc = static_cast<const char*>(wh_);
+  for (int64_t d = 0; d < D; ++d) {
+    const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
+    const char* k = whc + off_[l * D + d].kernel * es_;
+    const float beta = d == 0 ? 0.0f : 1.0f;
+    if (l == 0) gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dx, true, in);
+    else gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dy32_.get(), false, in);
   }
 }
 

@@ -23,9 +23,10 @@ struct WavefrontShape {
 };
 
 // Forward passes run by WavefrontRnn in this process (a counter for tests and bench), and those of
-// them that ran on the second design's forward kernel.
+// them that ran on the second design's forward kernel; the backward passes on its backward kernel.
 int64_t wavefront_passes();
 int64_t wavefront2_passes();
+int64_t wavefront2_backward_passes();  // backward passes that ran on the second design's kernel
 
 class WavefrontRnn {
  public:
@@ -63,7 +64,10 @@ class WavefrontRnn {
     wf::Cluster cl;
   };
   void make_groups(int64_t B);
+  std::vector<Group2> groups2(const wf::Cluster& cl, int64_t most_clusters) const;
   void forward2();  // forward() on the second design
+  void backward2(const Group2& g2, const void* dy, const void* dhy);  // one group's launches
+  void gradients(int64_t first, int64_t layers, void* dx, float* g);  // its GEMMs after them
   // The launch arguments for layers first .. first + layers - 1 and batch rows [b0, b0 + Bs).
   wf::Args args(int64_t first, int64_t layers, int64_t b0, int64_t Bs) const;
   void project_input(int64_t l);  // xproj = layer l's input times its kernel, all steps (cuBLAS)
@@ -78,7 +82,8 @@ class WavefrontRnn {
   size_t es_ = 2;
   std::vector<Offsets> off_;
   std::vector<Group> groups_;
-  std::vector<Group2> groups2_;  // empty: the forward runs on the first design
+  std::vector<Group2> groups2_;   // empty: the forward runs on the first design
+  std::vector<Group2> groups2b_;  // the same for the backward
   int64_t groups_for_ = -1;  // the batch size groups_ were made for
   // per call
   int64_t B_ = 0, T_ = 0;
@@ -96,6 +101,7 @@ class WavefrontRnn {
   DeviceBuffer<char> hcore_{"wavefront2 operand copies of h"};
   DeviceBuffer<float> xring_{"wavefront2 input sums"};
   DeviceBuffer<unsigned> done_{"wavefront2 step counters"};
+  DeviceBuffer<char> gcore_{"wavefront2 operand copies of dG"};
 };
 
 }  // namespace rnntrain::cuda

@@ -39,6 +39,7 @@ struct Cluster {
   int U = 0;     // units per CTA: 8, 16 or 32
   int Kp = 0;    // H padded to the operand's k steps (C * U rounded up to 16)
   int rows = 0;  // recurrent rows (L * D) and, after them, L - 1 input rows
+  int S = 0;     // backward: the slots of its ring of dG slices in shared memory (at most C)
   size_t smem = 0;
 };
 
@@ -74,6 +75,8 @@ struct Args {
   void* hcore[kMaxRows] = {};    // per recurrent row, E [T][64 x Kp] in wgmma's operand layout
   float* xring = nullptr;        // [L - 1][kRing2][C][128][2U]: the input rows' partial sums
   unsigned* done = nullptr;      // [2][kMaxRows][16]: steps finished by each CTA of a recurrent / input row
+  // second design (backward)
+  void* gcore[kMaxRows] = {};    // per recurrent row, E [kRing2][C][64 x 4U]: dG slices in wgmma's operand layout
 };
 
 void launch_forward(const Args& a, bool bf16, cudaStream_t s);
@@ -88,6 +91,10 @@ void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t ld
 bool has_forward2();
 int max_clusters2(const Cluster& cl, bool gru, bool bf16);
 void launch_forward2(const Args& a, bool bf16, cudaStream_t s);
+// The second design's backward (sm90a/kernels_wavefront2_backward.cu): the forward's clusters, with
+// S and smem of its own (wavefront.cpp: cluster2_backward); xring holds the input rows' sums here.
+int max_clusters2_backward(const Cluster& cl, bool gru, bool bf16);
+void launch_backward2(const Args& a, bool bf16, cudaStream_t s);
 // The device's multiprocessors and the shared memory one block may opt in to.
 int sm_count();
 size_t smem_optin();

@@ -1,0 +1,407 @@
+// The wavefront kernels' second design, backward (issue 33; docs/cuda.md, "The second design's
+// backward"). Built for sm_90a only, as the forward (kernels_wavefront2.cu), whose clusters it keeps.
+//
+// A launch runs the backward of L layers (D directions) over all T steps in reverse time, as clusters
+// of C CTAs, one cluster per "row", all resident at once:
+//  - a recurrent row (layer l, direction d): CTA r owns units r*U .. r*U + U - 1 of dh and holds those
+//    units' rows of the recurrent kernel (all G*H columns) in shared memory for all steps. Step s of
+//    the backward (time t): dh_t = (the output gradient from above) + dG_{t+1} W_h^T, the product over
+//    the C slices of dG_{t+1} (slice c: the G*U columns CTA c computed) as they stream through a ring of
+//    S slots in shared memory; then the cell's backward on dh_t, in registers, gives the CTA's slice of
+//    dG_t. It is stored for the weight-gradient GEMMs that follow the launch (dgx, dgh: row-major) and,
+//    in wgmma's operand layout, to a ring of kRing2 steps in global memory, from which the CTA's
+//    producer warp multicasts it into the row's ring slots.
+//  - an input row (layer l <= L - 2 of the launch, D == 1): the same CTAs over layer l + 1's kernel
+//    (the rows of layer l's units), multiplying layer l + 1's dG_t (multicast from that row's global
+//    ring when its CTA r says step t is done) into layer l's output gradient of step t, handed to layer
+//    l's recurrent CTA r through a ring of kRing2 steps in global memory. So layer l's step t runs as
+//    soon as layer l + 1's step t is done: the wave of T + L - 1 steps.
+// The ring slots in shared memory: slice c of a step's dG (processing-order step index n) is the q-th
+// the row consumes, q = n * C + c, and goes to slot q % S. Its slot's full barrier completes when the
+// multicast lands; every CTA, done multiplying slice q, arrives on the empty barrier of CTA (q + S) % C,
+// the producer of the slot's next slice, which waits for all C arrivals before it multicasts (S <= C,
+// so the arrivals of one phase never mix with the next's). Warps 0-3 (one warpgroup) multiply and run
+// the cell; warp 4 produces.
+// The K index of the product: k = c * KS + g * U + u (KS = 4U) is gate slot g of unit c * U + u, so a
+// CTA's slice is one contiguous K range. The slots: LSTM i, f, g, o; GRU z, r, then the candidate's
+// gradient on its input side and on its recurrent side (times r): the recurrent rows multiply slots
+// 0, 1 and 3, the input rows 0, 1 and 2, by Keras' gates z, r, h (slot_gate).
+// The accumulator [64 x U]: element i of a thread is unit unit_of(n) of column n = col_of(i), so a
+// thread holds U / 4 consecutive units (loads and stores as vectors). What the cell reads is what the
+// forward saved (kernels_wavefront.cu's backward reads the same): LSTM i, f, g, o and c_t; GRU z, r,
+// h~, h U_h + b_h and h_{t-1}. Padded steps (t >= lens[b]) have zero pre-activation gradients and
+// leave the carried gradient as it is.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/sm90a/sm90.cuh"
+#include "backend/cuda/wavefront_kernels.h"
+
+namespace rnntrain::cuda::wf {
+
+namespace {
+
+using namespace sm90;
+
+constexpr int kProducer = 128;             // the first thread of the producer warp
+constexpr int kThreads2 = kProducer + 32;  // a warpgroup and the producer warp
+
+// Column n of the accumulator is unit (U / 4)((n % 8) / 2) + 2(n / 8) + n % 2; element (row half hh,
+// unit p of the thread's U / 4) is element 4(p / 2) + 2hh + p % 2.
+template <int U>
+__device__ __forceinline__ int unit_of(int n) { return (U / 4) * ((n & 7) >> 1) + 2 * (n >> 3) + (n & 1); }
+__host__ __device__ constexpr int elem(int hh, int p) { return 4 * (p / 2) + 2 * hh + p % 2; }
+// The Keras gate whose weights multiply gate slot g, -1 for none.
+template <bool GRU>
+__device__ __forceinline__ int slot_gate(int g, bool input_row) {
+  if (!GRU || g < 2) return g;
+  return input_row ? (g == 2 ? 2 : -1) : (g == 3 ? 2 : -1);
+}
+
+// Named barriers: 1, the warpgroup tells the producer a slice is stored; 2, the warpgroup alone.
+__device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+
+// An arrival on the mbarrier at bar's offset in the shared memory of cluster CTA cta.
+__device__ __forceinline__ void mbar_arrive_at(uint64_t* bar, uint32_t cta) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(saddr(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+// Waits for a phase completed by other CTAs' arrivals.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  const unsigned long long t0 = global_ns();
+  for (;;) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(saddr(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    check_stuck(t0);
+  }
+}
+
+// n (at most P) consecutive floats into v, 0 past n: vectors where whole and aligned.
+template <int P>
+__device__ __forceinline__ void load_floats(float (&v)[P], const float* src, int n) {
+  if constexpr (P >= 4) {
+    if (n >= P && aligned<16>(src)) {
+#pragma unroll
+      for (int p = 0; p < P; p += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(src + p);
+        v[p] = x.x, v[p + 1] = x.y, v[p + 2] = x.z, v[p + 3] = x.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) v[p] = p < n ? src[p] : 0.0f;
+}
+template <typename E, int P>
+__device__ __forceinline__ void load_halves(float (&v)[P], const E* src, int n) {
+#pragma unroll
+  for (int p = 0; p < P; ++p) v[p] = p < n ? to_f(src[p]) : 0.0f;
+}
+
+// The ring of slices a row consumes: S slots of [64 x KS] after the weights, then S full barriers and
+// the CTA's empty barrier.
+template <typename E, int U, int KS>
+struct Ring {
+  E* slots;
+  uint64_t* full;
+  uint64_t* empty;
+  int S, C;
+  static constexpr uint32_t kBytes = 64 * KS * sizeof(E);
+
+  // acc += the C slices of the n-th step the row consumes times the CTA's weights W [U x C*KS].
+  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, int n) const {
+    const int tid = threadIdx.x;
+    const uint32_t sbo = C * KS / 8 * 128;
+    fence_acc(acc);
+    for (int c = 0; c < C; ++c) {
+      const int q = n * C + c, k = q % S;
+      if (tid == 0) mbar_expect(full + k, kBytes);
+      mbar_wait(full + k, (q / S) & 1);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+      const E* A = slots + static_cast<size_t>(k) * 64 * KS;
+#pragma unroll
+      for (int ks = 0; ks < KS / 16; ++ks)
+        mma<E, U>(acc, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + (c * KS + ks * 16) * 8, 128, sbo));
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      if (c > 0) {
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        if (tid == 0) mbar_arrive_at(empty, (q - 1 + S) % C);  // slice q - 1 read: its slot may refill
+      }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (tid == 0) mbar_arrive_at(empty, (n * C + C - 1 + S) % C);
+    fence_acc(acc);
+  }
+
+  // The producer: the CTA's slice of the n-th step (src in global memory) into its slot of every CTA.
+  __device__ __forceinline__ void produce(const E* src, int n, int rank) const {
+    const int q = n * C + rank, first = rank >= S ? 0 : 1;  // the first of its slices to reuse a slot
+    if (n >= first) mbar_wait_cluster(empty, (n - first) & 1);
+    const int k = q % S;
+    multicast(slots + static_cast<size_t>(k) * 64 * KS, src, kBytes, full + k, static_cast<uint16_t>((1u << C) - 1));
+  }
+};
+
+template <typename E, bool GRU, int U>
+__global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
+  constexpr int G = GRU ? 3 : 4, KS = 4 * U, R = U / 2, P = U / 4;  // G: Keras' gates
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int C = a.cl.C, T = a.T, B = a.B, H = a.H, Bs = a.Bs, Kt = C * KS;
+  const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
+  const int nrec = a.L * a.D;
+  const bool input_row = ci >= nrec;
+  const int l = input_row ? ci - nrec : ci / a.D, d = input_row ? 0 : ci % a.D;
+  E* W = reinterpret_cast<E*>(smem);  // [U x Kt]
+  Ring<E, U, KS> ring;
+  ring.slots = W + U * Kt;
+  ring.S = a.cl.S, ring.C = C;
+  ring.full = reinterpret_cast<uint64_t*>(ring.slots + static_cast<size_t>(ring.S) * 64 * KS);
+  ring.empty = ring.full + ring.S;
+
+  // The weights: row n is unit j0 + unit_of(n) of the recurrent kernel (an input row: layer l + 1's
+  // kernel, whose rows are layer l's units); 8 consecutive Keras columns a load.
+  const E* w = static_cast<const E*>(input_row ? a.wk[(l + 1) * a.D] : a.wr[ci]);  // [H, GH]
+  for (int i = tid; i < U * Kt; i += kThreads2) W[i] = from_f<E>(0.0f);
+  __syncthreads();
+  for (int it = tid; it < U * C * 4 * (U / 8); it += kThreads2) {
+    const int n = it / (C * 4 * (U / 8)), c = it / (4 * (U / 8)) % C, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
+    const int j = j0 + unit_of<U>(n), left = H - c * U - u0, kg = slot_gate<GRU>(g, input_row);
+    if (j >= H || left <= 0 || kg < 0) continue;  // left: columns of the 8 that exist
+    const E* src = w + static_cast<size_t>(j) * a.GH + kg * H + c * U + u0;
+    uint4 raw;
+    if (left >= 8 && aligned<16>(src)) {
+      raw = *reinterpret_cast<const uint4*>(src);
+    } else {
+      E v[8];
+      for (int e = 0; e < 8; ++e) v[e] = e < left ? src[e] : from_f<E>(0.0f);
+      memcpy(&raw, v, sizeof raw);
+    }
+    *reinterpret_cast<uint4*>(W + w_at(n, c * KS + g * U + u0, Kt)) = raw;  // 8 k of one core-matrix row
+  }
+  if (tid == 0) {
+    for (int k = 0; k < ring.S; ++k) mbar_init(ring.full + k, 1);
+    mbar_init(ring.empty, C);
+    fence_mbar_init();
+  }
+  fence_async_shared();
+  __syncthreads();
+  cluster_arrive();
+  cluster_wait();
+
+  const size_t slice = static_cast<size_t>(64) * KS, ring_step = C * slice;  // elements
+  unsigned* done_rec = a.done;                 // [kMaxRows][16]: steps done by each CTA of a recurrent row
+  unsigned* done_in = a.done + kMaxRows * 16;  // [kMaxRows][16], by layer: of an input row
+  const size_t xring_step = static_cast<size_t>(C) * 128 * R;  // floats of one step of an input row's sums
+  float* xring = input_row || l < a.L - 1 ? a.xring + static_cast<size_t>(l) * kRing2 * xring_step : nullptr;
+
+  if (tid >= kProducer) {  // the producer warp
+    const E* src = static_cast<const E*>(a.gcore[input_row ? (l + 1) * a.D : ci]) + rank * slice;
+    for (int s = 0; s < T; ++s) {
+      const E* from = src + (s % kRing2) * ring_step;
+      if (!input_row) bar_sync(1, kThreads2);  // the warpgroup stored the slice of step s
+      if (tid == kProducer) {
+        if (input_row) {
+          wait_flag(done_rec + (l + 1) * 16 + rank, s + 1);
+          fence_async_global();
+          ring.produce(from, s, rank);
+        } else {
+          if (s + 1 < T) ring.produce(from, s, rank);
+          store_release(done_rec + ci * 16 + rank, s + 1);
+        }
+      }
+      __syncwarp();
+    }
+  } else if (input_row) {
+    for (int s = 0; s < T; ++s) {
+      float acc[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+      ring.multiply(acc, W, s);
+      if (s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
+      float4* to = reinterpret_cast<float4*>(xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R);
+#pragma unroll
+      for (int i = 0; i < R; i += 4) to[i / 4] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+      bar_sync(2, kProducer);
+      if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
+    }
+  } else {
+    const bool top = l == a.L - 1;
+    const int q = tid % 4, jb = j0 + P * q, nu = H - jb, DH = a.D * H;  // nu: how many of the thread's units exist
+    E* dgx = static_cast<E*>(a.dgx[ci]);
+    E* dgh = static_cast<E*>(a.dgh[ci]);
+    E* gcore = static_cast<E*>(a.gcore[ci]) + rank * slice;
+    float carry[2][P] = {};  // LSTM dc, GRU dh carried to the step before, of units jb + p
+    int len[2];              // the lengths of the thread's two rows (0 past the slice: every step padded)
+    for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[a.b0 + row_of(2 * hh)] : 0;
+    for (int s = 0; s < T; ++s) {
+      const int t = d == 0 ? T - 1 - s : s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before t
+      // The output gradient of step t and what the cell reads: loads on their way during the products.
+      float dy[2][P], gs[2][4][P], st[2][P], sp[2][P];
+      if (!top) wait_flag(done_in + l * 16 + rank, s + 1);
+      const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int b = a.b0 + row_of(2 * hh);
+        const bool valid = t < len[hh];
+        const size_t bt = static_cast<size_t>(t) * B + b;
+        const int n = valid ? nu : 0;
+        if (top) {
+          if (a.dy) load_halves<E, P>(dy[hh], static_cast<const E*>(a.dy) + bt * DH + d * H + jb, n);
+          else load_floats<P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n);
+          if (a.dhy && valid && t == (d == 0 ? len[hh] - 1 : 0)) {
+            float v[P];
+            load_halves<E, P>(v, static_cast<const E*>(a.dhy) + (static_cast<size_t>(d) * B + b) * H + jb, n);
+#pragma unroll
+            for (int p = 0; p < P; ++p) dy[hh][p] += v[p];
+          }
+        } else {
+#pragma unroll
+          for (int p = 0; p < P; ++p) dy[hh][p] = from[elem(hh, p)];
+        }
+#pragma unroll
+        for (int g = 0; g < 4; ++g) load_floats<P>(gs[hh][g], a.gates[ci] + bt * 4 * H + g * H + jb, n);
+        load_floats<P>(st[hh], a.state[ci] + bt * H + jb, n);
+        if (!GRU) load_floats<P>(sp[hh], a.state[ci] + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
+      }
+      float acc[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+      if (s > 0) ring.multiply(acc, W, s - 1);
+      // The global ring's slot of step s was multicast by the input row below (step s - kRing2).
+      if (l > 0 && s >= kRing2) wait_flag(done_in + (l - 1) * 16 + rank, s + 1 - kRing2);
+
+      // The cell's backward: the pre-activation gradients of the thread's units (0 on padded steps).
+      E* core_t = gcore + (s % kRing2) * ring_step;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int m = row_of(2 * hh), b = a.b0 + m;
+        const bool valid = t < len[hh];
+        float v[4][P];  // the gate slots
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          float dh = acc[elem(hh, p)] + dy[hh][p];
+          for (int g = 0; g < 4; ++g) v[g][p] = 0.0f;
+          if (!valid) continue;
+          if constexpr (GRU) {
+            dh += carry[hh][p];
+            const float z = gs[hh][0][p], r = gs[hh][1][p], hc = gs[hh][2][p], hu = gs[hh][3][p], hp = st[hh][p];
+            const float dhc = dh * (1.0f - z) * (1.0f - hc * hc);
+            v[0][p] = dh * (hp - hc) * z * (1.0f - z);
+            v[1][p] = dhc * hu * r * (1.0f - r);
+            v[2][p] = dhc, v[3][p] = dhc * r;
+            carry[hh][p] = dh * z;
+          } else {
+            const float ig = gs[hh][0][p], fg = gs[hh][1][p], gg = gs[hh][2][p], og = gs[hh][3][p];
+            const float tc = tanhf(st[hh][p]);
+            const float dc = carry[hh][p] + dh * og * (1.0f - tc * tc);
+            carry[hh][p] = dc * fg;
+            v[0][p] = dc * gg * ig * (1.0f - ig);
+            v[1][p] = dc * sp[hh][p] * fg * (1.0f - fg);
+            v[2][p] = dc * ig * (1.0f - gg * gg);
+            v[3][p] = dh * tc * og * (1.0f - og);
+          }
+        }
+        // The slice for the rows (every row and unit: zero where there is none), then the GEMMs' copy:
+        // dgx the input side's gates, dgh (GRU) the recurrent side's.
+#pragma unroll
+        for (int g = 0; g < 4; ++g) store_halves<E, P>(core_t + a_at(m, g * U + P * q), v[g], P);
+        if (m < Bs && nu > 0) {
+          const size_t bt = static_cast<size_t>(t) * B + b;
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            store_halves<E, P>(dgx + bt * a.GHp + g * H + jb, v[g], nu);
+            if (GRU) store_halves<E, P>(dgh + bt * a.GHp + g * H + jb, v[g == 2 ? 3 : g], nu);
+          }
+        }
+      }
+      fence_async_global();  // the slice is read by bulk copies (the async proxy)
+      bar_arrive(1, kThreads2);
+    }
+  }
+  cluster_arrive();  // no CTA leaves while a peer may still multicast into it or arrive on its barriers
+  cluster_wait();
+}
+
+template <typename E, bool GRU, int U>
+cudaLaunchConfig_t config(const Cluster& cl, cudaLaunchAttribute* attr, unsigned clusters, cudaStream_t s) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(backward2_k<E, GRU, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem_optin())));
+    CUDA_CHECK(cudaFuncSetAttribute(backward2_k<E, GRU, U>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return true;
+  }();
+  (void)attr_set;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(cl.C) * clusters);
+  cfg.blockDim = dim3(kThreads2);
+  cfg.dynamicSmemBytes = cl.smem;
+  cfg.stream = s;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cl.C);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+template <typename E, bool GRU, int U>
+int clusters_of(const Cluster& cl) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = config<E, GRU, U>(cl, attr, 1, nullptr);
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, backward2_k<E, GRU, U>, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+template <typename E, bool GRU, int U>
+void launch_of(const Args& a, cudaStream_t s) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = config<E, GRU, U>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, backward2_k<E, GRU, U>, a));
+}
+
+// The kernel of these settings: [bf16][gru][U = 8, 16, 32].
+struct Kernels {
+  int (*clusters)(const Cluster&);
+  void (*launch)(const Args&, cudaStream_t);
+};
+template <typename E, bool GRU, int U>
+constexpr Kernels kernels_of() {
+  return {&clusters_of<E, GRU, U>, &launch_of<E, GRU, U>};
+}
+const Kernels& pick(const Cluster& cl, bool gru, bool bf16) {
+  static const Kernels table[2][2][3] = {
+      {{kernels_of<__half, false, 8>(), kernels_of<__half, false, 16>(), kernels_of<__half, false, 32>()},
+       {kernels_of<__half, true, 8>(), kernels_of<__half, true, 16>(), kernels_of<__half, true, 32>()}},
+      {{kernels_of<__nv_bfloat16, false, 8>(), kernels_of<__nv_bfloat16, false, 16>(),
+        kernels_of<__nv_bfloat16, false, 32>()},
+       {kernels_of<__nv_bfloat16, true, 8>(), kernels_of<__nv_bfloat16, true, 16>(),
+        kernels_of<__nv_bfloat16, true, 32>()}}};
+  return table[bf16][gru][cl.U == 8 ? 0 : cl.U == 16 ? 1 : 2];
+}
+
+}  // namespace
+
+int max_clusters2_backward(const Cluster& cl, bool gru, bool bf16) {
+  if (cl.C < 1 || cl.C > 16 || cl.S < 1 || cl.S > cl.C || cl.smem > smem_optin()) return 0;
+  return pick(cl, gru, bf16).clusters(cl);
+}
+
+void launch_backward2(const Args& a, bool bf16, cudaStream_t s) { pick(a.cl, a.gru, bf16).launch(a, s); }
+
+}  // namespace rnntrain::cuda::wf
