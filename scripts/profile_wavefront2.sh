@@ -44,7 +44,7 @@ bench() {  # design config
   RNNTRAIN_WAVEFRONT_DESIGN=$1 RNNTRAIN_PROFILE=1 "$BUILD/rnntrain" bench "bench/configs/$2.yaml" plan.graphs=false \
     --precision bf16 --algo wavefront --steps "$STEPS" --repeats 3 --warmup 5 >"$WORK/bench.log" 2>&1
   say "-- design $1, $2: the wavefront stages' GPU time per training step, then the candidates' ms/step"
-  grep -E "candidate=|wavefront.*(forward|backward)" "$WORK/bench.log" | tee -a "$LOG"
+  grep -E "candidate=|profile:|^  .* (forward|backward) " "$WORK/bench.log" | tee -a "$LOG"
   sed -n '/^candidate /,$p' "$WORK/bench.log" | tee -a "$LOG"
 }
 step "rnntrain bench, design 1 and 2 (bf16, plan.graphs=false)"

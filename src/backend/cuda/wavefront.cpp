@@ -107,8 +107,8 @@ wf::Cluster cluster2_backward(const WavefrontShape& s) {
 // at every step, so such launches hold one layer).
 int64_t rows2(const WavefrontShape& s, int64_t n) { return n * s.dirs + (s.dirs == 1 ? n - 1 : 0); }
 
-// The forward runs on the second design where the build and GPU have it (sm_90a) and the stack fits
-// its clusters; RNNTRAIN_WAVEFRONT_DESIGN=1 keeps the first (for comparison, and its tests).
+// The forward and the backward run on the second design where the build and GPU have it (sm_90a) and
+// the stack fits its clusters; RNNTRAIN_WAVEFRONT_DESIGN=1 keeps the first (for comparison, and its tests).
 bool design2_allowed() {
 #if RNNTRAIN_WITH_SM90A
   const char* v = std::getenv("RNNTRAIN_WAVEFRONT_DESIGN");
@@ -182,9 +182,7 @@ void WavefrontRnn::make_groups(int64_t B) {
   const bool gru = s_.cell == LayerKind::GRU;
   const wf::Cluster cl = cluster2(s_), clb = cluster2_backward(s_);
   if (cl.C) groups2_ = groups2(cl, wf::max_clusters2(cl, gru, s_.bf16));
-  // Until verified on the H200, the backward runs on the second design only when asked for by name.
-  const char* v = std::getenv("RNNTRAIN_WAVEFRONT_DESIGN");
-  if (clb.C && v && std::strcmp(v, "2") == 0) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, gru, s_.bf16));
+  if (clb.C) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, gru, s_.bf16));
 #endif
 }
 
