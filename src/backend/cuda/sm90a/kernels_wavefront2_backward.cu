@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "backend/cuda/check.h"
@@ -46,6 +47,33 @@ namespace rnntrain::cuda::wf {
 namespace {
 
 using namespace sm90;
+
+// RNNTRAIN_WF2_PHASES (profiling only): thread 0 and the producer's first thread add up the SM cycles
+// of each phase of their steps, printed per row when the launch ends (by a kernel of its own).
+#ifdef RNNTRAIN_WF2_PHASES
+#define WF2B_MARK(k)                                                         \
+  do {                                                                       \
+    const long long now_ = clock64();                                        \
+    if (tid == 0 || tid == kProducer) phase_cycles[k] += now_ - phase_at;    \
+    phase_at = now_;                                                         \
+  } while (0)
+__device__ long long g_phases_b[2 * kMaxRows][2][12];  // [row][thread 0, producer][phase; 9: ns, 10: T, 11: full waits]
+__global__ void print_phases_b_k(int rows, int nrec) {
+  for (int r = 0; r < rows; ++r) {
+    const long long* p = g_phases_b[r][0];
+    const long long* w = g_phases_b[r][1];
+    const double n = p[10] > 0 ? static_cast<double>(p[10]) : 1.0;
+    printf("wf2b %s row %d of %d T %lld: %.2f us; setup %lld cyc; per step cyc: [1] %.0f [2] %.0f (full waits %.0f) "
+           "[3] %.0f [4] %.0f; producer [1] %.0f [2] %.0f [3] %.0f\n",
+           r >= nrec ? "input" : "rec", r, rows, p[10], p[9] / 1e3, p[0], p[1] / n, p[2] / n, p[11] / n, p[3] / n,
+           p[4] / n, w[1] / n, w[2] / n, w[3] / n);
+  }
+}
+#else
+#define WF2B_MARK(k) \
+  do {               \
+  } while (0)
+#endif
 
 constexpr int kProducer = 128;             // the first thread of the producer warp
 constexpr int kThreads2 = kProducer + 32;  // a warpgroup and the producer warp
@@ -120,14 +148,21 @@ struct Ring {
   static constexpr uint32_t kBytes = 64 * KS * sizeof(E);
 
   // acc += the C slices of the n-th step the row consumes times the CTA's weights W [U x C*KS].
-  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, int n) const {
+  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, int n, long long* waited) const {
     const int tid = threadIdx.x;
     const uint32_t sbo = C * KS / 8 * 128;
     fence_acc(acc);
     for (int c = 0; c < C; ++c) {
       const int q = n * C + c, k = q % S;
       if (tid == 0) mbar_expect(full + k, kBytes);
+#ifdef RNNTRAIN_WF2_PHASES
+      const long long t0 = clock64();
       mbar_wait(full + k, (q / S) & 1);
+      if (tid == 0) *waited += clock64() - t0;
+#else
+      (void)waited;
+      mbar_wait(full + k, (q / S) & 1);
+#endif
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
       const E* A = slots + static_cast<size_t>(k) * 64 * KS;
 #pragma unroll
@@ -162,6 +197,14 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   const int nrec = a.L * a.D;
   const bool input_row = ci >= nrec;
   const int l = input_row ? ci - nrec : ci / a.D, d = input_row ? 0 : ci % a.D;
+#ifdef RNNTRAIN_WF2_PHASES
+  long long phase_cycles[12] = {}, phase_at = clock64();
+  const unsigned long long start_ns = global_ns();
+#endif
+  long long* waited = nullptr;
+#ifdef RNNTRAIN_WF2_PHASES
+  waited = &phase_cycles[11];
+#endif
   E* W = reinterpret_cast<E*>(smem);  // [U x Kt]
   Ring<E, U, KS> ring;
   ring.slots = W + U * Kt;
@@ -198,6 +241,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   __syncthreads();
   cluster_arrive();
   cluster_wait();
+  WF2B_MARK(0);
 
   const size_t slice = static_cast<size_t>(64) * KS, ring_step = C * slice;  // elements
   unsigned* done_rec = a.done;                 // [kMaxRows][16]: steps done by each CTA of a recurrent row
@@ -210,6 +254,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     for (int s = 0; s < T; ++s) {
       const E* from = src + (s % kRing2) * ring_step;
       if (!input_row) bar_sync(1, kThreads2);  // the warpgroup stored the slice of step s
+      WF2B_MARK(1);
       if (tid == kProducer) {
         if (input_row) {
           wait_flag(done_rec + (l + 1) * 16 + rank, s + 1);
@@ -221,19 +266,23 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         }
       }
       __syncwarp();
+      WF2B_MARK(2);
     }
   } else if (input_row) {
     for (int s = 0; s < T; ++s) {
       float acc[R];
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      ring.multiply(acc, W, s);
+      ring.multiply(acc, W, s, waited);
+      WF2B_MARK(2);
       if (s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
+      WF2B_MARK(3);
       float4* to = reinterpret_cast<float4*>(xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R);
 #pragma unroll
       for (int i = 0; i < R; i += 4) to[i / 4] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
       bar_sync(2, kProducer);
       if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
+      WF2B_MARK(4);
     }
   } else {
     const bool top = l == a.L - 1;
@@ -277,9 +326,12 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       float acc[R];
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      if (s > 0) ring.multiply(acc, W, s - 1);
+      WF2B_MARK(1);
+      if (s > 0) ring.multiply(acc, W, s - 1, waited);
+      WF2B_MARK(2);
       // The global ring's slot of step s was multicast by the input row below (step s - kRing2).
       if (l > 0 && s >= kRing2) wait_flag(done_in + (l - 1) * 16 + rank, s + 1 - kRing2);
+      WF2B_MARK(3);
 
       // The cell's backward: the pre-activation gradients of the thread's units (0 on padded steps).
       E* core_t = gcore + (s % kRing2) * ring_step;
@@ -327,10 +379,18 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       }
       fence_async_global();  // the slice is read by bulk copies (the async proxy)
       bar_arrive(1, kThreads2);
+      WF2B_MARK(4);
     }
   }
   cluster_arrive();  // no CTA leaves while a peer may still multicast into it or arrive on its barriers
   cluster_wait();
+#ifdef RNNTRAIN_WF2_PHASES
+  if ((tid == 0 || tid == kProducer) && rank == 0) {
+    long long* out = g_phases_b[ci][tid == 0 ? 0 : 1];
+    for (int k = 0; k < 12; ++k) out[k] = phase_cycles[k];
+    out[9] = static_cast<long long>(global_ns() - start_ns), out[10] = T;
+  }
+#endif
 }
 
 template <typename E, bool GRU, int U>
@@ -373,6 +433,9 @@ void launch_of(const Args& a, cudaStream_t s) {
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = config<E, GRU, U>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, backward2_k<E, GRU, U>, a));
+#ifdef RNNTRAIN_WF2_PHASES
+  print_phases_b_k<<<1, 1, 0, s>>>(a.cl.rows, a.L * a.D);
+#endif
 }
 
 // The kernel of these settings: [bf16][gru][U = 8, 16, 32].
