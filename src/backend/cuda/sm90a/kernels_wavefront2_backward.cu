@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/sm90a/sm90.cuh"
@@ -98,7 +99,7 @@ __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync
 __device__ __forceinline__ void mbar_arrive_at(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(saddr(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 // Waits for a phase completed by other CTAs' arrivals.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
@@ -131,11 +132,23 @@ __device__ __forceinline__ void load_floats(float (&v)[P], const float* src, int
 #pragma unroll
   for (int p = 0; p < P; ++p) v[p] = p < n ? src[p] : 0.0f;
 }
-template <typename E, int P>
-__device__ __forceinline__ void load_halves(float (&v)[P], const E* src, int n) {
+// The bits of n (at most P) consecutive values (half type, or float) into v, 0 past n: no instruction
+// waits for them until from_bits reads them.
+template <typename T, int P>
+__device__ __forceinline__ void load_bits(uint32_t (&v)[P], const T* src, int n) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4);
+  using Raw = std::conditional_t<sizeof(T) == 2, unsigned short, uint32_t>;
+  const Raw* raw = reinterpret_cast<const Raw*>(src);
 #pragma unroll
-  for (int p = 0; p < P; ++p) v[p] = p < n ? to_f(src[p]) : 0.0f;
+  for (int p = 0; p < P; ++p) v[p] = p < n ? raw[p] : 0u;
 }
+template <typename E>
+__device__ __forceinline__ float from_bits(uint32_t v, bool half) {
+  if (!half) return __uint_as_float(v);
+  if constexpr (std::is_same_v<E, __half>) return __half2float(__ushort_as_half(static_cast<unsigned short>(v)));
+  else return __uint_as_float(v << 16);
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // The ring of slices a row consumes: S slots of [64 x KS] after the weights, then S full barriers and
 // the CTA's empty barrier.
@@ -169,13 +182,23 @@ struct Ring {
       for (int ks = 0; ks < KS / 16; ++ks)
         mma<E, U>(acc, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + (c * KS + ks * 16) * 8, 128, sbo));
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      if (c > 0) {
+      // Slice q - depth is read: its slot may refill. Up to depth + 1 slices in flight; depth < S, or
+      // the slice waited for next could need a slot this CTA has not released.
+      if (S > 2 && c >= 2) {
+        asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory");
+        if (tid == 0) mbar_arrive_at(empty, (q - 2 + S) % C);
+      } else if (S == 2 && c >= 1) {
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        if (tid == 0) mbar_arrive_at(empty, (q - 1 + S) % C);  // slice q - 1 read: its slot may refill
+        if (tid == 0) mbar_arrive_at(empty, (q - 1 + S) % C);
+      } else if (S == 1) {
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (tid == 0) mbar_arrive_at(empty, (q + S) % C);
       }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if (tid == 0) mbar_arrive_at(empty, (n * C + C - 1 + S) % C);
+    const int depth = S > 2 ? 2 : S - 1, last = n * C + C;
+    if (tid == 0)
+      for (int q = last - min(depth, C); q < last; ++q) mbar_arrive_at(empty, (q + S) % C);
     fence_acc(acc);
   }
 
@@ -296,7 +319,8 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     for (int s = 0; s < T; ++s) {
       const int t = d == 0 ? T - 1 - s : s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before t
       // The output gradient of step t and what the cell reads: loads on their way during the products.
-      float dy[2][P], gs[2][4][P], st[2][P], sp[2][P];
+      uint32_t dy[2][P];  // the bits: half (a.dy) or float (dy32, an input row's sums)
+      float gs[2][4][P], st[2][P], sp[2][P];
       if (!top) wait_flag(done_in + l * 16 + rank, s + 1);
       const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R;
 #pragma unroll
@@ -306,22 +330,28 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         const size_t bt = static_cast<size_t>(t) * B + b;
         const int n = valid ? nu : 0;
         if (top) {
-          if (a.dy) load_halves<E, P>(dy[hh], static_cast<const E*>(a.dy) + bt * DH + d * H + jb, n);
-          else load_floats<P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n);
-          if (a.dhy && valid && t == (d == 0 ? len[hh] - 1 : 0)) {
-            float v[P];
-            load_halves<E, P>(v, static_cast<const E*>(a.dhy) + (static_cast<size_t>(d) * B + b) * H + jb, n);
-#pragma unroll
-            for (int p = 0; p < P; ++p) dy[hh][p] += v[p];
-          }
+          if (a.dy) load_bits<E, P>(dy[hh], static_cast<const E*>(a.dy) + bt * DH + d * H + jb, n);
+          else load_bits<float, P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n);
         } else {
 #pragma unroll
-          for (int p = 0; p < P; ++p) dy[hh][p] = from[elem(hh, p)];
+          for (int p = 0; p < P; ++p) dy[hh][p] = __float_as_uint(from[elem(hh, p)]);
         }
 #pragma unroll
         for (int g = 0; g < 4; ++g) load_floats<P>(gs[hh][g], a.gates[ci] + bt * 4 * H + g * H + jb, n);
         load_floats<P>(st[hh], a.state[ci] + bt * H + jb, n);
         if (!GRU) load_floats<P>(sp[hh], a.state[ci] + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
+      }
+      // The next step's into L2 meanwhile.
+      if (s + 1 < T) {
+        const int tn = d == 0 ? t - 1 : t + 1;
+        for (int hh = 0; hh < 2 && nu > 0; ++hh) {
+          if (tn >= len[hh]) continue;
+          const size_t bt = static_cast<size_t>(tn) * B + a.b0 + row_of(2 * hh);
+          for (int g = 0; g < 4; ++g) prefetch_l2(a.gates[ci] + bt * 4 * H + g * H + jb);
+          prefetch_l2(a.state[ci] + bt * H + jb);
+          if (top && a.dy) prefetch_l2(static_cast<const E*>(a.dy) + bt * DH + d * H + jb);
+          if (top && !a.dy) prefetch_l2(a.dy32 + bt * DH + d * H + jb);
+        }
       }
       float acc[R];
 #pragma unroll
@@ -340,9 +370,16 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         const int m = row_of(2 * hh), b = a.b0 + m;
         const bool valid = t < len[hh];
         float v[4][P];  // the gate slots
+        float dhy[P] = {};  // the final state's gradient, at the sequence's last step
+        if (top && a.dhy && valid && t == (d == 0 ? len[hh] - 1 : 0)) {
+          uint32_t raw[P];
+          load_bits<E, P>(raw, static_cast<const E*>(a.dhy) + (static_cast<size_t>(d) * B + b) * H + jb, nu);
+#pragma unroll
+          for (int p = 0; p < P; ++p) dhy[p] = from_bits<E>(raw[p], true);
+        }
 #pragma unroll
         for (int p = 0; p < P; ++p) {
-          float dh = acc[elem(hh, p)] + dy[hh][p];
+          float dh = acc[elem(hh, p)] + from_bits<E>(dy[hh][p], top && a.dy) + dhy[p];
           for (int g = 0; g < 4; ++g) v[g][p] = 0.0f;
           if (!valid) continue;
           if constexpr (GRU) {
