@@ -40,6 +40,7 @@
 #include <type_traits>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/sm90a/launch.cuh"
 #include "backend/cuda/sm90a/sm90.cuh"
 #include "backend/cuda/wavefront_kernels.h"
 
@@ -431,58 +432,16 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 }
 
 template <typename E, bool GRU, int U>
-cudaLaunchConfig_t config(const Cluster& cl, cudaLaunchAttribute* attr, unsigned clusters, cudaStream_t s) {
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(backward2_k<E, GRU, U>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_optin())));
-    CUDA_CHECK(cudaFuncSetAttribute(backward2_k<E, GRU, U>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    return true;
-  }();
-  (void)attr_set;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(cl.C) * clusters);
-  cfg.blockDim = dim3(kThreads2);
-  cfg.dynamicSmemBytes = cl.smem;
-  cfg.stream = s;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cl.C);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
-template <typename E, bool GRU, int U>
-int clusters_of(const Cluster& cl) {
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = config<E, GRU, U>(cl, attr, 1, nullptr);
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, backward2_k<E, GRU, U>, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-template <typename E, bool GRU, int U>
 void launch_of(const Args& a, cudaStream_t s) {
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = config<E, GRU, U>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, backward2_k<E, GRU, U>, a));
+  launch_rows<backward2_k<E, GRU, U>, kThreads2>(a, s);
 #ifdef RNNTRAIN_WF2_PHASES
   print_phases_b_k<<<1, 1, 0, s>>>(a.cl.rows, a.L * a.D);
 #endif
 }
 
-// The kernel of these settings: [bf16][gru][U = 8, 16, 32].
-struct Kernels {
-  int (*clusters)(const Cluster&);
-  void (*launch)(const Args&, cudaStream_t);
-};
 template <typename E, bool GRU, int U>
 constexpr Kernels kernels_of() {
-  return {&clusters_of<E, GRU, U>, &launch_of<E, GRU, U>};
+  return {&resident_clusters<backward2_k<E, GRU, U>, kThreads2>, &launch_of<E, GRU, U>};
 }
 const Kernels& pick(const Cluster& cl, bool gru, bool bf16) {
   static const Kernels table[2][2][3] = {
@@ -492,7 +451,7 @@ const Kernels& pick(const Cluster& cl, bool gru, bool bf16) {
         kernels_of<__nv_bfloat16, false, 32>()},
        {kernels_of<__nv_bfloat16, true, 8>(), kernels_of<__nv_bfloat16, true, 16>(),
         kernels_of<__nv_bfloat16, true, 32>()}}};
-  return table[bf16][gru][cl.U == 8 ? 0 : cl.U == 16 ? 1 : 2];
+  return table[bf16][gru][u_index(cl)];
 }
 
 }  // namespace

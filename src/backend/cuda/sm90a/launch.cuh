@@ -1,0 +1,62 @@
+// Launching the second design's kernels (host code, included by both kernel files): clusters of cl.C
+// CTAs of Threads threads each, the shared memory cl.smem, all clusters resident at once.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/wavefront_kernels.h"
+
+namespace rnntrain::cuda::wf::sm90 {
+
+// The launch of `clusters` clusters (attr: room for its one attribute, the cluster shape).
+template <auto Kernel, int Threads>
+cudaLaunchConfig_t cluster_config(const Cluster& cl, cudaLaunchAttribute* attr, unsigned clusters, cudaStream_t s) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_optin())));
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return true;
+  }();
+  (void)attr_set;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(cl.C) * clusters);
+  cfg.blockDim = dim3(Threads);
+  cfg.dynamicSmemBytes = cl.smem;
+  cfg.stream = s;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cl.C);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// How many clusters of cl can be resident at once (0: none).
+template <auto Kernel, int Threads>
+int resident_clusters(const Cluster& cl) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = cluster_config<Kernel, Threads>(cl, attr, 1, nullptr);
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+// a.cl.rows clusters.
+template <auto Kernel, int Threads>
+void launch_rows(const Args& a, cudaStream_t s) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = cluster_config<Kernel, Threads>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, a));
+}
+
+// A kernel's instantiations, by [bf16][gru][U = 8, 16, 32].
+struct Kernels {
+  int (*clusters)(const Cluster&);
+  void (*launch)(const Args&, cudaStream_t);
+};
+inline int u_index(const Cluster& cl) { return cl.U == 8 ? 0 : cl.U == 16 ? 1 : 2; }
+
+}  // namespace rnntrain::cuda::wf::sm90
