@@ -3,7 +3,7 @@
 # rnntrain and the wavefront tests (BUILD_DIR, default build-g, CUDA architecture 90), runs those
 # tests (the precision cases under both designs), times training steps of bench configs under both designs
 # (`rnntrain bench`, plan.graphs=false) with RNNTRAIN_PROFILE's per-stage GPU times, then rebuilds
-# with RNNTRAIN_WF2_PHASES and prints the cycles of each phase of a kernel step. The log goes to
+# with RNNTRAIN_WF2_PHASES and prints the cycles of each phase of a kernel step (forward and backward). The log goes to
 # $OUT/profile_wavefront2.log when $OUT is set. Environment: CONFIGS (default "blog gru charlm"),
 # STEPS (30), PHASES (0 skips the phase build).
 set -uo pipefail
@@ -57,14 +57,20 @@ if [ "${PHASES:-1}" != 0 ]; then
   say "recurrent rows: [1] input side [2] wait for h [3] wgmma [4] cell and h stores [5] fence, CTA barrier"
   say "  [6] cluster wait [7] multicast issued, input side prefetched [8] saved state stores; input rows: [1] cluster"
   say "  wait, flag wait, multicast issued [2] wait for h [3] wgmma [4] ring stores and flag"
+  say "backward (wf2b), recurrent rows: [1] loads for the cell, wait for the input row [2] the products over the ring"
+  say "  of slices (full waits: for slices to land) [3] wait for the global ring's slot [4] cell, stores; input rows:"
+  say "  [2] products [3] wait for the ring slot [4] stores, flag; producer warp: [1] wait for the slice [2] wait"
+  say "  for the slot, multicast"
   if configure ON; then
     for cfg in blog gru; do
       RNNTRAIN_WAVEFRONT_DESIGN=2 "$BUILD/rnntrain" bench "bench/configs/$cfg.yaml" plan.graphs=false \
         --precision bf16 --algo wavefront --steps 2 --repeats 3 --warmup 1 >"$WORK/ph.log" 2>&1
       grep "^wf2" "$WORK/ph.log" >"$WORK/ph.txt" || tail -5 "$WORK/ph.log" | tee -a "$LOG"
-      for rows in $(grep -o " of [0-9]* " "$WORK/ph.txt" | sort -u | tr -dc '0-9 '); do
-        say "-- $cfg, launches of $rows rows, the last one:"
-        grep " of $rows " "$WORK/ph.txt" | tail -"$rows" | tee -a "$LOG"
+      for kind in wf2 wf2b; do
+        for rows in $(grep "^$kind " "$WORK/ph.txt" | grep -o " of [0-9]* " | sort -u | tr -dc '0-9 '); do
+          say "-- $cfg, $kind, launches of $rows rows, the last one:"
+          grep "^$kind .* of $rows " "$WORK/ph.txt" | tail -"$rows" | tee -a "$LOG"
+        done
       done
     done
   else

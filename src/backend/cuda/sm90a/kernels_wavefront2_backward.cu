@@ -103,18 +103,18 @@ __device__ __forceinline__ void mbar_arrive_at(uint64_t* bar, uint32_t cta) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 // Waits for a phase completed by other CTAs' arrivals.
+__device__ __forceinline__ bool mbar_wait_cluster_try(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done)
+               : "r"(saddr(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
+  if (mbar_wait_cluster_try(bar, parity)) return;  // the clock is read only when the phase is not complete yet
   const unsigned long long t0 = global_ns();
-  for (;;) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(saddr(bar)), "r"(parity)
-        : "memory");
-    if (done) return;
-    check_stuck(t0);
-  }
+  while (!mbar_wait_cluster_try(bar, parity)) check_stuck(t0);
 }
 
 // n (at most P) consecutive floats into v, 0 past n: vectors where whole and aligned.

@@ -34,17 +34,18 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
 __device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(bar)), "r"(bytes) : "memory");
 }
+__device__ __forceinline__ bool mbar_wait_try(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done)
+               : "r"(saddr(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
+  if (mbar_wait_try(bar, parity)) return;  // the clock is read only when the phase is not complete yet
   const unsigned long long t0 = global_ns();
-  for (;;) {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(saddr(bar)), "r"(parity)
-                 : "memory");
-    if (done) return;
-    check_stuck(t0);
-  }
+  while (!mbar_wait_try(bar, parity)) check_stuck(t0);
 }
 // bytes from global src into the same offset of every cluster CTA's shared memory (dst), completing
 // on each one's mbarrier at the offset of bar.
