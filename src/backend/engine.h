@@ -93,7 +93,7 @@ int64_t gpu_graph_captures();  // of those, the ones that captured the graph
 // wavefront; stacks they cannot run count nothing); 0 without the CUDA backend.
 int64_t gpu_wavefront_passes();
 int64_t gpu_wavefront2_passes();  // of them, those on the second design's forward kernel
-int64_t gpu_wavefront2_backward_passes();  // launches of the second design's backward kernel
+int64_t gpu_wavefront2_backward_passes();  // stack backward passes on the second design's backward kernel
 
 // The CPU engine (engine_cpu.cpp), whatever cfg.device says.
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks = nullptr);

@@ -26,7 +26,7 @@ struct WavefrontShape {
 // them that ran on the second design's forward kernel; the backward passes on its backward kernel.
 int64_t wavefront_passes();
 int64_t wavefront2_passes();
-int64_t wavefront2_backward_passes();  // backward passes that ran on the second design's kernel
+int64_t wavefront2_backward_passes();  // backward passes (per launch group) on the second design's kernel
 
 class WavefrontRnn {
  public:
