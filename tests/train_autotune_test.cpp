@@ -43,6 +43,14 @@ TEST(Candidates, FiltersAndModelsThatLeaveFewer) {
   EXPECT_EQ(plan_candidates(config(kStack), f).size(), 6u) << "wavefront: bf16 only; persist_dynamic: both";
   // One recurrent layer: fused and per-layer are the same plan.
   EXPECT_EQ(plan_candidates(config("{type: GRU, units: 8}"), {}).size(), 8u);
+  // plan.fuse always / never pins one of the two (bench and autotune time only that one).
+  for (FuseMode pin : {FuseMode::Always, FuseMode::Never}) {
+    Config c = config(kStack);
+    c.plan.fuse = pin;
+    const std::vector<PlanChoice> only = plan_candidates(c, f);
+    EXPECT_EQ(only.size(), 3u);
+    for (const auto& p : only) EXPECT_EQ(p.fuse == FuseMode::Never, pin == FuseMode::Never) << p.name();
+  }
   // Masks can reach the stack: cuDNN's persistent kernels cannot run padded sequences, so they are
   // not offered; the wavefront kernels can.
   const Config masked = config("{type: Embedding, input_dim: 20, output_dim: 4, mask_zero: true}, " + std::string(kStack), "[10]");

@@ -71,8 +71,9 @@ bool is_half(Precision p) { return p == Precision::Fp16 || p == Precision::Bf16;
 std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter& filter) {
   const Plan fused = make_plan(cfg.model, FuseMode::Auto), split = make_plan(cfg.model, FuseMode::Never);
   if (!has_stack(fused)) return {};
-  std::vector<FuseMode> fuses{FuseMode::Auto};
-  if (!same_stages(fused, split)) fuses.push_back(FuseMode::Never);
+  std::vector<FuseMode> fuses;  // plan.fuse always / never pins one of them
+  if (cfg.plan.fuse != FuseMode::Never) fuses.push_back(FuseMode::Auto);
+  if (cfg.plan.fuse != FuseMode::Always && (fuses.empty() || !same_stages(fused, split))) fuses.push_back(FuseMode::Never);
   std::vector<Precision> precs = filter.precisions;
   if (precs.empty()) precs = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
   const bool persist_ok = !may_mask(cfg);
@@ -245,8 +246,6 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   if (cfg.plan.precision != Precision::Auto) f.precisions = {cfg.plan.precision};
   if (cfg.plan.algo != RnnAlgo::Auto) f.algos = {cfg.plan.algo};
   std::vector<PlanChoice> cands = plan_candidates(cfg, f);
-  if (cfg.plan.fuse != FuseMode::Auto)
-    std::erase_if(cands, [&](const PlanChoice& c) { return (c.fuse == FuseMode::Never) != (cfg.plan.fuse == FuseMode::Never); });
   auto apply = [&](const PlanChoice& c) {
     if (cfg.plan.fuse == FuseMode::Auto) out.plan.fuse = c.fuse;
     out.plan.precision = c.precision, out.plan.algo = c.algo;

@@ -31,9 +31,9 @@ struct CandidateFilter {
 };
 
 // The GPU candidates for cfg: fused (plan.fuse auto) and, when its plan differs, per-layer (never),
-// each with the filter's precisions and algorithms. cuDNN's persistent algorithms only where the model
-// has no masks (they cannot run padded sequences); wavefront only in fp16 and bf16. Empty when the
-// model has no cuDNN stack.
+// or only the one plan.fuse always / never pins; each with the filter's precisions and algorithms.
+// cuDNN's persistent algorithms only where the model has no masks (they cannot run padded sequences);
+// wavefront only in fp16 and bf16. Empty when the model has no cuDNN stack.
 std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter& filter);
 
 // One batch of the model's input shape: x features uniform in [-1, 1) or token ids in [1, input_dim);

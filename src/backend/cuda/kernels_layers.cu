@@ -1,6 +1,7 @@
 // Kernels of the non-recurrent layers and of the glue around cuDNN stacks: bias + activation,
 // softmax, Embedding, Masking, dropout masks, Bidirectional merges, time flips and padded-step
 // fixes. Kernels first, then launchers. Mirrors backend/cpu/basic_layers.cpp and rnn_layers.cpp.
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/kernels.h"
@@ -16,12 +17,14 @@ __global__ void fill_rows_k(float* out, const float* vec, int64_t rows, int64_t 
   GRID_LOOP(i, rows * cols) out[i] = vec[i % cols];
 }
 
+// A block a row at a time (no division per element).
 __global__ void bias_act_k(float* y, const float* bias, int64_t rows, int64_t cols, Activation act) {
-  GRID_LOOP(i, rows * cols) {
-    float v = y[i];
-    if (bias) v += bias[i % cols];
-    y[i] = act_f(act, v);
-  }
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      float v = y[r * cols + j];
+      if (bias) v += bias[j];
+      y[r * cols + j] = act_f(act, v);
+    }
 }
 
 __global__ void act_grad_k(float* d, const float* y, int64_t n, Activation act) {
@@ -231,7 +234,8 @@ void fill_rows(float* out, const float* vec, int64_t rows, int64_t cols, cudaStr
 
 void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s) {
   if (rows * cols == 0 || (!bias && act == Activation::Linear)) return;
-  bias_act_k<<<blocks_for(rows * cols), kThreads, 0, s>>>(y, bias, rows, cols, act);
+  bias_act_k<<<static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)), cols >= 256 ? 256 : 128, 0, s>>>(y, bias, rows,
+                                                                                                 cols, act);
   LAUNCH_CHECK("bias_act");
 }
 

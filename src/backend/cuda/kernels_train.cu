@@ -2,6 +2,8 @@
 // in double precision per position, as model/loss.cpp) and of the optimizers (a kernel per kind over the flat parameter buffer,
 // with its descriptor's rule, spec/optimizers/*.h, as model/optimizer.cpp), plus the per-variable
 // gradient norms for clipping. Kernels first, then launchers.
+#include <algorithm>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 
@@ -257,7 +259,7 @@ void loss(const LossArgs& a, cudaStream_t s) {
   with_loss(a.kind, [&](auto d) {
     using D = decltype(d);
     if constexpr (D::kRows) loss_row_k<D><<<blocks_for(a.n), kThreads, 0, s>>>(a);
-    else loss_elem_k<D><<<blocks_for(a.n * a.k), kThreads, 0, s>>>(a);
+    else loss_elem_k<D><<<std::min(blocks_for(a.n * a.k), 2048u), kThreads, 0, s>>>(a);  // fewer atomics
   });
   LAUNCH_CHECK("loss");
 }

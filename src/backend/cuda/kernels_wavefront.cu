@@ -501,25 +501,38 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
 }
 
 // Column sums in a fixed order (no atomics: the same sums every run): block (x, y) sums its rows of
-// 32 columns into part[y][c], then colsum_add_k adds the parts in order.
-template <typename E>
+// 32 V columns (V consecutive ones a thread, loaded as one access) into part[y][c], then colsum_add_k
+// adds the parts in order. Every column's order is the same for any V.
+template <typename E, int V>
 __global__ void colsum_k(const E* a, int64_t rows, int64_t cols, int64_t lda, float* part) {
-  __shared__ float p[8][33];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float v = 0.0f;
+  struct alignas(sizeof(E) * V) Vec {
+    E v[V];
+  };
+  __shared__ float p[8][32 * V + 1];
+  const int64_t c = (blockIdx.x * 32 + threadIdx.x) * V;
+  float v[V] = {};
   if (c < cols)
-    for (int64_t r = blockIdx.y * 8 + threadIdx.y; r < rows; r += 8 * gridDim.y) v += to_f(a[r * lda + c]);
-  p[threadIdx.y][threadIdx.x] = v;
+    for (int64_t r = blockIdx.y * 8 + threadIdx.y; r < rows; r += 8 * gridDim.y) {
+      const Vec x = *reinterpret_cast<const Vec*>(a + r * lda + c);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] += to_f(x.v[i]);
+    }
+#pragma unroll
+  for (int i = 0; i < V; ++i) p[threadIdx.y][threadIdx.x * V + i] = v[i];
   __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int i = 1; i < 8; ++i) v += p[i][threadIdx.x];
-    part[blockIdx.y * cols + c] = v;
-  }
+  if (threadIdx.y == 0 && c < cols)
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      float t = v[i];
+      for (int y = 1; y < 8; ++y) t += p[y][threadIdx.x * V + i];
+      part[blockIdx.y * cols + c + i] = t;
+    }
 }
 
 __global__ void colsum_add_k(const float* part, int parts, int64_t cols, float* out) {
   GRID_LOOP(c, cols) {
     float v = 0.0f;
+#pragma unroll 8
     for (int i = 0; i < parts; ++i) v += part[i * cols + c];
     out[c] += v;
   }
@@ -573,9 +586,13 @@ void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t ld
                 cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return;
   const dim3 block(32, 8);
-  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, kColsumParts)));
-  if (bf16) colsum_k<<<grid, block, 0, s>>>(static_cast<const __nv_bfloat16*>(a), rows, cols, lda, part);
-  else colsum_k<<<grid, block, 0, s>>>(static_cast<const __half*>(a), rows, cols, lda, part);
+  const unsigned parts = static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, kColsumParts));
+  const bool vec = cols % 4 == 0 && lda % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 8 == 0;
+  const dim3 grid(static_cast<unsigned>((cols + (vec ? 127 : 31)) / (vec ? 128 : 32)), parts);
+  if (bf16 && vec) colsum_k<__nv_bfloat16, 4><<<grid, block, 0, s>>>(static_cast<const __nv_bfloat16*>(a), rows, cols, lda, part);
+  else if (bf16) colsum_k<__nv_bfloat16, 1><<<grid, block, 0, s>>>(static_cast<const __nv_bfloat16*>(a), rows, cols, lda, part);
+  else if (vec) colsum_k<__half, 4><<<grid, block, 0, s>>>(static_cast<const __half*>(a), rows, cols, lda, part);
+  else colsum_k<__half, 1><<<grid, block, 0, s>>>(static_cast<const __half*>(a), rows, cols, lda, part);
   LAUNCH_CHECK("wavefront colsum");
   colsum_add_k<<<rnntrain::cuda::k::blocks_for(cols), rnntrain::cuda::k::kThreads, 0, s>>>(part, static_cast<int>(grid.y), cols, out);
   LAUNCH_CHECK("wavefront colsum_add");

@@ -40,6 +40,7 @@ struct Cluster {
   int Kp = 0;    // H padded to the operand's k steps (C * U rounded up to 16)
   int rows = 0;  // recurrent rows (L * D) and, after them, L - 1 input rows
   int S = 0;     // backward: the slots of its ring of dG slices in shared memory (at most C)
+  int depth = 3;  // backward: slices whose products may still run when a slot is released (clamped to S - 1)
   size_t smem = 0;
 };
 

@@ -96,6 +96,14 @@ __device__ __forceinline__ int slot_gate(int g, bool input_row) {
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
+// Waits until at most n (0-3) committed wgmma groups are pending.
+__device__ __forceinline__ void wait_groups(int n) {
+  if (n == 0) asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  else if (n == 1) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  else if (n == 2) asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory");
+  else asm volatile("wgmma.wait_group.sync.aligned 3;" ::: "memory");
+}
+
 // An arrival on the mbarrier at bar's offset in the shared memory of cluster CTA cta.
 __device__ __forceinline__ void mbar_arrive_at(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
@@ -159,6 +167,7 @@ struct Ring {
   uint64_t* full;
   uint64_t* empty;
   int S, C;
+  int depth;  // wgmma groups (slices) left in flight when a slice's slot is released: < S
   static constexpr uint32_t kBytes = 64 * KS * sizeof(E);
 
   // acc += the C slices of the n-th step the row consumes times the CTA's weights W [U x C*KS].
@@ -185,19 +194,13 @@ struct Ring {
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       // Slice q - depth is read: its slot may refill. Up to depth + 1 slices in flight; depth < S, or
       // the slice waited for next could need a slot this CTA has not released.
-      if (S > 2 && c >= 2) {
-        asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory");
-        if (tid == 0) mbar_arrive_at(empty, (q - 2 + S) % C);
-      } else if (S == 2 && c >= 1) {
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        if (tid == 0) mbar_arrive_at(empty, (q - 1 + S) % C);
-      } else if (S == 1) {
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        if (tid == 0) mbar_arrive_at(empty, (q + S) % C);
+      if (c >= depth) {
+        wait_groups(depth);
+        if (tid == 0) mbar_arrive_at(empty, (q - depth + S) % C);
       }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    const int depth = S > 2 ? 2 : S - 1, last = n * C + C;
+    const int last = n * C + C;
     if (tid == 0)
       for (int q = last - min(depth, C); q < last; ++q) mbar_arrive_at(empty, (q + S) % C);
     fence_acc(acc);
@@ -232,7 +235,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   E* W = reinterpret_cast<E*>(smem);  // [U x Kt]
   Ring<E, U, KS> ring;
   ring.slots = W + U * Kt;
-  ring.S = a.cl.S, ring.C = C;
+  ring.S = a.cl.S, ring.C = C, ring.depth = min(a.cl.depth, a.cl.S - 1);
   ring.full = reinterpret_cast<uint64_t*>(ring.slots + static_cast<size_t>(ring.S) * 64 * KS);
   ring.empty = ring.full + ring.S;
 
