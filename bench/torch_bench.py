@@ -47,6 +47,10 @@ made (GPU; graphed: includes the graph's memory pool; cuBLAS's per-stream worksp
 each variant and after the graphed warm-up, so each variant counts only its own), or the process's
 peak RSS (CPU, a high-water mark over the whole run, as in rnntrain bench). Every variant starts from
 the same seed and batch.
+
+--inference times evaluation steps instead (as `rnntrain bench --inference`): the model in eval mode,
+forward and loss under torch.no_grad(), eagerly and as a CUDA graph of the forward and loss; nothing
+is read back inside a step (PyTorch's fastest evaluation loop; rnntrain's reads each loss back).
 """
 import argparse
 import datetime
@@ -272,9 +276,12 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
     amp_dtype = set_precision(torch, precision, device)
     torch.manual_seed(SEED)
     model = make_model(torch, w, impl).to(device)
-    model.train()
+    infer = args.inference
+    model.train(not infer)
     params = list(model.parameters())
-    if cuda:  # capturable: Adam's step count stays on the device, as a captured step needs
+    if infer:
+        opt = None
+    elif cuda:  # capturable: Adam's step count stays on the device, as a captured step needs
         opt = torch.optim.Adam(params, lr=1e-3, fused=True, capturable=graphed)
     else:
         opt = torch.optim.Adam(params, lr=1e-3)
@@ -297,7 +304,11 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
             out = model(bx, None, blast) if padded else model(bx, blen)
             return loss_fn(out.reshape(-1, out_dim), by.reshape(-1)) if w["kind"] == "charlm" else loss_fn(out, by)
 
-    if not graphed:
+    if not graphed and infer:
+        def step():
+            with torch.no_grad():
+                return forward_loss()
+    elif not graphed:
         scaler = torch.amp.GradScaler("cuda") if precision == "fp16-amp" else None
 
         def step():
@@ -312,9 +323,12 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
                 opt.step()
             return loss
     else:
-        scale = FP16_GRAPH_LOSS_SCALE if precision == "fp16-amp" else None
+        scale = FP16_GRAPH_LOSS_SCALE if precision == "fp16-amp" and not infer else None
 
         def graph_body(static):
+            if infer:
+                with torch.no_grad():
+                    return forward_loss(static)
             loss = forward_loss(static)
             if scale is not None:  # fixed loss scale: scale, backward, unscale, then Adam
                 (loss * scale).backward()
@@ -335,12 +349,14 @@ def run_variant(torch, w, impl, precision, mode, device, args, layout=None):
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(GRAPH_SIDE_WARMUP):
-                    opt.zero_grad(set_to_none=True)
+                    if opt is not None:
+                        opt.zero_grad(set_to_none=True)
                     graph_body(static)
             torch.cuda.current_stream().wait_stream(side)
             side.synchronize()
             clear_cublas_workspaces(torch)  # the warm-up stream's workspace is not needed any more
-            opt.zero_grad(set_to_none=True)  # backward inside the capture allocates the grads in the graph's pool
+            if opt is not None:  # backward inside the capture allocates the grads in the graph's pool
+                opt.zero_grad(set_to_none=True)
             graph = torch.cuda.CUDAGraph()
             first = next(iter(graphs.values()), None)
             with torch.cuda.graph(graph, pool=first[0].pool() if first else None):
@@ -421,6 +437,8 @@ def parse_args():
                    "lengths every step (a pool of 32, used in turn)")
     p.add_argument("--bucketing", action="store_true", help="with --stream: batches as rnntrain's train.bucketing "
                    "makes them (similar lengths, trimmed; graphed: one CUDA graph per batch shape)")
+    p.add_argument("--inference", action="store_true", help="time evaluation steps (eval mode, forward and loss "
+                   "under no_grad) instead of training steps")
     p.add_argument("--json", help="write the results to this file")
     a = p.parse_args()
     if a.steps < 1 or a.repeats < 3 or a.warmup < 0 or a.threads < 1:
@@ -462,9 +480,11 @@ def main():
                      "python": platform.python_version()},
         "steps": args.steps, "repeats": args.repeats, "warmup": args.warmup, "modes": args.modes,
         "stream": args.stream, "bucketing": args.stream and args.bucketing,
+        "workload": "inference" if args.inference else "training",
         "workloads": {},
     }
-    print(f"torch {torch.__version__} on {result['hardware']['device']}, {args.steps} steps x {args.repeats} repeats "
+    print(f"torch {torch.__version__} on {result['hardware']['device']}, {args.steps} "
+          f"{'evaluation' if args.inference else 'training'} steps x {args.repeats} repeats "
           f"after {args.warmup} warm-up steps", file=sys.stderr)
     for name in args.workloads:
         w = WORKLOADS[name]

@@ -60,6 +60,29 @@ TEST(Bench, QuickstartJsonIsConsistent) {
   std::filesystem::remove_all(tmp);
 }
 
+// --inference times evaluation steps: the forward's FLOPs only, and nothing is trained (the loss of the
+// last step is the same after 1 or 6 steps, where training steps change it).
+TEST(Bench, InferenceTimesEvaluationStepsThatTrainNothing) {
+  auto tmp = scratch("bench_inference");
+  double loss[2][2] = {};
+  for (int infer = 0; infer < 2; ++infer)
+    for (int n = 0; n < 2; ++n) {
+      const std::string json = (tmp / ("b" + std::to_string(2 * infer + n) + ".json")).string();
+      CmdResult r = run_rnntrain(std::string("bench configs/quickstart.yaml device=cpu --repeats 3 --warmup 0 --steps ") +
+                                     (n ? "2" : "1") + (infer ? " --inference" : "") + " --json " + json,
+                                 tmp);
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_NE(r.out.find(infer ? "evaluation steps" : "training steps"), std::string::npos) << r.out;
+      const auto j = nlohmann::json::parse(slurp(json));
+      EXPECT_EQ(j["workload"], infer ? "inference" : "training");
+      EXPECT_DOUBLE_EQ(j["flops_per_step"].get<double>(), (infer ? 1.0 : 3.0) * 2 * 4 * 32 * (2 + 32) * 32 * 30);
+      loss[infer][n] = j["candidates"][0]["last_loss"].get<double>();
+    }
+  EXPECT_NE(loss[0][0], loss[0][1]) << "3 and 6 training steps end at different losses";
+  EXPECT_EQ(loss[1][0], loss[1][1]) << "evaluation steps leave the weights as they were";
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Bench, EmbeddingModelWithNoneTimesteps) {
   auto tmp = scratch("bench_tokens");
   const std::string json = (tmp / "out.json").string();

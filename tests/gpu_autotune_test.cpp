@@ -1,5 +1,6 @@
 // plan.autotune on the GPU: the choice is a measured candidate (never auto), is written to the cache
-// file, and is read back from it without measuring again; an unreadable cache file is left untouched.
+// file, and is read back from it without measuring again (for training, and apart for inference); an
+// unreadable cache file is left untouched.
 // And `rnntrain bench` lists the GPU candidates with their status and device memory. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -55,6 +56,27 @@ TEST(Autotune, ChoosesAMeasuredPlanCachesItAndReusesIt) {
   EXPECT_EQ(b.plan.algo, a.plan.algo);
   EXPECT_EQ(b.plan.fuse, a.plan.fuse);
   EXPECT_EQ(read(cfg.plan.cache), first);
+
+  // eval and predict: a choice of their own, timed on evaluation steps, cached beside training's.
+  const Config inf = resolve_plan(cfg, init, 10, Workload::Inference);
+  EXPECT_NE(inf.plan.precision, Precision::Auto);
+  EXPECT_NE(inf.plan.algo, RnnAlgo::Auto);
+  {
+    const auto both = nlohmann::json::parse(read(cfg.plan.cache));
+    ASSERT_EQ(both.size(), 2u) << both.dump(2);
+    int inference = 0;
+    for (auto it = both.begin(); it != both.end(); ++it)
+      if (it.value()["workload"] == "inference") {
+        ++inference;
+        EXPECT_EQ(it.value()["choice"], (PlanChoice{inf.plan.fuse, inf.plan.precision, inf.plan.algo}.name()));
+        EXPECT_GE(it.value()["measured"].size(), 4u);
+      }
+    EXPECT_EQ(inference, 1) << both.dump(2);
+    const std::string with_both = read(cfg.plan.cache);
+    EXPECT_EQ(resolve_plan(cfg, init, 10, Workload::Inference).plan.precision, inf.plan.precision);
+    EXPECT_EQ(read(cfg.plan.cache), with_both) << "the inference choice is read back, not measured again";
+    std::ofstream(cfg.plan.cache) << first;  // the rest of the test starts from the training entry alone
+  }
 
   Config fixed = cfg;  // a named precision restricts the candidates to it (another cache entry)
   fixed.plan.precision = Precision::Bf16;

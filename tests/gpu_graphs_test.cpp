@@ -11,6 +11,8 @@
 //   shape and give the losses and weights of uncaptured steps (masked bidirectional stacks run
 //   uncaptured); a replayed step still rejects a bad batch (token id, class label) with the same
 //   errors, and the queue of enqueued steps goes on past it.
+// - Evaluations and predictions (eval, predict) are replayed as graphs too, masked or not, with the
+//   numbers of uncaptured ones, also after training steps changed the weights.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -223,6 +225,38 @@ TEST_P(CudaGraphs, ReplayedStepsGiveTheLossesMetricsAndWeightsOfUncapturedOnes) 
     EXPECT_FALSE(pg[i]->value.data == init.all()[i]->value.data) << pe[i]->name << " was trained";
 }
 
+// eval and predict (plan.graphs): repeated evaluations and predictions on a shape are replayed as
+// graphs and give the uncaptured numbers, also after training steps changed the weights.
+TEST_P(CudaGraphs, ReplayedEvaluationsAndPredictionsGiveTheNumbersOfUncapturedOnes) {
+  SKIP_WITHOUT_GPU();
+  const GraphCase& c = GetParam();
+  Config cfg = config_of("[12, 16]", c.layers, c.name);
+  cfg.device = Device::Cuda;
+  cfg.plan.precision = c.precision, cfg.plan.algo = c.algo;
+  Config plain = cfg;
+  plain.plan.graphs = false;
+  const Params init = random_params(cfg.model, 3, 0.3);
+  Rng r1(9), r2(9);
+  auto graphed = make_engine(cfg, init, r1);
+  auto eager = make_engine(plain, init, r2);
+  const Batch val = random_batch(cfg, 16, 12, 99), other = random_batch(cfg, 16, 12, 98);
+  const int64_t before = gpu_graph_steps();
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    for (int k = 0; k < 4; ++k) {
+      const Batch& b = k % 2 ? other : val;  // the same shape, other data: one graph for both
+      auto mg = metrics_of(cfg, {metric(MetricKind::MAE)}), me = metrics_of(cfg, {metric(MetricKind::MAE)});
+      const double g = graphed->eval_step(b, raw(mg)).mean(), e = eager->eval_step(b, raw(me)).mean();
+      EXPECT_NEAR(g, e, 1e-6 * std::fabs(e)) << "evaluation " << k;
+      EXPECT_NEAR(mg[0]->result(), me[0]->result(), 1e-6 * me[0]->result()) << "mae of evaluation " << k;
+      expect_near_all(graphed->predict(b), eager->predict(b), 1e-6, 1e-6, "prediction");
+    }
+    const Batch t = random_batch(cfg, 16, 12, 200 + round);
+    graphed->train_step(t, 1e-2, {}), eager->train_step(t, 1e-2, {});  // new weights for the next round
+  }
+  EXPECT_GE(gpu_graph_steps() - before, 12) << "evaluations and predictions replayed as CUDA graphs";
+}
+
 INSTANTIATE_TEST_SUITE_P(Plans, CudaGraphs,
                          ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard, kLstm2},
                                            GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic, kLstm2},
@@ -291,6 +325,21 @@ TEST_P(MaskedGraphs, ReplaysWithChangingMasksGiveTheLossesOfUncapturedSteps) {
   }
   EXPECT_GE(gpu_graph_steps() - before, 14) << "masked steps replayed as CUDA graphs";
   run.expect_same_weights();
+
+  // Masked evaluations, a different mask each: the loss and a metric (computed on the host from the
+  // predictions and the output's mask) as uncaptured, replayed or not.
+  const MetricSpec m = metric(c.loss == LossKind::MSE ? MetricKind::MAE : MetricKind::SparseCategoricalAccuracy);
+  for (int s = 0; s < 6; ++s) {
+    std::vector<int32_t> lens(16);
+    for (int32_t& l : lens) l = static_cast<int32_t>(1 + pick.below(12));
+    lens[0] = 12;
+    Batch b = random_batch(cfg, 16, 12, 400 + s, lens);
+    if (!c.lengths) b.lengths.clear();
+    auto mg = metrics_of(cfg, {m}), me = metrics_of(cfg, {m});
+    const double g = run.graphed->eval_step(b, raw(mg)).mean(), e = run.plain->eval_step(b, raw(me)).mean();
+    EXPECT_NEAR(g, e, 1e-6 * std::fabs(e)) << "evaluation " << s;
+    EXPECT_NEAR(mg[0]->result(), me[0]->result(), 1e-6 * std::fabs(me[0]->result())) << "metric of evaluation " << s;
+  }
 }
 
 // Bucketed batches (train.bucketing): the padded length changes from step to step among a few

@@ -74,6 +74,11 @@ TEST(AutotuneKey, EqualForEqualSettingsAndDifferentForAnythingTheChoiceDependsOn
   AutotuneKey other_gpu = key_of(a);
   other_gpu.gpu = "NVIDIA H100";
   EXPECT_NE(other_gpu.hash(), h);
+  AutotuneKey inference = key_of(a);  // eval and predict time forward-only steps: their own choice
+  inference.inference = true;
+  EXPECT_NE(inference.hash(), h);
+  // A cache written before inference keys existed still holds this model's training choice.
+  EXPECT_EQ(key_of(a).text().find("workload"), std::string::npos);
 }
 
 }  // namespace

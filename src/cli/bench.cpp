@@ -1,7 +1,8 @@
 // `rnntrain bench`: times complete training steps (forward, loss, backward, optimizer) of a config's
-// model on one synthetic batch (or, with --stream, a stream of batches with fresh lengths), for each
-// candidate plan, and prints a table and the winner (and JSON). Not a data pipeline benchmark: the
-// batches are made before timing; metrics are not computed.
+// model, or with --inference evaluation steps (forward and loss), on one synthetic batch (or, with
+// --stream, a stream of batches with fresh lengths), for each candidate plan, and prints a table and
+// the winner (and JSON). Not a data pipeline benchmark: the batches are made before timing; metrics
+// are not computed.
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -182,6 +183,8 @@ int cmd_bench(const BenchArgs& a) {
     if (!(in >> median >> comma >> sigma) || comma != ',' || !(median > 0) || !(sigma > 0) || !in.eof())
       throw UsageError(fmt::format("--lognormal {}: give MEDIAN,SIGMA, two positive numbers (e.g. 60,0.8)", a.lognormal));
   }
+  if (a.inference && Comm::world().launched())
+    throw UsageError("--inference times one GPU's evaluation steps: run it without mpirun");
   if (a.stream && a.min_length <= 0 && median <= 0)
     throw UsageError("--stream draws fresh sequence lengths for every batch: give --min-length or --lognormal");
   const int64_t B = cfg.train.batch_size;
@@ -208,7 +211,8 @@ int cmd_bench(const BenchArgs& a) {
   // A stream warms up over three passes, as the start of a long run would: every batch shape has run
   // uncaptured and been captured as a CUDA graph (plan.graphs) before the timed steps.
   const int64_t warmup = a.stream ? std::max<int64_t>(a.warmup, 3 * static_cast<int64_t>(batches.size())) : a.warmup;
-  const double flops = step_flops(cfg.model, shapes, B, T);
+  const Workload workload = a.inference ? Workload::Inference : Workload::Training;
+  const double flops = step_flops(cfg.model, shapes, B, T) / (a.inference ? 3.0 : 1.0);
   const Params init = initial_params(cfg, "");
 
   // On the GPU: every candidate plan (fused/per-layer x precision x algorithm). On the CPU the
@@ -237,7 +241,7 @@ int cmd_bench(const BenchArgs& a) {
   Comm& comm = Comm::world();
   for (auto& c : cands) {
     log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, warmup);
-    c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps);
+    c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, nullptr, workload);
     if (comm.launched() && comm.max(!c.t.error.empty()) == 0) {
       std::vector<double> alone{c.t.median_ms}, dp;
       for (int r = 0; r < 3; ++r) {
@@ -266,13 +270,14 @@ int cmd_bench(const BenchArgs& a) {
                                                        sigma, std::max<int64_t>(a.min_length, 1), T)
                                : a.min_length > 0 ? fmt::format(" (lengths {}..{})", a.min_length, T)
                                                   : std::string();
-  std::printf("bench %s: device %s, batch %lld, timesteps %lld%s, %lld steps x %lld repeats after %lld warm-up steps\n",
+  std::printf("bench %s: device %s, batch %lld, timesteps %lld%s, %lld %s steps x %lld repeats after %lld warm-up steps\n",
               cfg.path.c_str(), device.c_str(), (long long)B, (long long)T, lengths.c_str(), (long long)a.steps,
-              (long long)a.repeats, (long long)warmup);
+              a.inference ? "evaluation" : "training", (long long)a.repeats, (long long)warmup);
   if (a.stream)
     std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", batches.size(),
                 cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", padding);
-  std::printf("model FLOPs per step %.4g (3 x forward of the recurrent layers); BLAS threads %d\n", flops, threads);
+  std::printf("model FLOPs per step %.4g (%s of the recurrent layers); BLAS threads %d\n", flops,
+              a.inference ? "the forward" : "3 x forward", threads);
   std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s %9s\n", "candidate", "plan", "ms/step", "min", "max",
               "seq/s", "TFLOP/s", "host MiB", "device MiB", "graphs", "captures");
   for (const auto& c : cands) {
@@ -309,6 +314,7 @@ int cmd_bench(const BenchArgs& a) {
     j["min_length"] = a.min_length;
     j["lognormal"] = median > 0 ? nlohmann::ordered_json({{"median", median}, {"sigma", sigma}}) : nlohmann::ordered_json();
     j["stream"] = a.stream;
+    j["workload"] = a.inference ? "inference" : "training";
     j["bucketing"] = a.stream && cfg.train.bucketing;
     j["padding_share"] = a.stream ? nlohmann::ordered_json(padding) : nlohmann::ordered_json();
     j["steps"] = a.steps;

@@ -116,6 +116,9 @@ int run_cli(int argc, char** argv) {
   bench->add_flag("--stream", ba.stream,
                   "A new batch every step, from a pool of 32 batches' worth of sequences with fresh lengths, batched "
                   "as training would (train.bucketing applies); needs --min-length or --lognormal");
+  bench->add_flag("--inference", ba.inference,
+                  "Time evaluation steps (forward and loss, each read back, as eval and predict run them) instead "
+                  "of training steps");
   bench->add_option("--precision", ba.precisions, "GPU candidates' precisions, comma-separated (fp32,tf32,fp16,bf16)");
   bench->add_option("--algo", ba.algos,
                     "GPU candidates' RNN algorithms, comma-separated (standard, persist_static, persist_dynamic, "

@@ -201,11 +201,11 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
 }
 
 // The engine of eval and predict: the checkpoint's weights, the plan resolved (autotune: from its
-// cache or measured) for the data's timesteps. rng must outlive it.
+// cache or measured, on forward-only steps) for the data's timesteps. rng must outlive it.
 static std::unique_ptr<Engine> inference_engine(const Config& cfg, const CommandArgs& a, const Dataset& d, Rng& rng) {
   check_memory(cfg, d.x.dim(1), false);
   Params init = initial_params(cfg, a.weights, a.allow_nonfinite);
-  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1));  // before init is moved into the engine
+  const Config run_cfg = resolve_plan(cfg, init, d.x.dim(1), Workload::Inference);  // before init is moved into the engine
   return make_engine(run_cfg, std::move(init), rng);
 }
 

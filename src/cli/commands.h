@@ -33,6 +33,7 @@ struct BenchArgs {
   int64_t min_length = 0;         // > 0: sequence lengths uniform in [min_length, T] (masked steps)
   std::string lognormal;          // "MEDIAN,SIGMA": log-normal lengths instead, clamped to [min_length or 1, T]
   bool stream = false;            // a new batch each step, drawn from a pool (train.bucketing applies)
+  bool inference = false;         // time evaluation steps (forward and loss) instead of training steps
   std::string precisions, algos;  // comma lists of candidate precisions / algorithms ("" = defaults)
   std::string json_file;          // --json FILE
 };

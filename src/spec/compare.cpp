@@ -114,6 +114,7 @@ std::string AutotuneKey::text() const {
   t += fmt::format("fuse={}\nprecision={}\nalgo={}\ngraphs={}\n", fuse_mode_name(plan.fuse),
                    precision_name(plan.precision), rnn_algo_name(plan.algo), plan.graphs);
   t += fmt::format("batch={}\ntimesteps={}\ngpu={}\n", batch, timesteps, gpu);
+  if (inference) t += "workload=inference\n";  // training keys as before: older caches stay valid
   return t;
 }
 

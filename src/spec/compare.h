@@ -31,6 +31,7 @@ struct AutotuneKey {
   PlanSpec plan;
   int64_t batch = 0, timesteps = 0;
   std::string gpu;  // the GPU, its driver and cuDNN
+  bool inference = false;  // timed forward-only (eval, predict) rather than training steps
   // Every setting, one "key=value" per line: the cache stores its hash, stable across builds and
   // machines (FNV-1a), as 16 hex digits.
   std::string text() const;

@@ -146,7 +146,7 @@ Batch synthetic_batch(const Config& cfg, int64_t T, int64_t min_length, Rng& rng
 }
 
 Timing time_plan(const Config& base, const PlanChoice& choice, const Params& init, const std::vector<Batch>& batches,
-                 int64_t warmup, int64_t repeats, int64_t steps, Comm* ranks) {
+                 int64_t warmup, int64_t repeats, int64_t steps, Comm* ranks, Workload workload) {
   Config cfg = base;
   cfg.plan.fuse = choice.fuse, cfg.plan.precision = choice.precision, cfg.plan.algo = choice.algo;
   cfg.plan.autotune = false;
@@ -159,9 +159,15 @@ Timing time_plan(const Config& base, const PlanChoice& choice, const Params& ini
     const double lr = cfg.train.optimizer.learning_rate;
     LossValue l;
     size_t next = 0;
-    // As training without metrics runs: steps enqueued back to back, losses collected as they finish.
+    // As training without metrics runs: steps enqueued back to back, losses collected as they finish;
+    // or as eval runs: each step's loss read back before the next.
     auto run = [&](int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
+        if (workload == Workload::Inference) {
+          l = engine->eval_step(batches[next], {});
+          next = (next + 1) % batches.size();
+          continue;
+        }
         engine->enqueue_train_step(batches[next], lr, {});
         next = (next + 1) % batches.size();
         for (const LossValue& v : engine->collect_losses(false)) l = v;
@@ -202,9 +208,10 @@ std::string cache_path(const Config& cfg) {
 }
 
 // What the choice depends on (spec/compare.h).
-std::string cache_key(const Config& cfg, int64_t T) {
+std::string cache_key(const Config& cfg, int64_t T, Workload workload) {
+  const bool inference = workload == Workload::Inference;
   return AutotuneKey{cfg.model, cfg.train.optimizer, cfg.train.loss, cfg.plan, cfg.train.batch_size, T,
-                     gpu_description()}
+                     gpu_description(), inference}
       .hash();
 }
 
@@ -230,7 +237,7 @@ nlohmann::json read_cache(const std::string& path, bool& usable) {
 
 }  // namespace
 
-Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
+Config resolve_plan(const Config& cfg, const Params& init, int64_t T, Workload workload) {
   Config out = cfg;
   const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
   if (!gpu) {
@@ -256,7 +263,9 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
     return out;
   }
 
-  const std::string path = cache_path(cfg), key = cache_key(cfg, T);
+  const bool infer = workload == Workload::Inference;
+  const char* what = infer ? "evaluation" : "training";
+  const std::string path = cache_path(cfg), key = cache_key(cfg, T, workload);
   bool usable = true;
   nlohmann::json cache = read_cache(path, usable);
   if (cache.contains(key)) {
@@ -264,14 +273,14 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
     const bool ok = e.is_object() && e.contains("choice") && e["choice"].is_string();
     for (const PlanChoice& c : cands)
       if (ok && e["choice"].get<std::string>() == c.name()) {
-        log_info("autotune: {} (cached in {})", c.name(), path);
+        log_info("autotune: {} for {} (cached in {})", c.name(), what, path);
         apply(c);
         return out;
       }
     log_warn("{}: the cached entry for this model is not one of its candidate plans; measuring again", path);
   }
 
-  log_info("autotune: timing {} candidate plans on a synthetic batch of {} x {} steps", cands.size(),
+  log_info("autotune: timing {} candidate plans' {} steps on a synthetic batch of {} x {} steps", cands.size(), what,
            cfg.train.batch_size, T);
   Rng data_rng(cfg.train.seed + 1);
   const Batch batch = synthetic_batch(cfg, T, 0, data_rng);
@@ -279,7 +288,7 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   double best_ms = 0;
   nlohmann::json measured = nlohmann::json::object();
   for (const PlanChoice& c : cands) {
-    const Timing t = time_plan(cfg, c, init, {batch}, 2, 3, 5);
+    const Timing t = time_plan(cfg, c, init, {batch}, 2, 3, 5, nullptr, workload);
     measured[c.name()] = t.error.empty() ? nlohmann::json(t.median_ms) : nlohmann::json(t.error);
     if (!t.error.empty()) continue;
     log_info("autotune: {} {:.3f} ms/step", c.name(), t.median_ms);
@@ -288,7 +297,7 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   if (!best)
     throw RuntimeError("autotune: every candidate plan failed (see the messages above); set plan.autotune: false "
                        "and plan.precision: fp32, or device: cpu");
-  log_info("autotune: chose {} ({:.3f} ms/step)", best->name(), best_ms);
+  log_info("autotune: chose {} for {} ({:.3f} ms/step)", best->name(), what, best_ms);
   apply(*best);
 
   if (path.empty() || !usable) return out;
@@ -300,7 +309,7 @@ Config resolve_plan(const Config& cfg, const Params& init, int64_t T) {
   cache = read_cache(path, usable);
   if (!usable) return out;
   cache[key] = {{"choice", best->name()}, {"ms_per_step", best_ms}, {"date", date}, {"gpu", gpu_description()},
-                {"batch_size", cfg.train.batch_size}, {"timesteps", T}, {"measured", measured}};
+                {"batch_size", cfg.train.batch_size}, {"timesteps", T}, {"workload", infer ? "inference" : "training"}, {"measured", measured}};
   const std::string tmp = fmt::format("{}.{}.tmp", path, static_cast<long>(::getpid()));
   try {
     if (const fs::path dir = fs::path(path).parent_path(); !dir.empty()) fs::create_directories(dir);

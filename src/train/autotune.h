@@ -17,6 +17,10 @@ namespace rnntrain {
 
 class Comm;
 
+// What a candidate is timed on: complete training steps (train, bench), or forward-only steps as
+// eval and predict run them (each one's loss read back before the next).
+enum class Workload { Training, Inference };
+
 struct PlanChoice {
   FuseMode fuse = FuseMode::Auto;
   Precision precision = Precision::Fp32;
@@ -51,16 +55,19 @@ struct Timing {
 };
 
 // Builds an engine for cfg with `choice` applied and times training steps on `batches`, taken in turn
-// (enqueued back to back, their losses collected, as `train` runs without metrics): `warmup` untimed
+// (enqueued back to back, their losses collected, as `train` runs without metrics), or with
+// Workload::Inference evaluation steps (forward and loss, as `eval` runs them): `warmup` untimed
 // steps, then `repeats` loops of `steps` steps. Failures are returned in Timing::error. With `ranks`
 // the steps are data-parallel (make_engine): every rank must time the same candidate at once.
 Timing time_plan(const Config& cfg, const PlanChoice& choice, const Params& init, const std::vector<Batch>& batches,
-                 int64_t warmup, int64_t repeats, int64_t steps, Comm* ranks = nullptr);
+                 int64_t warmup, int64_t repeats, int64_t steps, Comm* ranks = nullptr,
+                 Workload workload = Workload::Training);
 
 // cfg with plan.precision and plan.algo resolved (never auto) for a batch of T steps: on the CPU
-// fp32/standard; with plan.autotune on a GPU the fastest candidate (plan.fuse included), from the cache
+// fp32/standard; with plan.autotune on a GPU the fastest candidate (plan.fuse included) for the
+// workload (training for train, inference for eval and predict: a choice of its own), from the cache
 // or measured now and cached; otherwise unchanged.
-Config resolve_plan(const Config& cfg, const Params& init, int64_t T);
+Config resolve_plan(const Config& cfg, const Params& init, int64_t T, Workload workload = Workload::Training);
 
 double median(std::vector<double> v);
 

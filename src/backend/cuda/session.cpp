@@ -1,6 +1,7 @@
 // The CUDA session: model, loss and metric kernels and optimizer behind the engine's calls (see
 // session.h). Targets are validated on the host (class labels at unmasked positions) before the loss
-// runs. Training steps are enqueued; repeated ones are captured once as CUDA graphs and replayed.
+// runs. Training steps are enqueued; repeated training, evaluation and prediction steps are captured
+// once as CUDA graphs and replayed.
 #include "backend/cuda/session.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -91,6 +93,16 @@ struct Session::Impl {
   // output and the unmasked positions.
   std::pair<DevTensor, double> train_work(const CudaModel::Input& in, const float* yd,
                                           const std::vector<MetricForm>& metrics);
+  // The GPU work of an evaluation step (forward in inference mode, then with targets the loss and the
+  // penalties into sums) or of a prediction (yd null: the forward only).
+  std::pair<DevTensor, double> eval_work(const CudaModel::Input& in, const float* yd) {
+    const DevTensor out = model.forward(in, false);
+    if (!yd) return {out, 0.0};
+    const double count = loss(out, yd, *in.batch, false, false);
+    add_activity_penalty(sums.get() + 3);
+    opt.penalty(sums.get() + 3);
+    return {out, count};
+  }
   void to_host(const DevTensor& d, Tensor* out) {
     if (!out) return;
     *out = Tensor(d.shape);
@@ -161,16 +173,21 @@ struct Session::Impl {
   // Queues the copy of the step's sums to a free slot, and its event.
   void record_step(double count, size_t metrics);
 
-  // CUDA graphs of training steps, one per signature: the shapes, the upload buffers the step read
-  // (the Uploaders alternate between two) and the metrics. A graph is valid while device_version()
-  // is what it was at its capture.
+  // CUDA graphs of steps, one per signature: the kind of step, the shapes, the upload buffers the
+  // step read (the Uploaders alternate between two) and the metrics. A graph is valid while
+  // device_version() is what it was at its capture.
+  enum class Work { Train, Eval, Predict };
   struct Signature {
+    Work work = Work::Train;
+    bool masked = false;  // lengths or a first-layer mask: other work (its first run allocates the masks)
     Shape x, y, w;
     const void* xd = nullptr;
     const void* yd = nullptr;
     std::vector<MetricForm> metrics;
     bool operator==(const Signature&) const = default;
-    bool same_work(const Signature& o) const { return x == o.x && y == o.y && w == o.w && metrics == o.metrics; }
+    bool same_work(const Signature& o) const {
+      return work == o.work && masked == o.masked && x == o.x && y == o.y && w == o.w && metrics == o.metrics;
+    }
   };
   struct Graph {
     Signature sig;
@@ -201,9 +218,18 @@ struct Session::Impl {
     for (Graph& g : graphs) CUDA_LOG(cudaGraphExecDestroy(g.exec));
     graphs.clear();
   }
-  // Captures train_work as a graph and launches it; on failure, turns graphs off (with a warning) and
-  // runs the work uncaptured. Returns the unmasked positions.
-  double capture(const Signature& sig, const CudaModel::Input& in, const float* yd);
+  using WorkFn = std::function<std::pair<DevTensor, double>()>;
+  struct Ran {
+    DevTensor out;
+    double count = 0.0;             // unmasked positions
+    const Graph* replay = nullptr;  // the graph replayed (the model's host state is then another step's)
+  };
+  // Runs a step's work (train_work or eval_work on the uploaded batch b): replays its graph, or
+  // captures one where the same work ran warm before, or runs it uncaptured.
+  Ran run(const Signature& sig, const Batch& b, const CudaModel::Input& in, const WorkFn& work);
+  // Captures the work as a graph and launches it; on failure, turns graphs off (with a warning) and
+  // runs the work uncaptured.
+  std::pair<DevTensor, double> capture(const Signature& sig, const WorkFn& work);
 
   ~Impl() {
     CUDA_LOG(cudaStreamSynchronize(gpu.stream()));  // queued steps still copy into sums_host
@@ -432,7 +458,7 @@ void Session::Impl::empty_work(const std::vector<MetricForm>& metrics) {
   opt.apply(sd + 1 + width_of(metrics), sd + 3 + width_of(metrics));
 }
 
-double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, const float* yd) {
+std::pair<DevTensor, double> Session::Impl::capture(const Signature& sig, const WorkFn& work) {
   cudaStream_t st = gpu.stream();
   const uint64_t version = device_version();
   Graph g;
@@ -440,7 +466,7 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   cudaGraph_t graph = nullptr;
   try {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    std::tie(g.out, g.count) = train_work(in, yd, sig.metrics);
+    std::tie(g.out, g.count) = work();
     g.out_masked = model.out_mask().present();
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     if (device_version() != version) throw RuntimeError("device state changed during the capture");
@@ -457,12 +483,12 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
     if (graph) CUDA_LOG(cudaGraphDestroy(graph));
     (void)cudaGetLastError();  // the capture's error, not sticky
     if (dynamic_cast<const DataError*>(&e)) throw;  // the batch is wrong, not the capture
-    log_warn("cuda: capturing the training step as a CUDA graph failed ({}); steps run uncaptured from now on "
+    log_warn("cuda: capturing a step as a CUDA graph failed ({}); steps run uncaptured from now on "
              "(plan.graphs: false silences this)",
              e.what());
     use_graphs = false;
     drop_graphs();
-    return train_work(in, yd, sig.metrics).second;
+    return work();
   }
   if (graphs_version != version) drop_graphs();  // graphs_version is the capture time of every graph kept
   graphs_version = version;
@@ -476,8 +502,42 @@ double Session::Impl::capture(const Signature& sig, const CudaModel::Input& in, 
   graphs.push_back(g);
   CUDA_CHECK(cudaGraphLaunch(g.exec, st));
   ++g_graph_steps, ++g_graph_captures;
-  log_debug("cuda: captured the training step on inputs {} as a CUDA graph", shape_str(sig.x));
-  return g.count;
+  log_debug("cuda: captured the {} step on inputs {} as a CUDA graph",
+            sig.work == Work::Train ? "training" : sig.work == Work::Eval ? "evaluation" : "prediction",
+            shape_str(sig.x));
+  return {g.out, g.count};
+}
+
+Session::Impl::Ran Session::Impl::run(const Signature& sig, const Batch& b, const CudaModel::Input& in,
+                                      const WorkFn& work) {
+  const bool graphable = use_graphs && (b.lengths.empty() || model.full_length()) && !gpu.profiler().on();
+  if (graphable && graphs_version != device_version() && !graphs.empty()) {
+    log_debug("cuda: {} CUDA graphs dropped: device buffers moved since their capture", graphs.size());
+    drop_graphs();
+  }
+  Graph* hit = nullptr;
+  for (Graph& g : graphs)
+    if (graphable && g.sig == sig) hit = &g;
+  if (hit) {
+    const std::vector<uint8_t>* mask = hit->out_masked ? in.mask.host.get() : nullptr;
+    const double count = sig.yd ? check_targets(hit->out.shape, b, mask) : 0.0;
+    CUDA_CHECK(cudaGraphLaunch(hit->exec, gpu.stream()));
+    hit->used = ++launches;
+    ++g_graph_steps;
+    return {hit->out, count, hit};
+  }
+  if (graphable && ran_warm(sig)) {
+    const auto [out, count] = capture(sig, work);
+    return {out, count};
+  }
+  const uint64_t allocs = device_allocs(), version = device_version();
+  const auto [out, count] = work();
+  if (graphable && device_allocs() == allocs && device_version() == version) {
+    if (warm_version != version) warm.clear();
+    warm_version = version;
+    if (!ran_warm(sig)) warm.push_back(sig);
+  }
+  return {out, count};
 }
 
 Session::Session(const Config& cfg, const ResolvedModel& model, Params& params, Comm* ranks)
@@ -508,32 +568,9 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   const float* yd = s.upload_targets(b);
   s.opt.set_step(lr, t);
   s.model.new_seed(rng);
-  const Impl::Signature sig{b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, metrics};
-  const bool graphable = s.use_graphs && (b.lengths.empty() || s.model.full_length()) && !s.gpu.profiler().on();
-  if (graphable && s.graphs_version != device_version() && !s.graphs.empty()) {
-    log_debug("cuda: {} CUDA graphs dropped: device buffers moved since their capture", s.graphs.size());
-    s.drop_graphs();
-  }
-  Impl::Graph* hit = nullptr;
-  for (Impl::Graph& g : s.graphs)
-    if (graphable && g.sig == sig) hit = &g;
-  double count = 0.0;
-  if (hit) {
-    count = s.check_targets(hit->out.shape, b, hit->out_masked ? in.mask.host.get() : nullptr);
-    CUDA_CHECK(cudaGraphLaunch(hit->exec, s.gpu.stream()));
-    hit->used = ++s.launches;
-    ++g_graph_steps;
-  } else if (graphable && s.ran_warm(sig)) {
-    count = s.capture(sig, in, yd);
-  } else {
-    const uint64_t allocs = device_allocs(), version = device_version();
-    count = s.train_work(in, yd, metrics).second;
-    if (graphable && device_allocs() == allocs && device_version() == version) {
-      if (s.warm_version != version) s.warm.clear();
-      s.warm_version = version;
-      if (!s.ran_warm(sig)) s.warm.push_back(sig);
-    }
-  }
+  const bool masked = in.mask.present() || !b.lengths.empty();
+  const Impl::Signature sig{Impl::Work::Train, masked, b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, metrics};
+  const double count = s.run(sig, b, in, [&] { return s.train_work(in, yd, metrics); }).count;
   s.record_step(count, Impl::width_of(metrics));
 }
 
@@ -568,24 +605,36 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
   Impl& s = *impl_;
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = s.upload_targets(b);
-  const DevTensor out = s.model.forward(in, false);
+  const bool masked = in.mask.present() || !b.lengths.empty();
+  const Impl::Signature sig{Impl::Work::Eval, masked, b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, {}};
   StepLoss l;
-  l.count = s.loss(out, yd, b, false, false);
-  s.add_activity_penalty(s.sums.get() + 3);
-  s.opt.penalty(s.sums.get() + 3);
+  const Impl::Ran r = s.run(sig, b, in, [&] { return s.eval_work(in, yd); });
+  l.count = r.count;
   double v[4];
   copy_to_host(v, s.sums.get(), sizeof v, s.gpu.stream());
   s.gpu.sync();
   l.sum = v[0], l.penalty = v[3];
-  s.to_host(out, pred);
-  s.mask_to_host(mask);
+  s.to_host(r.out, pred);
+  if (!r.replay) {
+    s.mask_to_host(mask);
+  } else if (mask) {  // a replayed step's output mask is the upload's (full_length), as its loss took it
+    *mask = Tensor();
+    if (r.replay->out_masked && in.mask.host) {
+      const std::vector<uint8_t>& h = *in.mask.host;
+      *mask = Tensor({in.mask.B, in.mask.T});
+      for (size_t i = 0; i < h.size(); ++i) (*mask)[static_cast<int64_t>(i)] = h[i] ? 1.0f : 0.0f;
+    }
+  }
   return l;
 }
 
 Tensor Session::predict(const Batch& b) {
   Impl& s = *impl_;
+  const CudaModel::Input in = s.model.upload(b);
+  const bool masked = in.mask.present() || !b.lengths.empty();
+  const Impl::Signature sig{Impl::Work::Predict, masked, b.x.shape, {}, {}, in.x.ptr, nullptr, {}};
   Tensor pred;
-  s.to_host(s.model.forward(b, false), &pred);
+  s.to_host(s.run(sig, b, in, [&] { return s.eval_work(in, nullptr); }).out, &pred);
   return pred;
 }
 

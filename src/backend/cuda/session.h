@@ -69,7 +69,8 @@ class Session {
   void enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng, const std::vector<MetricForm>& metrics);
   // The results of enqueued steps, oldest first: those the GPU has finished, or all of them when wait.
   std::vector<StepLoss> collect(bool wait);
-  // Inference mode (no dropout), no update.
+  // Inference mode (no dropout), no update; with plan.graphs replayed as CUDA graphs as training
+  // steps are (a graph per kind of step and shape).
   StepLoss eval_step(const Batch& b, Tensor* pred, Tensor* mask);
   Tensor predict(const Batch& b);
   // Forward in training mode, loss and backward only: the gradients land in the params' grads (host);
