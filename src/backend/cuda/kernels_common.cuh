@@ -24,6 +24,12 @@ inline unsigned blocks_for(int64_t n) {
 void check_launch(const char* kernel, const char* file, int line);
 #define LAUNCH_CHECK(name) ::rnntrain::cuda::k::check_launch(name, __FILE__, __LINE__)
 
+// V consecutive elements, loaded or stored as one access (the pointer aligned to V elements).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 // Conversions between FP32 and the half types (fp16, bf16), rounding to nearest.

@@ -16,12 +16,6 @@ namespace rnntrain::cuda::k {
 
 namespace {
 
-// V consecutive elements, loaded or stored as one access (the pointer aligned to V elements).
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
 // n / V vectors of V (both pointers aligned to V elements), then the rest one at a time.
 template <typename H, int V>
 __global__ void to_half_k(const float* in, H* out, int64_t n) {

@@ -505,15 +505,12 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
 // adds the parts in order. Every column's order is the same for any V.
 template <typename E, int V>
 __global__ void colsum_k(const E* a, int64_t rows, int64_t cols, int64_t lda, float* part) {
-  struct alignas(sizeof(E) * V) Vec {
-    E v[V];
-  };
   __shared__ float p[8][32 * V + 1];
   const int64_t c = (blockIdx.x * 32 + threadIdx.x) * V;
   float v[V] = {};
   if (c < cols)
     for (int64_t r = blockIdx.y * 8 + threadIdx.y; r < rows; r += 8 * gridDim.y) {
-      const Vec x = *reinterpret_cast<const Vec*>(a + r * lda + c);
+      const rnntrain::cuda::k::Vec<E, V> x = *reinterpret_cast<const rnntrain::cuda::k::Vec<E, V>*>(a + r * lda + c);
 #pragma unroll
       for (int i = 0; i < V; ++i) v[i] += to_f(x.v[i]);
     }

@@ -120,14 +120,16 @@ struct Session::Impl {
     gpu.sync();
     return v;
   }
+  // The output's mask as 0/1 floats: the model's last forward's, or (replayed steps) the upload's.
+  static void mask_tensor(const std::vector<uint8_t>& h, int64_t B, int64_t T, Tensor* out) {
+    *out = Tensor({B, T});
+    for (int64_t i = 0; i < B * T; ++i) (*out)[i] = h[i] ? 1.0f : 0.0f;
+  }
   void mask_to_host(Tensor* out) {
     if (!out) return;
     *out = Tensor();
     MaskState& m = model.out_mask();
-    if (!m.present()) return;
-    const std::vector<uint8_t>& h = m.on_host(gpu);
-    *out = Tensor({m.B, m.T});
-    for (int64_t i = 0; i < m.B * m.T; ++i) (*out)[i] = h[i] ? 1.0f : 0.0f;
+    if (m.present()) mask_tensor(m.on_host(gpu), m.B, m.T, out);
   }
 
   Config cfg;  // the model below keeps a reference to cfg.model
@@ -179,7 +181,7 @@ struct Session::Impl {
   enum class Work { Train, Eval, Predict };
   struct Signature {
     Work work = Work::Train;
-    bool masked = false;  // lengths or a first-layer mask: other work (its first run allocates the masks)
+    bool masked = false;  // lengths or a first-layer mask (run() sets it): its first run allocates them
     Shape x, y, w;
     const void* xd = nullptr;
     const void* yd = nullptr;
@@ -226,7 +228,7 @@ struct Session::Impl {
   };
   // Runs a step's work (train_work or eval_work on the uploaded batch b): replays its graph, or
   // captures one where the same work ran warm before, or runs it uncaptured.
-  Ran run(const Signature& sig, const Batch& b, const CudaModel::Input& in, const WorkFn& work);
+  Ran run(Signature sig, const Batch& b, const CudaModel::Input& in, const WorkFn& work);
   // Captures the work as a graph and launches it; on failure, turns graphs off (with a warning) and
   // runs the work uncaptured.
   std::pair<DevTensor, double> capture(const Signature& sig, const WorkFn& work);
@@ -508,8 +510,8 @@ std::pair<DevTensor, double> Session::Impl::capture(const Signature& sig, const 
   return {g.out, g.count};
 }
 
-Session::Impl::Ran Session::Impl::run(const Signature& sig, const Batch& b, const CudaModel::Input& in,
-                                      const WorkFn& work) {
+Session::Impl::Ran Session::Impl::run(Signature sig, const Batch& b, const CudaModel::Input& in, const WorkFn& work) {
+  sig.masked = in.mask.present() || !b.lengths.empty();
   const bool graphable = use_graphs && (b.lengths.empty() || model.full_length()) && !gpu.profiler().on();
   if (graphable && graphs_version != device_version() && !graphs.empty()) {
     log_debug("cuda: {} CUDA graphs dropped: device buffers moved since their capture", graphs.size());
@@ -568,8 +570,7 @@ void Session::enqueue_train_step(const Batch& b, double lr, int64_t t, Rng& rng,
   const float* yd = s.upload_targets(b);
   s.opt.set_step(lr, t);
   s.model.new_seed(rng);
-  const bool masked = in.mask.present() || !b.lengths.empty();
-  const Impl::Signature sig{Impl::Work::Train, masked, b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, metrics};
+  const Impl::Signature sig{Impl::Work::Train, false, b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, metrics};
   const double count = s.run(sig, b, in, [&] { return s.train_work(in, yd, metrics); }).count;
   s.record_step(count, Impl::width_of(metrics));
 }
@@ -605,8 +606,7 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
   Impl& s = *impl_;
   const CudaModel::Input in = s.model.upload(b);
   const float* yd = s.upload_targets(b);
-  const bool masked = in.mask.present() || !b.lengths.empty();
-  const Impl::Signature sig{Impl::Work::Eval, masked, b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, {}};
+  const Impl::Signature sig{Impl::Work::Eval, false, b.x.shape, b.y.shape, b.w.shape, in.x.ptr, yd, {}};
   StepLoss l;
   const Impl::Ran r = s.run(sig, b, in, [&] { return s.eval_work(in, yd); });
   l.count = r.count;
@@ -619,11 +619,7 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
     s.mask_to_host(mask);
   } else if (mask) {  // a replayed step's output mask is the upload's (full_length), as its loss took it
     *mask = Tensor();
-    if (r.replay->out_masked && in.mask.host) {
-      const std::vector<uint8_t>& h = *in.mask.host;
-      *mask = Tensor({in.mask.B, in.mask.T});
-      for (size_t i = 0; i < h.size(); ++i) (*mask)[static_cast<int64_t>(i)] = h[i] ? 1.0f : 0.0f;
-    }
+    if (r.replay->out_masked && in.mask.host) Impl::mask_tensor(*in.mask.host, in.mask.B, in.mask.T, mask);
   }
   return l;
 }
@@ -631,8 +627,7 @@ StepLoss Session::eval_step(const Batch& b, Tensor* pred, Tensor* mask) {
 Tensor Session::predict(const Batch& b) {
   Impl& s = *impl_;
   const CudaModel::Input in = s.model.upload(b);
-  const bool masked = in.mask.present() || !b.lengths.empty();
-  const Impl::Signature sig{Impl::Work::Predict, masked, b.x.shape, {}, {}, in.x.ptr, nullptr, {}};
+  const Impl::Signature sig{Impl::Work::Predict, false, b.x.shape, {}, {}, in.x.ptr, nullptr, {}};
   Tensor pred;
   s.to_host(s.run(sig, b, in, [&] { return s.eval_work(in, nullptr); }).out, &pred);
   return pred;
