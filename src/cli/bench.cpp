@@ -31,6 +31,7 @@
 #include "spec/shapes.h"
 #include "train/autotune.h"
 #include "train/batching.h"
+#include "train/data_parallel.h"
 #include "backend/engine.h"
 #include "train/trainer.h"
 
@@ -164,7 +165,7 @@ int cmd_bench(const BenchArgs& a) {
   CandidateFilter filter;
   filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions, precision_name);
   filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos, rnn_algo_name);
-  Config cfg = load_config_args(a.args);
+  const Config cfg = DataParallel(*a.world).for_engine(load_config_args(a.args));
   const auto shapes = infer_shapes(cfg.model);
   const LayerSpec& input = cfg.model.layers[0];
   int64_t T = input.shape.empty() ? -1 : input.shape[0];
@@ -183,7 +184,7 @@ int cmd_bench(const BenchArgs& a) {
     if (!(in >> median >> comma >> sigma) || comma != ',' || !(median > 0) || !(sigma > 0) || !in.eof())
       throw UsageError(fmt::format("--lognormal {}: give MEDIAN,SIGMA, two positive numbers (e.g. 60,0.8)", a.lognormal));
   }
-  if (a.inference && Comm::world().launched())
+  if (a.inference && a.world->launched())
     throw UsageError("--inference times one GPU's evaluation steps: run it without mpirun");
   if (a.stream && a.min_length <= 0 && median <= 0)
     throw UsageError("--stream draws fresh sequence lengths for every batch: give --min-length or --lognormal");
@@ -238,7 +239,7 @@ int cmd_bench(const BenchArgs& a) {
   // across the ranks (each rank a batch of B), on every rank at once, in three runs alternating with
   // runs alone so that the GPU's clocks drift on both; the difference of the medians is the all-reduce's
   // share of the step.
-  Comm& comm = Comm::world();
+  Comm& comm = *a.world;
   for (auto& c : cands) {
     log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, warmup);
     c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, nullptr, workload);

@@ -160,7 +160,8 @@ int run_cli(int argc, char** argv) {
   int rc = 2;
   bool distributed = false;
   try {
-    const Comm& comm = Comm::world();
+    Comm& comm = Comm::world();
+    a.world = ba.world = &comm;
     distributed = comm.distributed();
     if (comm.distributed() && !comm.root()) set_log_level(verbose ? LogLevel::Debug : LogLevel::Warn);
     if (train->parsed()) {
