@@ -6,7 +6,9 @@
 # step's kernels in launch order, the same kernels grouped by name, and their sum. The sum against
 # the step's time without ncu shows how much of a step is not kernels (launch gaps, host work).
 # The log goes to $OUT/kernel_times.log when $OUT is set. Environment: CONFIGS (default "blog"),
-# ARGS (default "--precision bf16 --algo wavefront"), ENVS (extra environment for rnntrain).
+# ARGS (default "--precision bf16 --algo wavefront"), ENVS (extra environment for rnntrain),
+# DETAIL (a regex of kernel names: each matching kernel's first launch is profiled with ncu's full set,
+# and its summary and per-SASS-instruction warp stalls are written to $OUT/CONFIG_NAME_{details,sass}.csv).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-g}
@@ -48,4 +50,15 @@ by = collections.defaultdict(lambda: [0, 0.0])
 for name, t in step: by[name][0] += 1; by[name][1] += t
 for name, (n, t) in sorted(by.items(), key=lambda x: -x[1][1]): print(f"  {t:9.1f} us  {n:3d}x  {name[:100]}")
 EOF
+  for k in ${DETAIL:-}; do
+    [ -n "${OUT:-}" ] || { say "DETAIL needs OUT"; break; }
+    # shellcheck disable=SC2086
+    env ${ENVS:-} ncu --clock-control none --set full --import-source no --kernel-name-base function \
+      --kernel-name "regex:$k" --launch-count 1 -o "$WORK/$k" -f "$BUILD_DIR/rnntrain" bench "bench/configs/$cfg.yaml" \
+      plan.graphs=false $ARGS --steps 1 --repeats 3 --warmup 1 >"$WORK/detail.log" 2>&1 ||
+      { tail -20 "$WORK/detail.log" | tee -a "$LOG"; continue; }
+    ncu -i "$WORK/$k.ncu-rep" --page details --csv >"$OUT/${cfg}_${k}_details.csv" 2>&1
+    ncu -i "$WORK/$k.ncu-rep" --page source --csv --print-source sass >"$OUT/${cfg}_${k}_sass.csv" 2>&1
+    say "-- $cfg $k: $(wc -l <"$OUT/${cfg}_${k}_details.csv") detail lines, $(wc -l <"$OUT/${cfg}_${k}_sass.csv") SASS lines"
+  done
 done

@@ -248,66 +248,94 @@ Dataset load_csv(const DataSource& src, const std::string& base_dir, DataMeta& m
   return d;
 }
 
-Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, DataMeta& meta,
-                           double holdout_fraction) {
-  const CsvTable table = read_table(src, base_dir, "csv_sequences");
-  const std::string& path = table.path;
-  const bool by_id = !src.sequence_id.empty();
-  const int64_t id = by_id ? static_cast<int64_t>(table.index_of(src.sequence_id, "id")) : -1;
+namespace {
+
+// The columns of a csv_sequences file: the id (-1: one row per sequence), the label (-1: none, as
+// predict reads files), and the features (per time step by id, or the time steps of one feature).
+struct SequenceColumns {
+  int64_t id = -1, label = -1;
+  std::vector<size_t> features;
+};
+
+SequenceColumns sequence_columns(const CsvTable& table, const DataSource& src) {
+  SequenceColumns c;
+  if (!src.sequence_id.empty()) c.id = static_cast<int64_t>(table.index_of(src.sequence_id, "id"));
   // The label column: required to train and evaluate; predict reads files without it.
-  int64_t label = -1;
   if (!src.target_columns.empty()) {
     const auto it = std::find(table.names.begin(), table.names.end(), src.target_columns[0]);
-    if (it != table.names.end()) label = it - table.names.begin();
-    else if (!src.forecast) label = static_cast<int64_t>(table.index_of(src.target_columns[0], "targets"));
+    if (it != table.names.end()) c.label = it - table.names.begin();
+    else if (!src.forecast) c.label = static_cast<int64_t>(table.index_of(src.target_columns[0], "targets"));
   } else if (!src.forecast) {
     throw ConfigError(fmt::format("{}: csv_sequences data needs `targets`: the column of the sequences' class labels "
-                                  "(the columns of {}: {}).", src.loc.str(), path, clip(join_names(table.names))));
+                                  "(the columns of {}: {}).", src.loc.str(), table.path, clip(join_names(table.names))));
   }
-  std::vector<size_t> fidx;  // per time step (by id), or the time steps of one feature (one row per sequence)
   if (!src.features.empty()) {
-    for (const auto& c : src.features) fidx.push_back(table.index_of(c, "features"));
+    for (const auto& name : src.features) c.features.push_back(table.index_of(name, "features"));
   } else {
-    for (size_t c = 0; c < table.names.size(); ++c)
-      if (static_cast<int64_t>(c) != id && (src.target_columns.empty() || table.names[c] != src.target_columns[0]))
-        fidx.push_back(c);
+    for (size_t i = 0; i < table.names.size(); ++i)
+      if (static_cast<int64_t>(i) != c.id && (src.target_columns.empty() || table.names[i] != src.target_columns[0]))
+        c.features.push_back(i);
   }
-  if (fidx.empty())
-    throw ConfigError(fmt::format("{}: {} has no feature columns besides the id and the label.", src.loc.str(), path));
+  if (c.features.empty())
+    throw ConfigError(fmt::format("{}: {} has no feature columns besides the id and the label.", src.loc.str(), table.path));
+  return c;
+}
 
-  // Sequences: [first data line, end) per sequence; their rows of values, their labels.
-  const size_t F = by_id ? fidx.size() : 1;
-  std::vector<std::pair<size_t, size_t>> seqs;
+// The sequences of a csv_sequences file, in file order: each one's values (steps x F) and label, and
+// the line its first row is on.
+struct Sequences {
+  std::vector<std::vector<double>> values;
   std::vector<float> labels;
-  std::vector<std::vector<double>> values;  // per sequence: steps x F
-  std::map<std::string, int64_t> seen;      // id -> the line its sequence started on
-  std::string current;                      // the id of the sequence being read
+  std::vector<int64_t> first_lines;
+};
+
+Sequences read_sequences(const CsvTable& table, const DataSource& src, const SequenceColumns& c) {
+  const std::string& path = table.path;
+  const bool by_id = c.id >= 0;
+  Sequences out;
+  std::map<std::string, int64_t> seen;  // id -> the line its sequence started on
+  std::string current;                  // the id of the sequence being read
   for (size_t i = 0; i < table.lines.size(); ++i) {
     const std::vector<std::string> f = table.fields(i);
     const int64_t line = table.lines[i].first;
-    if (by_id && f.size() <= static_cast<size_t>(id))
+    if (by_id && f.size() <= static_cast<size_t>(c.id))
       throw DataError(fmt::format("{}:{}: the row has {} fields, but the id column '{}' is field {}. Fix that row.", path,
-                                  line, f.size(), clip(src.sequence_id), id + 1));
-    if (!by_id || i == 0 || f[id] != current) {
+                                  line, f.size(), clip(src.sequence_id), c.id + 1));
+    if (!by_id || i == 0 || f[c.id] != current) {
       if (by_id) {
-        current = f[id];
+        current = f[c.id];
         if (auto [it, fresh] = seen.emplace(current, line); !fresh)
           throw DataError(fmt::format("{}:{}: the rows of sequence '{}' are not together (it started on line {}); sort "
                                       "the file by the `id` column.", path, line, clip(current), it->second));
       }
-      seqs.emplace_back(i, i);
-      values.emplace_back();
-      if (label >= 0) labels.push_back(static_cast<float>(table.number(f, static_cast<size_t>(label), line)));
+      out.values.emplace_back();
+      out.first_lines.push_back(line);
+      if (c.label >= 0) out.labels.push_back(static_cast<float>(table.number(f, static_cast<size_t>(c.label), line)));
     }
-    seqs.back().second = i + 1;
-    for (size_t c : fidx) values.back().push_back(table.number(f, c, line));
-    if (label >= 0 && static_cast<float>(table.number(f, static_cast<size_t>(label), line)) != labels.back())
+    for (size_t col : c.features) out.values.back().push_back(table.number(f, col, line));
+    if (c.label >= 0 && static_cast<float>(table.number(f, static_cast<size_t>(c.label), line)) != out.labels.back())
       throw DataError(fmt::format("{}:{}: label {} differs from the sequence's label {} (line {}); a sequence has one "
-                                  "label.", path, line, table.number(f, static_cast<size_t>(label), line), labels.back(),
-                                  table.lines[seqs.back().first].first));
+                                  "label.", path, line, table.number(f, static_cast<size_t>(c.label), line),
+                                  out.labels.back(), out.first_lines.back()));
   }
-  if (seqs.empty()) throw DataError(fmt::format("{}: no data rows: the file has only its header.", path));
-  const auto N = static_cast<int64_t>(seqs.size());
+  return out;
+}
+
+}  // namespace
+
+Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, DataMeta& meta,
+                           double holdout_fraction) {
+  const CsvTable table = read_table(src, base_dir, "csv_sequences");
+  const std::string& path = table.path;
+  const SequenceColumns cols = sequence_columns(table, src);
+  const bool by_id = cols.id >= 0;
+  const int64_t label = cols.label;
+  const std::vector<size_t>& fidx = cols.features;
+  const size_t F = by_id ? fidx.size() : 1;
+  Sequences seqs = read_sequences(table, src, cols);
+  std::vector<std::vector<double>>& values = seqs.values;
+  if (values.empty()) throw DataError(fmt::format("{}: no data rows: the file has only its header.", path));
+  const auto N = static_cast<int64_t>(values.size());
   int64_t T = 0;
   for (const auto& v : values) T = std::max<int64_t>(T, static_cast<int64_t>(v.size() / F));
 
@@ -348,7 +376,7 @@ Dataset load_csv_sequences(const DataSource& src, const std::string& base_dir, D
   if (!ragged) d.lengths.clear();
   if (label >= 0) {
     d.y = Tensor({N});
-    d.y.data = std::move(labels);
+    d.y.data = std::move(seqs.labels);
   }
   return d;
 }

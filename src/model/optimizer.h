@@ -37,7 +37,7 @@ class Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::vector<Param*> params,
                                           const std::vector<std::string>& paths = {});
 
-// The kinds whose update is not elementwise (spec/optimizers.h: kPerTensor), from model/tensor_optimizers.cpp.
+// The kinds whose update is not elementwise (spec/optimizers.h: kPerTensor), from model/per_tensor_optimizers.cpp.
 std::unique_ptr<Optimizer> make_tensor_optimizer(const OptimizerSpec& spec, std::vector<Param*> params,
                                                  const std::vector<std::string>& paths);
 

@@ -127,7 +127,7 @@ struct StepScalars {
 //
 // A kind whose update is not elementwise (Adafactor's factored moments) has `static constexpr bool
 // kPerTensor = true` and no Rule: both engines run it over whole parameters in Keras layout
-// (model/tensor_optimizers.cpp, backend/cuda/tensor_optimizer.cpp). Its slots may then have other
+// (model/per_tensor_optimizers.cpp, backend/cuda/per_tensor_optimizers.cpp). Its slots may then have other
 // shapes than the parameter's (SlotKinds: rows, cols) and are listed variable by variable.
 template <class D, class = void>
 struct PerTensor : std::false_type {};

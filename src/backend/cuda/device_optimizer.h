@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backend/cuda/param_store.h"
-#include "backend/cuda/tensor_optimizer.h"
+#include "backend/cuda/per_tensor_optimizers.h"
 #include "spec/constraint_rule.h"
 #include "spec/config.h"
 

@@ -204,7 +204,7 @@ struct OptArgs {
 };
 // One update with the rule of spec.kind's descriptor (spec/optimizers/*.h): a kernel per kind.
 void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s);
-// ---- per-tensor optimizers in Keras layout (kernels_tensor.cu; tensor_optimizer.h) ----
+// ---- per-tensor optimizers in Keras layout (kernels_per_tensor_optimizers.cu; per_tensor_optimizers.h) ----
 struct TensorVar {
   int64_t off = 0, n = 0;        // its elements in the Keras-layout buffers
   int64_t rows = 1, cols = 0;    // a matrix [rows, cols] when factored (Adafactor) or not adamw (Muon)

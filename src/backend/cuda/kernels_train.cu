@@ -348,7 +348,7 @@ void optimizer_step(const OptArgs& a, const OptimizerSpec& spec, cudaStream_t s)
   if (a.n == 0) return;
   with_optimizer(spec.kind, [&](auto d) {
     using D = decltype(d);
-    if constexpr (!PerTensor<D>::value) {  // the others: tensor_optimizer.cpp
+    if constexpr (!PerTensor<D>::value) {  // the others: per_tensor_optimizers.cpp
       using Rule = typename D::Rule;
       optimizer_k<Rule><<<blocks_for(a.n), kThreads, 0, s>>>(a, Rule(spec));
     }

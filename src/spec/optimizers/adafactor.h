@@ -4,7 +4,7 @@
 // b) mean_R(G), and v = r/mean(r) (x) c; one of fewer keeps v = b v + (1 - b) G (its r and c are
 // unused scalars, as Keras creates them). u = g / sqrt(v); p -= max(epsilon_2, rms(p)) rho u /
 // max(1, rms(u) / clip_threshold). relative_step changes nothing Keras computes (rho is the same).
-// Per tensor (kPerTensor): model/tensor_optimizers.cpp, backend/cuda/tensor_optimizer.cpp.
+// Per tensor (kPerTensor): model/per_tensor_optimizers.cpp, backend/cuda/per_tensor_optimizers.cpp.
 // Included by spec/optimizers.h (which defines what it uses).
 #pragma once
 

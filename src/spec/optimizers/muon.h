@@ -4,7 +4,7 @@
 // iteration (ns_steps times X = a X + (b A + c A^2) X, A = X X^T, from X / (|X|_F + 1e-7), over the
 // smaller side); every other weight takes AdamW at lr * adam_lr_ratio (slots momentum and velocity).
 // Weight decay: lr * weight_decay on Muon's weights, lr * adam_weight_decay on AdamW's. Per tensor
-// (kPerTensor): model/tensor_optimizers.cpp, backend/cuda/tensor_optimizer.cpp. Keras' exclude_layers
+// (kPerTensor): model/per_tensor_optimizers.cpp, backend/cuda/per_tensor_optimizers.cpp. Keras' exclude_layers
 // (regular expressions over weight paths) is not a setting here. Included by spec/optimizers.h.
 #pragma once
 

@@ -1,6 +1,6 @@
-// Kernels of the per-tensor optimizers (tensor_optimizer.h): the gather into Keras layout,
+// Kernels of the per-tensor optimizers (per_tensor_optimizers.h): the gather into Keras layout,
 // Adafactor's factored moments, velocity and update, and Muon's moments and steps around its
-// Newton-Schulz iteration (cuBLAS, in tensor_optimizer.cpp), as model/tensor_optimizers.cpp computes them
+// Newton-Schulz iteration (cuBLAS, in per_tensor_optimizers.cpp), as model/per_tensor_optimizers.cpp computes them
 // (sums and means in double, values in float32 without contraction).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"

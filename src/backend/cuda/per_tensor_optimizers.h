@@ -1,6 +1,6 @@
 // The device update of the optimizers whose rule is not elementwise (spec/optimizers.h: kPerTensor;
 // Adafactor, Muon): the clipped, decayed gradients and values are gathered into Keras layout (each
-// parameter contiguous, row-major), updated there by whole parameters as model/tensor_optimizers.cpp
+// parameter contiguous, row-major), updated there by whole parameters as model/per_tensor_optimizers.cpp
 // does on the host (Muon's Newton-Schulz iteration with cuBLAS), and scattered back. Its state lives
 // in Keras layout too. Its sums run in a fixed order, so data-parallel ranks stay bit for bit the
 // same. DeviceOptimizer runs it in place of the elementwise kernel, after its loss-scale, regularizer

@@ -1,5 +1,5 @@
-// The per-tensor optimizers on the device (tensor_optimizer.h).
-#include "backend/cuda/tensor_optimizer.h"
+// The per-tensor optimizers on the device (per_tensor_optimizers.h).
+#include "backend/cuda/per_tensor_optimizers.h"
 
 #include <algorithm>
 
@@ -72,7 +72,7 @@ TensorOptimizer::TensorOptimizer(Gpu& gpu, ParamStore& store, const OptimizerSpe
 }
 
 // Keras' zeropower_via_newtonschulz5 on x = g_[t.off ...] in place, over the smaller side (as
-// model/tensor_optimizers.cpp): A = X X^T, X = a X + B X (rows <= cols), or A = X^T X, X = a X + X B.
+// model/per_tensor_optimizers.cpp): A = X X^T, X = a X + B X (rows <= cols), or A = X^T X, X = a X + X B.
 void TensorOptimizer::newton_schulz(const k::TensorVar& t) {
   const int64_t R = t.rows, C = t.cols, s = std::min(R, C);
   float* x = g_.get() + t.off;
