@@ -212,6 +212,81 @@ Shape read_input_shape(const Value& v) {
   return s;
 }
 
+// The settings a layer's map may hold, read into l: each one present is checked as it is read.
+struct LayerReader {
+  const Value& v;
+  LayerSpec& l;
+  std::string kind;  // the layer's type, for messages
+
+  int64_t need_dim(const char* key, const char* example) const {
+    return v.need(key, fmt::format("; {} needs {}, e.g. {}", kind, key, example)).as_int(1, kMaxDim);
+  }
+  void fraction(const char* key, double& out) const {
+    if (auto x = v.get(key)) out = x->as_double(0.0, 1.0, false, true);
+  }
+  void flag(const char* key, bool& out) const {
+    if (auto x = v.get(key)) out = x->as_bool();
+  }
+  void init(const char* key, Initializer& out) const {
+    if (auto x = v.get(key)) out = read_initializer(*x);
+  }
+  void reg(const char* key, Regularizer& out) const {
+    if (auto x = v.get(key)) out = read_regularizer(*x);
+  }
+  void constraint(const char* key, Constraint& out) const {
+    if (auto x = v.get(key)) out = read_constraint(*x);
+  }
+
+  void embedding() const {
+    l.input_dim = need_dim("input_dim", "input_dim: 1000 (the vocabulary size)");
+    l.output_dim = need_dim("output_dim", "output_dim: 64");
+    flag("mask_zero", l.mask_zero);
+    init("embeddings_initializer", l.embeddings_initializer);
+    reg("embeddings_regularizer", l.embeddings_regularizer);
+    reg("activity_regularizer", l.activity_regularizer);
+    constraint("embeddings_constraint", l.embeddings_constraint);
+  }
+  // The recurrent cells (spec/cells.h).
+  void cell() const {
+    l.units = need_dim("units", "units: 64");
+    if (auto x = v.get("activation")) l.activation = read_activation(*x, false);
+    if (auto x = v.get("recurrent_activation")) l.recurrent_activation = read_activation(*x, false);
+    flag("use_bias", l.use_bias);
+    flag("return_sequences", l.return_sequences);
+    flag("go_backwards", l.go_backwards);
+    for (const CellFlag& f : cell_traits(l.kind).flags) flag(f.name, l.*f.field);
+    fraction("dropout", l.dropout);
+    fraction("recurrent_dropout", l.recurrent_dropout);
+    init("kernel_initializer", l.kernel_initializer);
+    init("recurrent_initializer", l.recurrent_initializer);
+    init("bias_initializer", l.bias_initializer);
+    reg("kernel_regularizer", l.kernel_regularizer);
+    reg("recurrent_regularizer", l.recurrent_regularizer);
+    reg("bias_regularizer", l.bias_regularizer);
+    reg("activity_regularizer", l.activity_regularizer);
+    constraint("kernel_constraint", l.kernel_constraint);
+    constraint("recurrent_constraint", l.recurrent_constraint);
+    constraint("bias_constraint", l.bias_constraint);
+  }
+  void dense(bool wrapped) const {
+    l.units = need_dim("units", "units: 10");
+    l.activation = Activation::Linear;
+    if (auto x = v.get("activation")) l.activation = read_activation(*x, true);
+    flag("use_bias", l.use_bias);
+    init("kernel_initializer", l.kernel_initializer);
+    init("bias_initializer", l.bias_initializer);
+    reg("kernel_regularizer", l.kernel_regularizer);
+    reg("bias_regularizer", l.bias_regularizer);
+    reg("activity_regularizer", l.activity_regularizer);
+    constraint("kernel_constraint", l.kernel_constraint);
+    constraint("bias_constraint", l.bias_constraint);
+    if (wrapped && l.activity_regularizer.active())
+      v.get("activity_regularizer")->fail("Keras 3's TimeDistributed runs its Dense without the activity regularizer, "
+                                          "so rnntrain does too: remove it (or use a Dense on the sequence, which "
+                                          "acts on every step)");
+  }
+};
+
 LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
   v.require_map(" like {type: LSTM, units: 64}");
   const Value tv = v.need("type", "; every layer needs a type, e.g. {type: LSTM, units: 64}");
@@ -224,26 +299,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
     tv.fail(fmt::format("TimeDistributed wraps a Dense layer, got {}", layer_kind_name(l.kind)));
   const std::vector<Value::Sibling> others = siblings_of(l.kind);
   v.check_keys(keys_of(l.kind), layer_kind_name(l.kind), others);
-
-  const std::string kind = layer_kind_name(l.kind);
-  auto need_dim = [&](const char* key, const char* example) {
-    return v.need(key, fmt::format("; {} needs {}, e.g. {}", kind, key, example)).as_int(1, kMaxDim);
-  };
-  auto fraction = [&](const char* key, double& out) {
-    if (auto x = v.get(key)) out = x->as_double(0.0, 1.0, false, true);
-  };
-  auto flag = [&](const char* key, bool& out) {
-    if (auto x = v.get(key)) out = x->as_bool();
-  };
-  auto init = [&](const char* key, Initializer& out) {
-    if (auto x = v.get(key)) out = read_initializer(*x);
-  };
-  auto reg = [&](const char* key, Regularizer& out) {
-    if (auto x = v.get(key)) out = read_regularizer(*x);
-  };
-  auto constraint = [&](const char* key, Constraint& out) {
-    if (auto x = v.get(key)) out = read_constraint(*x);
-  };
+  const LayerReader r{v, l, layer_kind_name(l.kind)};
   if (auto x = v.get("name")) l.name = x->as_string();
 
   switch (l.kind) {
@@ -251,54 +307,16 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       l.shape = read_input_shape(v.need("shape", "; e.g. {type: Input, shape: [null, 8]}"));
       break;
     case LayerKind::Embedding:
-      l.input_dim = need_dim("input_dim", "input_dim: 1000 (the vocabulary size)");
-      l.output_dim = need_dim("output_dim", "output_dim: 64");
-      flag("mask_zero", l.mask_zero);
-      init("embeddings_initializer", l.embeddings_initializer);
-      reg("embeddings_regularizer", l.embeddings_regularizer);
-      reg("activity_regularizer", l.activity_regularizer);
-      constraint("embeddings_constraint", l.embeddings_constraint);
+      r.embedding();
       break;
     case LayerKind::Masking:
       if (auto x = v.get("mask_value")) l.mask_value = x->as_finite();
       break;
-    default:  // the recurrent cells (spec/cells.h)
-      l.units = need_dim("units", "units: 64");
-      if (auto x = v.get("activation")) l.activation = read_activation(*x, false);
-      if (auto x = v.get("recurrent_activation")) l.recurrent_activation = read_activation(*x, false);
-      flag("use_bias", l.use_bias);
-      flag("return_sequences", l.return_sequences);
-      flag("go_backwards", l.go_backwards);
-      for (const CellFlag& f : cell_traits(l.kind).flags) flag(f.name, l.*f.field);
-      fraction("dropout", l.dropout);
-      fraction("recurrent_dropout", l.recurrent_dropout);
-      init("kernel_initializer", l.kernel_initializer);
-      init("recurrent_initializer", l.recurrent_initializer);
-      init("bias_initializer", l.bias_initializer);
-      reg("kernel_regularizer", l.kernel_regularizer);
-      reg("recurrent_regularizer", l.recurrent_regularizer);
-      reg("bias_regularizer", l.bias_regularizer);
-      reg("activity_regularizer", l.activity_regularizer);
-      constraint("kernel_constraint", l.kernel_constraint);
-      constraint("recurrent_constraint", l.recurrent_constraint);
-      constraint("bias_constraint", l.bias_constraint);
+    default:
+      r.cell();
       break;
     case LayerKind::Dense:
-      l.units = need_dim("units", "units: 10");
-      l.activation = Activation::Linear;
-      if (auto x = v.get("activation")) l.activation = read_activation(*x, true);
-      flag("use_bias", l.use_bias);
-      init("kernel_initializer", l.kernel_initializer);
-      init("bias_initializer", l.bias_initializer);
-      reg("kernel_regularizer", l.kernel_regularizer);
-      reg("bias_regularizer", l.bias_regularizer);
-      reg("activity_regularizer", l.activity_regularizer);
-      constraint("kernel_constraint", l.kernel_constraint);
-      constraint("bias_constraint", l.bias_constraint);
-      if (wrapped && l.activity_regularizer.active())
-        v.get("activity_regularizer")->fail("Keras 3's TimeDistributed runs its Dense without the activity regularizer, "
-                                            "so rnntrain does too: remove it (or use a Dense on the sequence, which "
-                                            "acts on every step)");
+      r.dense(wrapped);
       break;
     case LayerKind::Dropout:
       l.rate = v.need("rate", "; e.g. {type: Dropout, rate: 0.2}").as_double(0.0, 1.0, false, true);
@@ -308,7 +326,7 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       [[fallthrough]];
     case LayerKind::TimeDistributed: {
       const char* example = l.kind == LayerKind::Bidirectional ? "layer: {type: LSTM, units: 32}" : "layer: {type: Dense, units: 10}";
-      const Value inner = v.need("layer", fmt::format("; {} needs the layer it wraps, e.g. {}", kind, example));
+      const Value inner = v.need("layer", fmt::format("; {} needs the layer it wraps, e.g. {}", r.kind, example));
       l.inner = std::make_shared<LayerSpec>(read_layer(inner, l.kind, true));
       if (l.kind == LayerKind::Bidirectional && l.merge_mode != MergeMode::Concat && l.inner->activity_regularizer.active())
         inner.get("activity_regularizer")->fail(fmt::format(
