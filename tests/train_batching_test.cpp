@@ -18,10 +18,8 @@
 #include "backend_helpers.h"
 #include "spec/parse.h"
 #include "backend/engine.h"
-#include "dist/comm.h"
 #include "test_util.h"
 #include "train/batching.h"
-#include "train/run.h"
 #include "train/trainer.h"
 
 using namespace rnntrain;
@@ -250,8 +248,7 @@ device: cpu
   off.output.dir = path("off"), on.output.dir = path("on");
   TrainOptions o;
   o.progress = false;
-  DataParallel dp(Comm::world());
-  const TrainResult a = train(off, o, dp), b = train(on, o, dp);
+  const TrainResult a = train(off, o), b = train(on, o);
   ASSERT_EQ(a.history.epochs.size(), 3u);
   ASSERT_EQ(b.history.epochs.size(), 3u);
   for (size_t e = 0; e < 3; ++e)
