@@ -18,8 +18,10 @@
 #include "backend_helpers.h"
 #include "spec/parse.h"
 #include "backend/engine.h"
+#include "dist/comm.h"
 #include "test_util.h"
 #include "train/batching.h"
+#include "train/run.h"
 #include "train/trainer.h"
 
 using namespace rnntrain;
@@ -248,7 +250,8 @@ device: cpu
   off.output.dir = path("off"), on.output.dir = path("on");
   TrainOptions o;
   o.progress = false;
-  const TrainResult a = train(off, o), b = train(on, o);
+  DataParallel dp(Comm::world());
+  const TrainResult a = train(off, o, dp), b = train(on, o, dp);
   ASSERT_EQ(a.history.epochs.size(), 3u);
   ASSERT_EQ(b.history.epochs.size(), 3u);
   for (size_t e = 0; e < 3; ++e)

@@ -31,6 +31,7 @@
 #include "spec/shapes.h"
 #include "train/autotune.h"
 #include "train/batching.h"
+#include "train/data_parallel.h"
 #include "backend/engine.h"
 #include "train/trainer.h"
 
@@ -154,133 +155,159 @@ void set_lengths(Batch& b, std::vector<int32_t> lengths) {
   b.lengths = std::move(lengths);
 }
 
-}  // namespace
+// One `rnntrain bench`: what it times (the workload, its batches, the candidates) and what it measured.
+struct Bench {
+  Bench(const BenchArgs& args, Config config) : a(args), cfg(std::move(config)) {}
+  const BenchArgs& a;
+  Config cfg;
+  std::vector<LayerShape> shapes;
+  int64_t B = 0, T = 0, warmup = 0;
+  double median = 0, sigma = 0;  // --lognormal
+  std::vector<Batch> batches;    // the batches the steps take in turn
+  double padding = 0.0;          // of a stream
+  Workload workload = Workload::Training;
+  double flops = 0.0;
+  std::vector<Candidate> cands;
+  const Candidate* win = nullptr;
+  std::string device;
+};
 
-int cmd_bench(const BenchArgs& a) {
+// The workload the command line asks for, checked: the config, the timesteps, the lengths.
+Bench bench_of(const BenchArgs& a) {
   if (a.steps < 1) throw UsageError(fmt::format("--steps {}: must be at least 1", a.steps));
   if (a.repeats < 3) throw UsageError(fmt::format("--repeats {}: must be at least 3 (the median of repeats is reported)", a.repeats));
   if (a.warmup < 0) throw UsageError(fmt::format("--warmup {}: must be 0 or more", a.warmup));
   if (a.min_length < 0) throw UsageError(fmt::format("--min-length {}: must be 0 or more", a.min_length));
-  CandidateFilter filter;
-  filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions, precision_name);
-  filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos, rnn_algo_name);
-  Config cfg = load_config_args(a.args);
-  const auto shapes = infer_shapes(cfg.model);
-  const LayerSpec& input = cfg.model.layers[0];
-  int64_t T = input.shape.empty() ? -1 : input.shape[0];
+  Bench b(a, DataParallel(*a.world).for_engine(load_config_args(a.args)));
+  b.shapes = infer_shapes(b.cfg.model);
+  const LayerSpec& input = b.cfg.model.layers[0];
+  b.T = input.shape.empty() ? -1 : input.shape[0];
   if (a.timesteps > 0) {
-    if (T > 0 && T != a.timesteps)
-      throw UsageError(fmt::format("--timesteps {}: the Input layer ({}) fixes timesteps at {}", a.timesteps, input.loc.str(), T));
-    T = a.timesteps;
+    if (b.T > 0 && b.T != a.timesteps)
+      throw UsageError(fmt::format("--timesteps {}: the Input layer ({}) fixes timesteps at {}", a.timesteps, input.loc.str(), b.T));
+    b.T = a.timesteps;
   }
-  if (T <= 0)
+  if (b.T <= 0)
     throw UsageError(fmt::format("{}: the Input shape has no fixed timesteps (None); pass --timesteps N", input.loc.str()));
-  if (a.min_length > T) throw UsageError(fmt::format("--min-length {}: longer than the {} timesteps", a.min_length, T));
-  double median = 0, sigma = 0;
+  if (a.min_length > b.T) throw UsageError(fmt::format("--min-length {}: longer than the {} timesteps", a.min_length, b.T));
   if (!a.lognormal.empty()) {
     char comma = 0;
     std::istringstream in(a.lognormal);
-    if (!(in >> median >> comma >> sigma) || comma != ',' || !(median > 0) || !(sigma > 0) || !in.eof())
+    if (!(in >> b.median >> comma >> b.sigma) || comma != ',' || !(b.median > 0) || !(b.sigma > 0) || !in.eof())
       throw UsageError(fmt::format("--lognormal {}: give MEDIAN,SIGMA, two positive numbers (e.g. 60,0.8)", a.lognormal));
   }
-  if (a.inference && Comm::world().launched())
+  if (a.inference && a.world->launched())
     throw UsageError("--inference times one GPU's evaluation steps: run it without mpirun");
-  if (a.stream && a.min_length <= 0 && median <= 0)
+  if (a.stream && a.min_length <= 0 && b.median <= 0)
     throw UsageError("--stream draws fresh sequence lengths for every batch: give --min-length or --lognormal");
-  const int64_t B = cfg.train.batch_size;
-  Rng data_rng(cfg.train.seed + 1);
-  // The batches the steps take in turn: one, or a stream batched from a pool as an epoch would be.
-  std::vector<Batch> batches;
-  double padding = 0.0;
+  b.B = b.cfg.train.batch_size;
+  b.workload = a.inference ? Workload::Inference : Workload::Training;
+  b.flops = step_flops(b.cfg.model, b.shapes, b.B, b.T) / (a.inference ? 3.0 : 1.0);
+  return b;
+}
+
+// The batches the steps take in turn: one, or a stream batched from a pool as an epoch would be.
+void make_batches(Bench& b) {
+  const BenchArgs& a = b.a;
+  Rng data_rng(b.cfg.train.seed + 1);
   if (!a.stream) {
-    batches.push_back(synthetic_batch(cfg, T, median > 0 ? 0 : a.min_length, data_rng));
-    if (median > 0) set_lengths(batches[0], draw_lengths(B, T, a.min_length, median, sigma, data_rng));
+    b.batches.push_back(synthetic_batch(b.cfg, b.T, b.median > 0 ? 0 : a.min_length, data_rng));
+    if (b.median > 0) set_lengths(b.batches[0], draw_lengths(b.B, b.T, a.min_length, b.median, b.sigma, data_rng));
   } else {
     constexpr int64_t kPool = 32;  // batches' worth of sequences
-    Config pool_cfg = cfg;
-    pool_cfg.train.batch_size = kPool * B;
-    Batch pool = synthetic_batch(pool_cfg, T, 0, data_rng);
-    set_lengths(pool, draw_lengths(kPool * B, T, a.min_length, median, sigma, data_rng));
+    Config pool_cfg = b.cfg;
+    pool_cfg.train.batch_size = kPool * b.B;
+    Batch pool = synthetic_batch(pool_cfg, b.T, 0, data_rng);
+    set_lengths(pool, draw_lengths(kPool * b.B, b.T, a.min_length, b.median, b.sigma, data_rng));
     Dataset d;
     d.x = std::move(pool.x), d.y = std::move(pool.y), d.lengths = std::move(pool.lengths), d.source = "bench stream";
-    const bool trim = cfg.train.bucketing && input.shape[0] < 0;
-    const std::vector<EpochBatch> plan = plan_epoch(cfg.train, d.size(), d.lengths, trim, data_rng);
-    for (const EpochBatch& e : plan) batches.push_back(gather_batch(d, e, shapes.back().out.size() >= 2));
-    padding = padding_share(plan, d.lengths, T);
+    const bool trim = b.cfg.train.bucketing && b.cfg.model.layers[0].shape[0] < 0;
+    const std::vector<EpochBatch> plan = plan_epoch(b.cfg.train, d.size(), d.lengths, trim, data_rng);
+    for (const EpochBatch& e : plan) b.batches.push_back(gather_batch(d, e, b.shapes.back().out.size() >= 2));
+    b.padding = padding_share(plan, d.lengths, b.T);
   }
   // A stream warms up over three passes, as the start of a long run would: every batch shape has run
   // uncaptured and been captured as a CUDA graph (plan.graphs) before the timed steps.
-  const int64_t warmup = a.stream ? std::max<int64_t>(a.warmup, 3 * static_cast<int64_t>(batches.size())) : a.warmup;
-  const Workload workload = a.inference ? Workload::Inference : Workload::Training;
-  const double flops = step_flops(cfg.model, shapes, B, T) / (a.inference ? 3.0 : 1.0);
-  const Params init = initial_params(cfg, "");
+  b.warmup = a.stream ? std::max<int64_t>(a.warmup, 3 * static_cast<int64_t>(b.batches.size())) : a.warmup;
+}
 
-  // On the GPU: every candidate plan (fused/per-layer x precision x algorithm). On the CPU the
-  // planner's stages do not change what runs, so the configured model is the only candidate.
-  const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
-  std::vector<Candidate> cands;
-  for (const PlanChoice& c : gpu ? plan_candidates(cfg, filter) : std::vector<PlanChoice>{}) {
+// On the GPU: every candidate plan (fused/per-layer x precision x algorithm). On the CPU the
+// planner's stages do not change what runs, so the configured model is the only candidate.
+void make_candidates(Bench& b) {
+  const BenchArgs& a = b.a;
+  CandidateFilter filter;
+  filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions, precision_name);
+  filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos, rnn_algo_name);
+  const bool gpu = b.cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
+  for (const PlanChoice& c : gpu ? plan_candidates(b.cfg, filter) : std::vector<PlanChoice>{}) {
     // Padded batches run cuDNN's persistent stacks with the standard algorithm: nothing new to time.
-    const bool padded = (a.min_length > 0 && a.min_length < T) || median > 0;
+    const bool padded = (a.min_length > 0 && a.min_length < b.T) || b.median > 0;
     if ((c.algo == RnnAlgo::PersistStatic || c.algo == RnnAlgo::PersistDynamic) && padded) {
       if (!a.algos.empty())
         log_warn("{}: skipped; with --min-length the batch is padded, and padded batches run on standard", c.name());
       continue;
     }
-    cands.push_back({c, c.name(), plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
+    b.cands.push_back({c, c.name(), plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
   }
-  if (cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
-    PlanChoice c{cfg.plan.fuse, gpu && cfg.plan.precision != Precision::Auto ? cfg.plan.precision : Precision::Fp32,
+  if (b.cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
+    PlanChoice c{b.cfg.plan.fuse, gpu && b.cfg.plan.precision != Precision::Auto ? b.cfg.plan.precision : Precision::Fp32,
                  RnnAlgo::Standard};
-    cands.push_back({c, "configured", plan_summary(make_plan(cfg.model, c.fuse)), {}, 0, 0, 0});
+    b.cands.push_back({c, "configured", plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
   }
-  // Under mpirun each candidate is also timed as a data-parallel step whose gradients are all-reduced
-  // across the ranks (each rank a batch of B), on every rank at once, in three runs alternating with
-  // runs alone so that the GPU's clocks drift on both; the difference of the medians is the all-reduce's
-  // share of the step.
-  Comm& comm = Comm::world();
-  for (auto& c : cands) {
-    log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, warmup);
-    c.t = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, nullptr, workload);
+}
+
+// Times every candidate. Under mpirun each is also timed as a data-parallel step whose gradients are
+// all-reduced across the ranks (each rank a batch of B), on every rank at once, in three runs
+// alternating with runs alone so that the GPU's clocks drift on both; the difference of the medians is
+// the all-reduce's share of the step.
+void time_candidates(Bench& b) {
+  const BenchArgs& a = b.a;
+  Comm& comm = *a.world;
+  const Params init = initial_params(b.cfg, "");
+  auto timed = [&](const Candidate& c, Comm* ranks, Workload w) {
+    return time_plan(b.cfg, c.choice, init, b.batches, b.warmup, a.repeats, a.steps, ranks, w);
+  };
+  for (auto& c : b.cands) {
+    log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, b.warmup);
+    c.t = timed(c, nullptr, b.workload);
     if (comm.launched() && comm.max(!c.t.error.empty()) == 0) {
       std::vector<double> alone{c.t.median_ms}, dp;
       for (int r = 0; r < 3; ++r) {
-        const Timing d = time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps, &comm);
+        const Timing d = timed(c, &comm, Workload::Training);
         if (comm.max(!d.error.empty())) break;
         dp.push_back(d.median_ms);
-        if (r < 2) alone.push_back(time_plan(cfg, c.choice, init, batches, warmup, a.repeats, a.steps).median_ms);
+        if (r < 2) alone.push_back(timed(c, nullptr, Workload::Training).median_ms);
       }
       if (dp.size() == 3) c.dp_ms = rnntrain::median(dp), c.alone_ms = rnntrain::median(alone);
     }
     if (!c.t.error.empty()) continue;
-    c.seq_per_s = static_cast<double>(B) * 1000.0 / c.t.median_ms;
-    c.tflops = flops / (c.t.median_ms / 1000.0) / 1e12;
+    c.seq_per_s = static_cast<double>(b.B) * 1000.0 / c.t.median_ms;
+    c.tflops = b.flops / (c.t.median_ms / 1000.0) / 1e12;
     c.peak_host_mib = peak_rss_mib();
   }
-  const Candidate* win = nullptr;
-  for (const auto& c : cands)
-    if (c.t.error.empty() && (!win || c.t.median_ms < win->t.median_ms)) win = &c;
-  std::string device;
-  for (const auto& c : cands)
-    if (!c.t.device.empty()) device = c.t.device;
+  for (const auto& c : b.cands)
+    if (c.t.error.empty() && (!b.win || c.t.median_ms < b.win->t.median_ms)) b.win = &c;
+  for (const auto& c : b.cands)
+    if (!c.t.device.empty()) b.device = c.t.device;
+}
 
-  if (!comm.root()) return win ? 0 : 1;  // rank 0 reports
-  const int threads = openblas_get_num_threads();
-  const std::string lengths = median > 0 ? fmt::format(" (lengths log-normal, median {}, sigma {}, in {}..{})", median,
-                                                       sigma, std::max<int64_t>(a.min_length, 1), T)
-                               : a.min_length > 0 ? fmt::format(" (lengths {}..{})", a.min_length, T)
-                                                  : std::string();
+void print_report(const Bench& b) {
+  const BenchArgs& a = b.a;
+  const std::string lengths = b.median > 0 ? fmt::format(" (lengths log-normal, median {}, sigma {}, in {}..{})",
+                                                         b.median, b.sigma, std::max<int64_t>(a.min_length, 1), b.T)
+                              : a.min_length > 0 ? fmt::format(" (lengths {}..{})", a.min_length, b.T)
+                                                 : std::string();
   std::printf("bench %s: device %s, batch %lld, timesteps %lld%s, %lld %s steps x %lld repeats after %lld warm-up steps\n",
-              cfg.path.c_str(), device.c_str(), (long long)B, (long long)T, lengths.c_str(), (long long)a.steps,
-              a.inference ? "evaluation" : "training", (long long)a.repeats, (long long)warmup);
+              b.cfg.path.c_str(), b.device.c_str(), (long long)b.B, (long long)b.T, lengths.c_str(), (long long)a.steps,
+              a.inference ? "evaluation" : "training", (long long)a.repeats, (long long)b.warmup);
   if (a.stream)
-    std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", batches.size(),
-                cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", padding);
-  std::printf("model FLOPs per step %.4g (%s of the recurrent layers); BLAS threads %d\n", flops,
-              a.inference ? "the forward" : "3 x forward", threads);
+    std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", b.batches.size(),
+                b.cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", b.padding);
+  std::printf("model FLOPs per step %.4g (%s of the recurrent layers); BLAS threads %d\n", b.flops,
+              a.inference ? "the forward" : "3 x forward", openblas_get_num_threads());
   std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s %9s\n", "candidate", "plan", "ms/step", "min", "max",
               "seq/s", "TFLOP/s", "host MiB", "device MiB", "graphs", "captures");
-  for (const auto& c : cands) {
+  for (const auto& c : b.cands) {
     if (!c.t.error.empty()) {
       std::printf("%-30s %-30s failed: %s\n", c.name.c_str(), c.plan.c_str(), c.t.error.c_str());
       continue;
@@ -291,76 +318,89 @@ int cmd_bench(const BenchArgs& a) {
                 *std::max_element(c.t.ms.begin(), c.t.ms.end()), c.seq_per_s, c.tflops, c.peak_host_mib, dev.c_str(),
                 100.0 * c.t.graph_share, static_cast<long long>(c.t.graph_captures));
   }
-  for (const auto& c : cands)
+  for (const auto& c : b.cands)
     if (c.dp_ms > 0)
       std::printf("%-30s data-parallel over %d rank(s): %.3f ms/step with the all-reduce, %.3f without (medians of 3 "
-                  "alternating runs): all-reduce %.3f ms, %.1f%% of the step\n", c.name.c_str(), comm.size(), c.dp_ms,
-                  c.alone_ms, c.dp_ms - c.alone_ms, 100.0 * (c.dp_ms - c.alone_ms) / c.dp_ms);
-  if (win) std::printf("winner: %s (%.3f ms/step)\n", win->name.c_str(), win->t.median_ms);
+                  "alternating runs): all-reduce %.3f ms, %.1f%% of the step\n", c.name.c_str(), a.world->size(),
+                  c.dp_ms, c.alone_ms, c.dp_ms - c.alone_ms, 100.0 * (c.dp_ms - c.alone_ms) / c.dp_ms);
+  if (b.win) std::printf("winner: %s (%.3f ms/step)\n", b.win->name.c_str(), b.win->t.median_ms);
   else std::printf("winner: none (every candidate failed)\n");
+}
 
-  if (!a.json_file.empty()) {
-    nlohmann::ordered_json j;
-    j["date"] = utc_now();
-    j["config"] = cfg.path;
-    j["overrides"] = nlohmann::ordered_json::array();
-    for (const auto& s : a.args)
-      if (s.find('=') != std::string::npos) j["overrides"].push_back(s);
-    j["hardware"] = {{"device", device}, {"gpu", gpu_description()}, {"cpu", cpu_model()},
-                     {"cores", std::thread::hardware_concurrency()}, {"blas_threads", threads}};
-    j["versions"] = {{"rnntrain", RNNTRAIN_VERSION}, {"compiler", std::string("gcc-compatible ") + __VERSION__}, {"blas", openblas_get_config()}};
-    j["batch_size"] = B;
-    j["timesteps"] = T;
-    j["min_length"] = a.min_length;
-    j["lognormal"] = median > 0 ? nlohmann::ordered_json({{"median", median}, {"sigma", sigma}}) : nlohmann::ordered_json();
-    j["stream"] = a.stream;
-    j["workload"] = a.inference ? "inference" : "training";
-    j["bucketing"] = a.stream && cfg.train.bucketing;
-    j["padding_share"] = a.stream ? nlohmann::ordered_json(padding) : nlohmann::ordered_json();
-    j["steps"] = a.steps;
-    j["repeats"] = a.repeats;
-    j["warmup"] = warmup;
-    j["flops_per_step"] = flops;
-    j["candidates"] = nlohmann::ordered_json::array();
-    for (const auto& c : cands) {
-      nlohmann::ordered_json cj;
-      cj["name"] = c.name;
-      cj["fuse"] = fuse_mode_name(c.choice.fuse);
-      cj["precision"] = precision_name(c.choice.precision);
-      cj["algo"] = rnn_algo_name(c.choice.algo);
-      cj["plan"] = c.plan;
-      cj["status"] = c.t.error.empty() ? "ok" : "failed: " + c.t.error;
-      if (c.t.error.empty()) {
-        cj["ms_per_step"] = c.t.median_ms;
-        cj["ms_per_step_repeats"] = c.t.ms;
-        cj["sequences_per_s"] = c.seq_per_s;
-        cj["tflops"] = c.tflops;
-        cj["peak_host_rss_mib"] = c.peak_host_mib;
-        cj["peak_device_mib"] = c.t.peak_device_mib < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.t.peak_device_mib);
-        cj["last_loss"] = c.t.last_loss;
-        cj["graph_share"] = c.t.graph_share;
-        cj["graph_captures"] = c.t.graph_captures;
-        if (c.dp_ms > 0) {
-          cj["data_parallel"] = {{"ranks", comm.size()}, {"ms_per_step", c.dp_ms}, {"alone_ms_per_step", c.alone_ms},
-                                 {"allreduce_ms", c.dp_ms - c.alone_ms},
-                                 {"allreduce_share", (c.dp_ms - c.alone_ms) / c.dp_ms}};
-        }
-      } else {
-        cj["ms_per_step"] = nullptr;
-        cj["peak_device_mib"] = nullptr;
-      }
-      j["candidates"].push_back(cj);
-    }
-    j["winner"] = win ? nlohmann::ordered_json(win->name) : nlohmann::ordered_json();
-    write_atomically(a.json_file, [&](const std::string& tmp) {
-      std::ofstream out(tmp);
-      out << j.dump(2) << "\n";
-      out.close();
-      if (!out) throw RuntimeError(fmt::format("--json {}: cannot write the file", a.json_file));
-    });
-    log_info("wrote {}", a.json_file);
+nlohmann::ordered_json candidate_json(const Candidate& c, int ranks) {
+  nlohmann::ordered_json cj;
+  cj["name"] = c.name;
+  cj["fuse"] = fuse_mode_name(c.choice.fuse);
+  cj["precision"] = precision_name(c.choice.precision);
+  cj["algo"] = rnn_algo_name(c.choice.algo);
+  cj["plan"] = c.plan;
+  cj["status"] = c.t.error.empty() ? "ok" : "failed: " + c.t.error;
+  if (!c.t.error.empty()) {
+    cj["ms_per_step"] = nullptr;
+    cj["peak_device_mib"] = nullptr;
+    return cj;
   }
-  return win ? 0 : 1;
+  cj["ms_per_step"] = c.t.median_ms;
+  cj["ms_per_step_repeats"] = c.t.ms;
+  cj["sequences_per_s"] = c.seq_per_s;
+  cj["tflops"] = c.tflops;
+  cj["peak_host_rss_mib"] = c.peak_host_mib;
+  cj["peak_device_mib"] = c.t.peak_device_mib < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(c.t.peak_device_mib);
+  cj["last_loss"] = c.t.last_loss;
+  cj["graph_share"] = c.t.graph_share;
+  cj["graph_captures"] = c.t.graph_captures;
+  if (c.dp_ms > 0)
+    cj["data_parallel"] = {{"ranks", ranks}, {"ms_per_step", c.dp_ms}, {"alone_ms_per_step", c.alone_ms},
+                           {"allreduce_ms", c.dp_ms - c.alone_ms}, {"allreduce_share", (c.dp_ms - c.alone_ms) / c.dp_ms}};
+  return cj;
+}
+
+void write_json(const Bench& b) {
+  const BenchArgs& a = b.a;
+  nlohmann::ordered_json j;
+  j["date"] = utc_now();
+  j["config"] = b.cfg.path;
+  j["overrides"] = nlohmann::ordered_json::array();
+  for (const auto& s : a.args)
+    if (s.find('=') != std::string::npos) j["overrides"].push_back(s);
+  j["hardware"] = {{"device", b.device}, {"gpu", gpu_description()}, {"cpu", cpu_model()},
+                   {"cores", std::thread::hardware_concurrency()}, {"blas_threads", openblas_get_num_threads()}};
+  j["versions"] = {{"rnntrain", RNNTRAIN_VERSION}, {"compiler", std::string("gcc-compatible ") + __VERSION__}, {"blas", openblas_get_config()}};
+  j["batch_size"] = b.B;
+  j["timesteps"] = b.T;
+  j["min_length"] = a.min_length;
+  j["lognormal"] = b.median > 0 ? nlohmann::ordered_json({{"median", b.median}, {"sigma", b.sigma}}) : nlohmann::ordered_json();
+  j["stream"] = a.stream;
+  j["workload"] = a.inference ? "inference" : "training";
+  j["bucketing"] = a.stream && b.cfg.train.bucketing;
+  j["padding_share"] = a.stream ? nlohmann::ordered_json(b.padding) : nlohmann::ordered_json();
+  j["steps"] = a.steps;
+  j["repeats"] = a.repeats;
+  j["warmup"] = b.warmup;
+  j["flops_per_step"] = b.flops;
+  j["candidates"] = nlohmann::ordered_json::array();
+  for (const auto& c : b.cands) j["candidates"].push_back(candidate_json(c, a.world->size()));
+  j["winner"] = b.win ? nlohmann::ordered_json(b.win->name) : nlohmann::ordered_json();
+  write_atomically(a.json_file, [&](const std::string& tmp) {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    out.close();
+    if (!out) throw RuntimeError(fmt::format("--json {}: cannot write the file", a.json_file));
+  });
+  log_info("wrote {}", a.json_file);
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a) {
+  Bench b = bench_of(a);
+  make_candidates(b);  // the options are checked before the batches are made
+  make_batches(b);
+  time_candidates(b);
+  if (!a.world->root()) return b.win ? 0 : 1;  // rank 0 reports
+  print_report(b);
+  if (!a.json_file.empty()) write_json(b);
+  return b.win ? 0 : 1;
 }
 
 }  // namespace rnntrain

@@ -30,17 +30,10 @@ static const char* kExamples = R"(Examples:
   rnntrain bench configs/charlm.yaml --steps 10 --repeats 5 --json bench.json
 Overrides (KEY.PATH=VALUE, after the config file) change any config key; see docs/config.md.)";
 
-int run_cli(int argc, char** argv) {
-  CLI::App app{"rnntrain: train stacked recurrent networks (LSTM, GRU, SimpleRNN) from a YAML config"};
-  app.footer(kExamples);
-  app.set_version_flag("--version", std::string("rnntrain ") + RNNTRAIN_VERSION);
-  app.require_subcommand(1);
-  app.fallthrough();  // -v and -q also after the subcommand
-  CommandArgs a;
-  bool verbose = false, quiet = false;
-  app.add_flag("-v,--verbose", verbose, "Debug logging");
-  app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr (no progress)");
+namespace {
 
+// train, eval and predict: the commands that run a model on data.
+void add_run_commands(CLI::App& app, CommandArgs& a) {
   auto* train = app.add_subcommand("train", "Train a model; writes a run directory (checkpoints, history)");
   train->footer("Example: rnntrain train configs/quickstart.yaml train.epochs=3\n"
                 "         rnntrain train --resume runs/quickstart train.epochs=20");
@@ -76,7 +69,10 @@ int run_cli(int argc, char** argv) {
   predict->add_flag("--scaled", a.scaled, "For a model trained on CSV data: write the forecasts in the scaled units "
                     "the model works in, and take array --data (.npy/.npz/.h5) as scaled already (default: the "
                     "data's units both ways)");
+}
 
+// plan, export, import and plot: the commands about a model and its files.
+void add_model_commands(CLI::App& app, CommandArgs& a) {
   auto* plan = app.add_subcommand("plan", "Print the model's layers, output shapes and parameter counts");
   plan->footer("Example: rnntrain plan configs/quickstart.yaml model.layers.1.units=128");
   plan->add_option("args", a.args, "CONFIG [KEY=VALUE ...]")->required();
@@ -99,8 +95,9 @@ int run_cli(int argc, char** argv) {
   plot->footer("Example: rnntrain plot runs/quickstart -o curves.png   # default: RUN_DIR/curves.svg");
   plot->add_option("args", a.args, "RUN_DIR (the run directory of `train`)")->required();
   plot->add_option("-o,--output", a.output, "Picture to write: .svg or .png (default RUN_DIR/curves.svg)");
+}
 
-  BenchArgs ba;
+void add_bench_command(CLI::App& app, BenchArgs& ba) {
   auto* bench = app.add_subcommand("bench", "Time training steps (forward, loss, backward, optimizer) on a synthetic batch");
   bench->footer("Example: rnntrain bench configs/charlm.yaml --steps 10 --repeats 5 --json bench.json\n"
                 "         rnntrain bench configs/tokens.yaml --timesteps 50 train.batch_size=128");
@@ -124,9 +121,11 @@ int run_cli(int argc, char** argv) {
                     "GPU candidates' RNN algorithms, comma-separated (standard, persist_static, persist_dynamic, "
                     "wavefront; default: standard, plus persist_static and wavefront for fp16/bf16)");
   bench->add_option("--json", ba.json_file, "Also write the results as JSON to this file");
+}
 
-  // CLI11 only says that a subcommand is required; name the word it did not know, and the closest
-  // command. Every command's help lists the options that go before or after it.
+// CLI11 only says that a subcommand is required; name the word it did not know, and the closest
+// command (false). Every command's help lists the options that go before or after it.
+bool known_command(CLI::App& app, int argc, char** argv) {
   std::string names;
   std::vector<std::string> commands;
   for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
@@ -142,8 +141,29 @@ int run_cli(int argc, char** argv) {
     const std::string near = first == "fit" ? "train" : first == "evaluate" ? "eval" : spec::closest(first, commands);
     std::fprintf(stderr, "'%s' is not a command of rnntrain%s; the commands are %s (rnntrain --help)\n", first.c_str(),
                  near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near).c_str(), names.c_str());
-    return 2;
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"rnntrain: train stacked recurrent networks (LSTM, GRU, SimpleRNN) from a YAML config"};
+  app.footer(kExamples);
+  app.set_version_flag("--version", std::string("rnntrain ") + RNNTRAIN_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // -v and -q also after the subcommand
+  CommandArgs a;
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Debug logging");
+  app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr (no progress)");
+
+  add_run_commands(app, a);
+  add_model_commands(app, a);
+  BenchArgs ba;
+  add_bench_command(app, ba);
+  if (!known_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -160,20 +180,21 @@ int run_cli(int argc, char** argv) {
   int rc = 2;
   bool distributed = false;
   try {
-    const Comm& comm = Comm::world();
+    Comm& comm = Comm::world();
+    a.world = ba.world = &comm;
     distributed = comm.distributed();
     if (comm.distributed() && !comm.root()) set_log_level(verbose ? LogLevel::Debug : LogLevel::Warn);
-    if (train->parsed()) {
+    if (app.got_subcommand("train")) {
       if (comm.distributed()) log_info("data-parallel training: {}", comm.describe());
       return cmd_train(a);
     }
-    if (eval->parsed()) return cmd_eval(a);
-    if (predict->parsed()) return cmd_predict(a);
-    if (plan->parsed()) return cmd_plan(a);
-    if (exp->parsed()) return cmd_export(a);
-    if (imp->parsed()) return cmd_import(a);
-    if (plot->parsed()) return cmd_plot(a);
-    if (bench->parsed()) return cmd_bench(ba);
+    if (app.got_subcommand("eval")) return cmd_eval(a);
+    if (app.got_subcommand("predict")) return cmd_predict(a);
+    if (app.got_subcommand("plan")) return cmd_plan(a);
+    if (app.got_subcommand("export")) return cmd_export(a);
+    if (app.got_subcommand("import")) return cmd_import(a);
+    if (app.got_subcommand("plot")) return cmd_plot(a);
+    if (app.got_subcommand("bench")) return cmd_bench(ba);
   } catch (const UsageError& e) {  // ConfigError too
     log_error("{}", e.what());
     rc = 2;

@@ -19,6 +19,7 @@
 #include "spec/shapes.h"
 #include "train/autotune.h"
 #include "train/memory.h"
+#include "train/run.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 
@@ -80,10 +81,10 @@ int cmd_train(const CommandArgs& a) {
     throw UsageError("--resume continues a run with its own weights; --weights starts a new run from others: use one of them");
   if (!a.resume.empty() && a.overwrite)
     throw UsageError("--resume continues the run in its directory; --overwrite replaces a run: use one of them");
+  DataParallel dp(*a.world);
   if (!a.resume.empty()) {  // a killed --overwrite is rolled back before the run's config is read
-    Comm& comm = Comm::world();
-    if (comm.root()) recover_replaced_run(a.resume);
-    if (comm.distributed()) comm.max(0);  // the other ranks read the config after that
+    if (dp.root()) recover_replaced_run(a.resume);
+    dp.barrier();  // the other ranks read the config after that
   }
   Config cfg = load_config_args(a.args, a.resume);
   TrainOptions opt;
@@ -91,7 +92,7 @@ int cmd_train(const CommandArgs& a) {
   opt.weights = a.weights;
   opt.overwrite = a.overwrite;
   opt.progress = a.progress;
-  TrainResult r = train(cfg, opt);
+  TrainResult r = train(cfg, opt, dp);
   nlohmann::ordered_json j;
   j["run_dir"] = r.run_dir;
   j["epochs"] = r.epochs_done;
@@ -100,7 +101,7 @@ int cmd_train(const CommandArgs& a) {
   j["seconds"] = r.seconds;
   if (!r.history.epochs.empty())
     for (const auto& [k, v] : r.history.epochs.back()) j["final"][k] = v;
-  if (Comm::world().root()) std::printf("%s\n", j.dump().c_str());  // one result line for the run
+  if (dp.root()) std::printf("%s\n", j.dump().c_str());  // one result line for the run
   if (!r.signal) return 0;
   const std::string where = r.signal_step > 0 ? fmt::format("at epoch {} after step {}", r.epochs_done + 1, r.signal_step)
                                               : fmt::format("after epoch {}", r.epochs_done);
@@ -215,9 +216,10 @@ int cmd_eval(const CommandArgs& given) {
   a.weights = weights_to_use(given, cfg);
   Dataset d = eval_data(cfg, a, true);
   Rng rng(cfg.train.seed);
-  auto engine = inference_engine(cfg, a, d, rng);
-  EvalResult r = evaluate(*engine, cfg, d);  // under mpirun the ranks share the batches
-  if (!Comm::world().root()) return 0;
+  const DataParallel dp(*a.world);
+  auto engine = inference_engine(dp.for_engine(cfg), a, d, rng);
+  EvalResult r = evaluate(*engine, cfg, d, dp);  // under mpirun the ranks share the batches
+  if (!dp.root()) return 0;
   if (a.json) {
     nlohmann::ordered_json j;
     j["loss"] = r.loss;
@@ -233,7 +235,7 @@ int cmd_eval(const CommandArgs& given) {
 }
 
 int cmd_predict(const CommandArgs& given) {
-  if (const Comm& comm = Comm::world(); !comm.root()) return 0;  // under mpirun rank 0 writes them all
+  if (!given.world->root()) return 0;  // under mpirun rank 0 writes them all
   Config cfg = load_config_args(given.args);
   CommandArgs a = given;
   a.weights = weights_to_use(given, cfg);

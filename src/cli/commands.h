@@ -8,6 +8,8 @@
 
 namespace rnntrain {
 
+class Comm;
+
 struct CommandArgs {
   std::vector<std::string> args;  // CONFIG then KEY=VALUE overrides
   std::string resume, weights, data, targets, output, meta;
@@ -15,6 +17,7 @@ struct CommandArgs {
   bool allow_nonfinite = false;  // eval, predict: use weights holding inf or NaN
   bool overwrite = false;        // train: replace the run in output.dir
   bool scaled = false;           // predict: CSV forecasts in the model's scaled units, not the data's
+  Comm* world = nullptr;         // the processes of this run (mpirun's, or this one alone): read once by cli.cpp
 };
 
 int cmd_train(const CommandArgs& a);
@@ -36,6 +39,7 @@ struct BenchArgs {
   bool inference = false;         // time evaluation steps (forward and loss) instead of training steps
   std::string precisions, algos;  // comma lists of candidate precisions / algorithms ("" = defaults)
   std::string json_file;          // --json FILE
+  Comm* world = nullptr;          // as CommandArgs::world
 };
 int cmd_bench(const BenchArgs& a);
 

@@ -43,16 +43,16 @@ bool EarlyStoppingObserver::restore_best() {
 
 void CheckpointObserver::on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) {
   const bool new_best = best_.on_epoch_end(logs);
-  const ResumeState st = state_now_(epoch + 1);
-  Params& params = finite_(fmt::format("epoch {}", epoch + 1));
+  const ResumeState st = run_.resume_state(epoch + 1);
+  Params& params = run_.finite_params(fmt::format("epoch {}", epoch + 1));
   if (write_ && early_ && early_->best_is(epoch)) save_checkpoint(paths_.early_best, cfg_.model, params, {}, st);
   if (new_best) {
     if (write_) save_checkpoint(paths_.best, cfg_.model, params, slots_, st);
-    last_good_ = fmt::format("{} (epoch {})", paths_.best, epoch + 1);
+    run_.set_last_good(fmt::format("{} (epoch {})", paths_.best, epoch + 1));
   }
   if (cfg_.train.checkpoint.every_epoch || *stop || epoch + 1 == cfg_.train.epochs) {
     if (write_) save_checkpoint(paths_.last, cfg_.model, params, slots_, st);
-    last_good_ = fmt::format("{} (epoch {})", paths_.last, epoch + 1);
+    run_.set_last_good(fmt::format("{} (epoch {})", paths_.last, epoch + 1));
   }
 }
 

@@ -3,7 +3,6 @@
 // Each acts on the epoch's logs and keeps its own part of the state a checkpoint resumes from; the
 // loop itself only trains, evaluates and asks them in order.
 #pragma once
-#include <functional>
 #include <optional>
 #include <string>
 
@@ -13,6 +12,19 @@
 #include "train/schedule.h"
 
 namespace rnntrain {
+
+// What the checkpoints need of the run (TrainingRun, run.h): the state that a checkpoint written
+// after `epochs_done` epochs resumes from, the weights to save (checked finite: throws, naming where),
+// and where the newest checkpoint with finite weights is recorded.
+class CheckpointSource {
+ public:
+  virtual ResumeState resume_state(int64_t epochs_done) const = 0;
+  virtual Params& finite_params(const std::string& where) = 0;
+  virtual void set_last_good(std::string checkpoint) = 0;
+
+ protected:
+  ~CheckpointSource() = default;
+};
 
 class EpochObserver {
  public:
@@ -64,25 +76,22 @@ class EarlyStoppingObserver final : public EpochObserver {
 };
 
 // best.h5 (the monitored value improved), last.h5 (every epoch, or the last one) and
-// early_stopping_best.h5, each written with the state `state_now` gathers; nothing non-finite is
-// ever written (`finite` checks the weights first and throws). Without `write` (the other ranks of a
-// data-parallel run) it decides and checks alike but writes nothing.
+// early_stopping_best.h5, each written with the state the run would resume from; nothing non-finite is
+// ever written (the run checks the weights first and throws). Without `write` (the other ranks of a
+// data-parallel run) it decides and checks alike but writes nothing. The run's last good checkpoint
+// follows what it writes.
 class CheckpointObserver final : public EpochObserver {
  public:
   struct Paths {
     std::string best, last, early_best;
   };
   CheckpointObserver(const Config& cfg, const std::string& monitor, Paths paths, const OptimizerSlots& slots,
-                     const EarlyStoppingObserver* early, std::function<ResumeState(int64_t)> state_now,
-                     std::function<Params&(const std::string&)> finite, bool write)
-      : cfg_(cfg), best_(monitor, cfg.train.checkpoint.mode, cfg.train.metrics), paths_(std::move(paths)), slots_(slots), early_(early),
-        state_now_(std::move(state_now)), finite_(std::move(finite)), write_(write) {}
+                     const EarlyStoppingObserver* early, CheckpointSource& run, bool write)
+      : cfg_(cfg), best_(monitor, cfg.train.checkpoint.mode, cfg.train.metrics), paths_(std::move(paths)),
+        slots_(slots), early_(early), run_(run), write_(write) {}
   void on_epoch_end(int64_t epoch, const Logs& logs, bool* stop) override;
   void save_state(ResumeState& st) const override { st.checkpoint = best_.state(); }
   void load_state(const ResumeState& st) override { best_.set_state(st.checkpoint); }
-  // The newest checkpoint that holds finite weights, for the divergence message ("" before the first).
-  const std::string& last_good() const { return last_good_; }
-  void set_last_good(std::string s) { last_good_ = std::move(s); }
 
  private:
   const Config& cfg_;
@@ -90,10 +99,8 @@ class CheckpointObserver final : public EpochObserver {
   Paths paths_;
   const OptimizerSlots& slots_;
   const EarlyStoppingObserver* early_;
-  std::function<ResumeState(int64_t)> state_now_;
-  std::function<Params&(const std::string&)> finite_;
+  CheckpointSource& run_;
   bool write_;
-  std::string last_good_;
 };
 
 // history.json and history.csv in the run directory, rewritten after every epoch, and on resuming from the

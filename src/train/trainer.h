@@ -1,6 +1,8 @@
-// The epoch loop (Keras' fit), evaluation and prediction over in-memory datasets, driving an
-// Engine. Owns run directories: config.yaml, data_meta.json, history.csv/json, last.h5, best.h5.
+// What training, evaluation and prediction share over in-memory datasets, driving an Engine: the data
+// a config names, the initial parameters, the metrics, evaluate() and predict_all(). The training run
+// itself (train(): the epochs, the run directory) is run.h's.
 #pragma once
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,28 +10,9 @@
 #include "data/dataset.h"
 #include "train/callbacks.h"
 #include "backend/engine.h"
-#include "train/run_dir.h"
+#include "train/data_parallel.h"
 
 namespace rnntrain {
-
-struct TrainOptions {
-  std::string resume_dir;  // continue from <dir>/last.h5
-  std::string weights;     // start from these weights (overrides model.init_from)
-  bool overwrite = false;  // a new run may replace the run in output.dir (else that is refused)
-  bool progress = true;
-};
-
-struct TrainResult {
-  std::string run_dir;
-  History history;
-  int64_t epochs_done = 0;
-  bool stopped_early = false;
-  int signal = 0;          // SIGINT, SIGTERM or SIGHUP when a signal stopped training (last.h5 holds where)
-  int64_t signal_step = 0;  // the steps of epoch epochs_done + 1 done by then
-  double seconds = 0.0;
-};
-
-TrainResult train(const Config& cfg, const TrainOptions& opt);
 
 struct EvalResult {
   double loss = 0.0;
@@ -37,13 +20,16 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
-EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data);
+// Under data parallelism every rank evaluates its share of the batches; each gets the totals.
+EvalResult evaluate(Engine& engine, const Config& cfg, const Dataset& data, const DataParallel& dp);
 Tensor predict_all(Engine& engine, const Dataset& data, int64_t batch_size);
 
 // Rows of data.train that train when data.validation_split holds out the rest (Keras' rule).
 int64_t training_rows(const Config& cfg, int64_t n);
 // Loads a data source of the config, resolving its path.
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction = 0.0);
+// The config's train.metrics, fresh.
+std::vector<std::unique_ptr<Metric>> make_metrics(const Config& cfg);
 // Parameters initialised from the seed (Keras' initialisers), nothing loaded.
 Params fresh_params(const Config& cfg);
 // Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.

@@ -1,10 +1,8 @@
 // The CPU engine: CpuModel (BLAS) + loss + optimizer on host memory. The reference every other
 // backend is compared with. Chosen by make_engine (engine_registry.cpp).
 #include <cblas.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "backend/cpu/cpu_model.h"
 #include "backend/cpu/onednn_stack.h"
@@ -124,16 +122,8 @@ class CpuEngine final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks) {
-  int64_t threads = cfg.train.threads;
-  // Ranks of a data-parallel run on one machine share its cores: more threads than cores would spin
-  // against each other at every barrier (2 ranks of 2 threads on 2 cores: 20x slower).
-  // A launcher that binds each rank to cores (Open MPI's default, srun --cpus-per-task) sets the limit.
-  if (const Comm& comm = Comm::world(); threads == 0 && comm.distributed()) {
-    int64_t allowed = std::thread::hardware_concurrency();
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) allowed = CPU_COUNT(&set);
-    threads = std::max<int64_t>(1, std::min<int64_t>(allowed, std::thread::hardware_concurrency() / comm.local_size()));
-  }
+  // Under data parallelism train.threads is the rank's share of the cores (DataParallel::for_engine).
+  const int64_t threads = cfg.train.threads;
   if (threads > 0) {  // BLAS and oneDNN take turns: each may use them all
     openblas_set_num_threads(static_cast<int>(threads));
     cpu::set_onednn_threads(static_cast<int>(threads));
