@@ -179,7 +179,7 @@ void TrainingRun::load_data_and_engine() {
   }
   for (const NamedTensor& s : engine_->optimizer().slots()) slots_.emplace_back(s.name, s.tensor);
   metrics_ = make_metrics(cfg_);
-  for (const auto& m : metrics_) ms_.push_back(m.get());
+  ms_ = raw(metrics_);
 }
 
 void TrainingRun::make_observers() {

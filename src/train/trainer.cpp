@@ -58,7 +58,7 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const Config& cfg) {
   return out;
 }
 
-static std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) {
+std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms) {
   std::vector<Metric*> out;
   for (const auto& m : ms) out.push_back(m.get());
   return out;

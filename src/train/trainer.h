@@ -30,6 +30,8 @@ int64_t training_rows(const Config& cfg, int64_t n);
 Dataset load_data(const Config& cfg, const DataSource& src, DataMeta& meta, double holdout_fraction = 0.0);
 // The config's train.metrics, fresh.
 std::vector<std::unique_ptr<Metric>> make_metrics(const Config& cfg);
+// The metrics as the engines take them.
+std::vector<Metric*> raw(const std::vector<std::unique_ptr<Metric>>& ms);
 // Parameters initialised from the seed (Keras' initialisers), nothing loaded.
 Params fresh_params(const Config& cfg);
 // Parameters initialised from the seed, then loaded from `weights` (or model.init_from) if given.
