@@ -3,6 +3,8 @@
 // Overrides and round trips are in spec_overrides_test.cpp, hostile inputs in spec_robust_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -214,6 +216,66 @@ TEST(Defaults, MetricsTakeKerasSettingsAndANameInAMap) {
                                 "q.yaml");
   EXPECT_EQ(w.train.class_weight, (std::map<int64_t, double>{{0, 0.5}, {2, 4.0}}));
   EXPECT_EQ(w.data.train->sample_weight, "w.npy");
+}
+
+// Every row of the data formats' table (spec/data_formats.h): its suffixes, in any case, imply it
+// unless an earlier row lists them too (csv before csv_sequences), and a key only another format
+// has is refused with that format named.
+TEST(Defaults, EveryDataFormatOfTheTableIsReadBySuffixAndKeys) {
+  for (const DataFormatInfo& f : kDataFormats) {
+    for (const char* const* s = f.suffixes; *s; ++s) {
+      std::string upper = std::string("runs.v2/train") + *s;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      const auto from = data_format_from_path(upper);
+      ASSERT_TRUE(from) << upper;
+      EXPECT_TRUE(data_format_takes(f.kind, upper)) << upper;
+      const bool earlier = *from != f.kind;
+      if (earlier) EXPECT_LT(static_cast<int>(*from), static_cast<int>(f.kind)) << upper;
+    }
+    EXPECT_FALSE(data_format_takes(f.kind, std::string("train") + (f.kind == DataFormat::Text ? ".csv" : ".txt")));
+    const char* foreign = f.kind == DataFormat::Synthetic ? "seq_len" : "task";
+    const std::string err = error_of(std::string(kHead) + "    - {type: Dense, units: 1}\ndata: {train: {format: " +
+                                     f.name + ", " + foreign + ": 3}}\n");
+    EXPECT_NE(err.find(std::string("has no key '") + foreign + "'"), std::string::npos) << f.name << ": " << err;
+    EXPECT_NE(err.find(f.kind == DataFormat::Synthetic ? "text data" : "synthetic data"), std::string::npos)
+        << f.name << ": " << err;
+  }
+  EXPECT_FALSE(data_format_from_path("train.parquet"));
+  EXPECT_FALSE(data_format_from_path("h5"));
+}
+
+// Every row of the metrics' table (spec/metrics.h) is a config spelling: its name, each alias and its
+// Keras class read as its kind and name the history column by the metric's name; a key of its own is
+// accepted in a map and a key of another metric's is refused with the owner named.
+TEST(Defaults, EveryMetricOfTheTableReadsByNameAliasAndKerasClass) {
+  const std::string head = std::string(kHead) + "    - {type: Dense, units: 3}\n";
+  for (const MetricInfo& m : kMetricInfos) {
+    std::vector<std::string> spellings = {m.name};
+    for (const char* const* a = m.aliases; *a; ++a) spellings.push_back(*a);
+    if (m.keras_class) spellings.push_back(m.keras_class);
+    for (const std::string& s : spellings) {
+      const Config c = parse_config(head + "train: {metrics: [" + s + "]}\n", "q.yaml");
+      ASSERT_EQ(c.train.metrics.size(), 1u) << s;
+      EXPECT_EQ(c.train.metrics[0].kind, m.kind) << s;
+      EXPECT_EQ(c.train.metrics[0].name, m.name) << s;
+    }
+    for (const char* const* k = m.keys; *k; ++k) {
+      const std::map<std::string, std::string> valid = {
+          {"curve", "PR"}, {"summation_method", "minoring"}, {"average", "micro"}, {"multi_label", "true"},
+          {"from_logits", "true"}, {"class_aggregation", "uniform_average"}, {"thresholds", "0.3"},
+          {"threshold", "0.3"}, {"beta", "2"}, {"k", "2"}, {"class_id", "1"}, {"num_thresholds", "50"},
+          {"num_regressors", "1"}};
+      ASSERT_TRUE(valid.count(*k)) << "the test has no valid value for key " << *k;
+      EXPECT_NO_THROW(parse_config(head + "train: {metrics: [{type: " + m.name + ", " + *k + ": " + valid.at(*k) + "}]}\n",
+                                   "q.yaml"))
+          << m.name << " " << *k;
+    }
+    if (!*m.keys) {
+      const std::string err = error_of(head + "train: {metrics: [{type: " + m.name + ", num_thresholds: 10}]}\n");
+      EXPECT_NE(err.find("num_thresholds"), std::string::npos) << m.name << ": " << err;
+      EXPECT_NE(err.find("auc"), std::string::npos) << m.name << ": " << err;
+    }
+  }
 }
 
 TEST(Errors, MetricSettingsAreCheckedByKind) {

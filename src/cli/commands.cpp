@@ -161,9 +161,9 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
   if (tmpl) src = *tmpl;
   if (!a.data.empty()) {
     const auto f = data_format_from_path(a.data);
-    if (!f && !tmpl) throw UsageError(fmt::format("--data {}: cannot tell the format from the suffix (.h5 .npy .npz .csv .txt)", a.data));
-    const bool same = f && (*f == src.format || (*f == DataFormat::Csv && src.format == DataFormat::CsvSequences));
-    if (f && !same) {  // another format: the template's dataset names do not apply
+    if (!f && !tmpl)
+      throw UsageError(fmt::format("--data {}: cannot tell the format from the suffix ({})", a.data, data_suffixes()));
+    if (f && !data_format_takes(src.format, a.data)) {  // another format: the template's dataset names do not apply
       const DataSource defaults;
       src.format = *f;
       src.inputs = defaults.inputs;
@@ -171,7 +171,7 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
       src.lengths = "";
     }
     src.path = fs::absolute(a.data).string();
-    if (src.format == DataFormat::Npy) {
+    if (data_format_info(src.format).files == DataFiles::PerArray) {
       src.inputs = src.path;
       if (!a.targets.empty()) src.targets = fs::absolute(a.targets).string();
       else if (need_targets)
@@ -179,16 +179,17 @@ static Dataset eval_data(const Config& cfg, const CommandArgs& a, bool need_targ
                                      "config's targets belong to other inputs)", a.data));
     }
   }
-  if (!a.targets.empty() && (a.data.empty() || src.format != DataFormat::Npy))
+  if (!a.targets.empty() && (a.data.empty() || data_format_info(src.format).files != DataFiles::PerArray))
     throw UsageError(fmt::format("--targets {} goes with an .npy --data (inputs and targets in two files); {}", a.targets,
                                  a.data.empty() ? "pass --data too" : "this --data holds its targets itself"));
   if (!need_targets) src.targets = "", src.forecast = true;
   const std::string meta_dir = a.meta.empty() ? fs::path(a.weights).parent_path().string() : "";
   DataMeta meta = a.meta.empty() ? read_meta(meta_dir) : read_meta_file(a.meta);
-  const bool csv = src.format == DataFormat::Csv || src.format == DataFormat::CsvSequences;
-  if (meta.empty() && (csv || src.format == DataFormat::Text))
+  const DataFormatInfo& format = data_format_info(src.format);
+  const bool csv = format.meta == DataMetaKind::Scaling;
+  if (meta.empty() && format.meta != DataMetaKind::None)
     throw UsageError(fmt::format("{} data needs the training run's {} (data_meta.json), and there is none in '{}'; "
-                                 "pass --meta RUN_DIR/data_meta.json", csv ? "csv" : "text",
+                                 "pass --meta RUN_DIR/data_meta.json", format.name,
                                  csv ? "scaling" : "vocabulary", meta_dir.empty() ? "." : meta_dir));
   Dataset d = load_data(cfg, src, meta);
   if (!csv && !meta.shift.empty() && !a.scaled && !a.data.empty()) scale_as_csv(d, meta, cfg.model, a.data);

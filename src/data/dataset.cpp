@@ -220,23 +220,11 @@ std::vector<int32_t> lengths_from(const Tensor& t, const std::string& what) {
 
 // ---- dispatch ----------------------------------------------------------------------------------
 
-static const char* format_name(DataFormat f) {
-  switch (f) {
-    case DataFormat::Hdf5: return "hdf5";
-    case DataFormat::Npy: return "npy";
-    case DataFormat::Npz: return "npz";
-    case DataFormat::Csv: return "csv";
-    case DataFormat::CsvSequences: return "csv_sequences";
-    case DataFormat::Text: return "text";
-    case DataFormat::Synthetic: return "synthetic";
-  }
-  return "?";
-}
-
 // What a source reads, for messages that cannot be more precise: its file, or its task.
 static std::string source_name(const DataSource& src, const std::string& base_dir) {
-  if (src.format == DataFormat::Synthetic) return fmt::format("synthetic:{}", src.task);
-  if (src.format == DataFormat::Npy) {
+  const DataFiles files = data_format_info(src.format).files;
+  if (files == DataFiles::None) return fmt::format("{}:{}", data_format_info(src.format).name, src.task);
+  if (files == DataFiles::PerArray) {
     const std::string& x = (src.inputs.empty() || src.inputs == "x") && !src.path.empty() ? src.path : src.inputs;
     return resolve_path(base_dir, x);
   }
@@ -278,7 +266,7 @@ Dataset load_source(const DataSource& src, const std::string& base_dir, DataMeta
                                 "format the config names.", source_name(src, base_dir), config_at(src), e.what()));
   }
   check_counts(d);
-  log_info("data source={} format={} samples={} x={} y={} lengths={}", d.source, format_name(src.format), d.size(),
+  log_info("data source={} format={} samples={} x={} y={} lengths={}", d.source, data_format_info(src.format).name, d.size(),
            shape_str(d.x.shape), d.y.empty() ? "none" : shape_str(d.y.shape), d.lengths.empty() ? "no" : "yes");
   return d;
 }

@@ -195,26 +195,8 @@ Json optimizer_json(const KerasTraining& t, KerasJsonStyle style) {
   return keras_object("keras.optimizers", info.keras_class, std::move(c), style);
 }
 
-// The Keras classes of the metrics with settings, which are written as class_name/config objects.
-const char* keras_metric_class(MetricKind k) {
-  switch (k) {
-    case MetricKind::TopKCategoricalAccuracy: return "TopKCategoricalAccuracy";
-    case MetricKind::SparseTopKCategoricalAccuracy: return "SparseTopKCategoricalAccuracy";
-    case MetricKind::Precision: return "Precision";
-    case MetricKind::Recall: return "Recall";
-    case MetricKind::AUC: return "AUC";
-    case MetricKind::F1Score: return "F1Score";
-    case MetricKind::FBetaScore: return "FBetaScore";
-    case MetricKind::RMSE: return "RootMeanSquaredError";
-    case MetricKind::MSLE: return "MeanSquaredLogarithmicError";
-    case MetricKind::LogCosh: return "LogCoshError";
-    case MetricKind::R2Score: return "R2Score";
-    default: return nullptr;
-  }
-}
-
 Json metric_json(const MetricSpec& m, KerasJsonStyle style) {
-  const char* cls = keras_metric_class(m.kind);
+  const char* cls = metric_info(m.kind).keras_class;  // the metrics written as class_name/config objects
   if (!cls) return m.name;
   Json c = {{"name", m.name}, {"dtype", "float32"}};
   switch (m.kind) {
@@ -348,8 +330,9 @@ void metrics_from(const json& list, const std::string& file, const LossSpec& los
     std::string why = !spec || spec->kind == MetricKind::Perplexity ? "rnntrain has " + keras_metric_names() : "";
     if (why.empty() && m.is_object() && m.contains("config") && m["config"].is_object())
       why = metric_settings_from(m["config"], *spec, file);
-    if (why.empty() && keras_metric_class(spec->kind) && spec->kind != MetricKind::TopKCategoricalAccuracy &&
-        spec->kind != MetricKind::SparseTopKCategoricalAccuracy && loss_info(loss.kind).targets == Targets::Labels)
+    const MetricInfo* info = spec ? &metric_info(spec->kind) : nullptr;
+    if (why.empty() && info->keras_class && info->family != MetricFamily::Accuracy &&
+        loss_info(loss.kind).targets == Targets::Labels)
       why = fmt::format("it compares every output unit with a target of the same shape, and the loss {} takes class "
                         "labels", loss_name(loss.kind));
     if (!why.empty()) {

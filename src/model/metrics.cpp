@@ -41,8 +41,6 @@ int64_t argmax(const float* p, int64_t k) {  // first index of the maximum, as n
   return best;
 }
 
-enum class AccKind { Binary, Categorical, Sparse, TopK, SparseTopK };  // MetricForm::accuracy's codes
-
 // Keras' in_top_k (JAX): the label's prediction ranks 1 + (predictions above it); NaN ranks last.
 bool in_top_k(const float* p, int64_t k, int64_t label, int64_t top) {
   const float at = std::isnan(p[label]) ? -INFINITY : p[label];
@@ -63,40 +61,47 @@ MetricForm loss_form(const LossSpec& spec, const Shape& shape, const Tensor& tar
   return f;
 }
 
+// The metric whose rule an accuracy follows, for messages.
+const char* accuracy_name(AccuracyRule rule) {
+  for (const MetricInfo& m : kMetricInfos)
+    if (m.family == MetricFamily::Accuracy && m.accuracy == rule) return m.name;
+  return "accuracy";
+}
+
 // Keras compile()'s shape rule, for "accuracy" with a regression loss: one output unit -> binary;
 // targets with one axis fewer (or a trailing 1 against K > 1) -> sparse; else categorical.
-AccKind accuracy_by_shapes(const Tensor& pred, const Tensor& target) {
-  if (pred.dim(-1) == 1) return AccKind::Binary;
-  if (target.rank() < pred.rank() || (target.rank() > 0 && target.dim(-1) == 1)) return AccKind::Sparse;
-  return AccKind::Categorical;
+AccuracyRule accuracy_by_shapes(const Tensor& pred, const Tensor& target) {
+  if (pred.dim(-1) == 1) return AccuracyRule::Binary;
+  if (target.rank() < pred.rank() || (target.rank() > 0 && target.dim(-1) == 1)) return AccuracyRule::Sparse;
+  return AccuracyRule::Categorical;
 }
 
 class Accuracy : public MeanMetric {
  public:
-  // fixed: the kind, or nullopt to decide by shapes at each update. threshold: binary only.
-  Accuracy(std::string name, std::optional<AccKind> fixed, double threshold, int64_t top_k = 1)
-      : fixed_(fixed), threshold_(threshold), top_k_(top_k) {
+  // rule: ByLoss decides by the shapes at each update. threshold: binary only.
+  Accuracy(std::string name, AccuracyRule rule, double threshold, int64_t top_k = 1)
+      : rule_(rule), threshold_(threshold), top_k_(top_k) {
     name_ = std::move(name);
   }
 
   void update(const Tensor& pred, const Tensor& target, const Tensor* mask) override {
-    const AccKind kind = checked_kind(pred, target, mask);
+    const AccuracyRule kind = checked_kind(pred, target, mask);
     const TargetView v{shape_numel(pred.shape) / pred.dim(-1), pred.dim(-1)};
     // pred: [N, K]; target: [N, K] or labels [N]; one value per position in [0, 1].
     for (int64_t i = 0; i < v.n; ++i) {
       if (mask_weight(mask, i) == 0.0) continue;
       const float* p = pred.ptr() + i * v.k;
       double hit = 0.0;
-      if (kind == AccKind::Binary) {
+      if (kind == AccuracyRule::Binary) {
         const float* t = target.ptr() + i * v.k;
         int64_t same = 0;
         for (int64_t j = 0; j < v.k; ++j) same += t[j] == (p[j] > threshold_ ? 1.0f : 0.0f);
         hit = static_cast<double>(same) / static_cast<double>(v.k);
-      } else if (kind == AccKind::Categorical) {
+      } else if (kind == AccuracyRule::Categorical) {
         hit = argmax(target.ptr() + i * v.k, v.k) == argmax(p, v.k) ? 1.0 : 0.0;
-      } else if (kind == AccKind::TopK) {
+      } else if (kind == AccuracyRule::TopK) {
         hit = in_top_k(p, v.k, argmax(target.ptr() + i * v.k, v.k), top_k_) ? 1.0 : 0.0;
-      } else if (kind == AccKind::SparseTopK) {
+      } else if (kind == AccuracyRule::SparseTopK) {
         hit = in_top_k(p, v.k, static_cast<int64_t>(target[i]), top_k_) ? 1.0 : 0.0;
       } else {
         hit = target[i] == static_cast<float>(argmax(p, v.k)) ? 1.0 : 0.0;
@@ -111,21 +116,19 @@ class Accuracy : public MeanMetric {
     pred.shape = shape;
     MetricForm f;
     f.kind = MetricForm::Kind::Accuracy;
-    f.accuracy = static_cast<int>(checked_kind(pred, target, nullptr));
+    f.accuracy = checked_kind(pred, target, nullptr);
     f.threshold = threshold_;
     f.top_k = top_k_;
     return f;
   }
 
  private:
-  AccKind checked_kind(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
-    const AccKind kind = fixed_ ? *fixed_ : accuracy_by_shapes(pred, target);
-    static constexpr const char* kWho[] = {"binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
-                                           "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"};
-    const char* who = kWho[static_cast<int>(kind)];
-    if (kind == AccKind::Sparse || kind == AccKind::SparseTopK) {
+  AccuracyRule checked_kind(const Tensor& pred, const Tensor& target, const Tensor* mask) const {
+    const AccuracyRule kind = rule_ == AccuracyRule::ByLoss ? accuracy_by_shapes(pred, target) : rule_;
+    const char* who = accuracy_name(kind);
+    if (kind == AccuracyRule::Sparse || kind == AccuracyRule::SparseTopK) {
       const TargetView v = check_sparse_targets(who, pred, target, mask);
-      for (int64_t i = 0; kind == AccKind::SparseTopK && i < v.n; ++i)  // its labels index the predictions
+      for (int64_t i = 0; kind == AccuracyRule::SparseTopK && i < v.n; ++i)  // its labels index the predictions
         if (mask_weight(mask, i) != 0.0) checked_label(who, pred, target, i, v.k);
     } else {
       check_dense_targets(who, pred, target, mask);
@@ -133,7 +136,7 @@ class Accuracy : public MeanMetric {
     return kind;
   }
 
-  std::optional<AccKind> fixed_;
+  AccuracyRule rule_;
   double threshold_;
   int64_t top_k_;
 };
@@ -398,30 +401,6 @@ class Confusion : public Metric {
   std::vector<double> hist_;  // the positives' histograms, then the negatives'
 };
 
-const char* default_name(MetricKind k) {
-  switch (k) {
-    case MetricKind::Accuracy: return "accuracy";
-    case MetricKind::BinaryAccuracy: return "binary_accuracy";
-    case MetricKind::CategoricalAccuracy: return "categorical_accuracy";
-    case MetricKind::SparseCategoricalAccuracy: return "sparse_categorical_accuracy";
-    case MetricKind::MAE: return "mae";
-    case MetricKind::MSE: return "mse";
-    case MetricKind::Perplexity: return "perplexity";
-    case MetricKind::TopKCategoricalAccuracy: return "top_k_categorical_accuracy";
-    case MetricKind::SparseTopKCategoricalAccuracy: return "sparse_top_k_categorical_accuracy";
-    case MetricKind::Precision: return "precision";
-    case MetricKind::Recall: return "recall";
-    case MetricKind::AUC: return "auc";
-    case MetricKind::F1Score: return "f1_score";
-    case MetricKind::FBetaScore: return "fbeta_score";
-    case MetricKind::RMSE: return "root_mean_squared_error";
-    case MetricKind::MSLE: return "msle";
-    case MetricKind::LogCosh: return "logcosh";
-    case MetricKind::R2Score: return "r2_score";
-  }
-  return "?";
-}
-
 }  // namespace
 
 // The histograms' rule of a confusion metric; ConfigError where the loss or the output shape do not fit.
@@ -471,29 +450,25 @@ ConfusionRule confusion_rule(const MetricSpec& spec, const std::string& name, co
 }
 
 std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss, const Shape& out) {
-  std::string name = spec.name.empty() ? default_name(spec.kind) : spec.name;
-  // Binary accuracy thresholds probabilities at 0.5, logits at 0 (the same decision).
-  const double threshold = loss.from_logits ? 0.0 : 0.5;
-  switch (spec.kind) {
-    case MetricKind::Accuracy: {
-      std::optional<AccKind> kind;
-      switch (loss_info(loss.kind).accuracy) {
-        case AccuracyOf::None: break;
-        case AccuracyOf::Binary: kind = AccKind::Binary; break;
-        case AccuracyOf::Categorical: kind = AccKind::Categorical; break;
-        case AccuracyOf::Sparse: kind = AccKind::Sparse; break;
+  const MetricInfo& info = metric_info(spec.kind);
+  std::string name = spec.name.empty() ? info.name : spec.name;
+  switch (info.family) {
+    case MetricFamily::Accuracy: {
+      AccuracyRule rule = info.accuracy;
+      if (rule == AccuracyRule::ByLoss) {
+        switch (loss_info(loss.kind).accuracy) {
+          case AccuracyOf::None: break;
+          case AccuracyOf::Binary: rule = AccuracyRule::Binary; break;
+          case AccuracyOf::Categorical: rule = AccuracyRule::Categorical; break;
+          case AccuracyOf::Sparse: rule = AccuracyRule::Sparse; break;
+        }
       }
-      return std::make_unique<Accuracy>(name, kind, threshold);
+      // Binary accuracy thresholds probabilities at 0.5, logits at 0 (the same decision).
+      const bool top_k = rule == AccuracyRule::TopK || rule == AccuracyRule::SparseTopK;
+      return std::make_unique<Accuracy>(name, rule, loss.from_logits ? 0.0 : 0.5, top_k ? spec.k : 1);
     }
-    case MetricKind::BinaryAccuracy: return std::make_unique<Accuracy>(name, AccKind::Binary, threshold);
-    case MetricKind::CategoricalAccuracy: return std::make_unique<Accuracy>(name, AccKind::Categorical, threshold);
-    case MetricKind::SparseCategoricalAccuracy: return std::make_unique<Accuracy>(name, AccKind::Sparse, threshold);
-    case MetricKind::MAE: return std::make_unique<ErrorMean>(name, LossKind::MAE);
-    case MetricKind::MSE: return std::make_unique<ErrorMean>(name, LossKind::MSE);
-    case MetricKind::RMSE: return std::make_unique<ErrorMean>(name, LossKind::MSE, true);
-    case MetricKind::MSLE: return std::make_unique<ErrorMean>(name, LossKind::MSLE);
-    case MetricKind::LogCosh: return std::make_unique<ErrorMean>(name, LossKind::LogCosh);
-    case MetricKind::R2Score:
+    case MetricFamily::ErrorMean: return std::make_unique<ErrorMean>(name, info.error, info.root);
+    case MetricFamily::R2:
       if (out.size() != 1)
         throw ConfigError(fmt::format("metric '{}': Keras' R2Score takes one prediction per sample ([batch, units]), "
                                       "but the model's output is {} per sample; use mse or mae, or return_sequences: "
@@ -504,17 +479,9 @@ std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss
                                       "classes; use it with a regression loss (mse, mae, huber, ...)",
                                       name, loss_name(loss.kind)));
       return std::make_unique<R2Score>(name, spec, out.back());
-    case MetricKind::TopKCategoricalAccuracy:
-      return std::make_unique<Accuracy>(name, AccKind::TopK, threshold, spec.k);
-    case MetricKind::SparseTopKCategoricalAccuracy:
-      return std::make_unique<Accuracy>(name, AccKind::SparseTopK, threshold, spec.k);
-    case MetricKind::Precision:
-    case MetricKind::Recall:
-    case MetricKind::AUC:
-    case MetricKind::F1Score:
-    case MetricKind::FBetaScore:
+    case MetricFamily::Confusion:
       return std::make_unique<Confusion>(name, spec, confusion_rule(spec, name, loss, out), out.empty() ? 1 : out.back());
-    case MetricKind::Perplexity:
+    case MetricFamily::Perplexity:
       if (!over_classes(loss_info(loss.kind)))
         throw ConfigError(fmt::format("metric '{}' needs a class distribution per step, but the loss is {}; use it "
                                       "with train.loss categorical_crossentropy or sparse_categorical_crossentropy, "

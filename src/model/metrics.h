@@ -22,7 +22,7 @@ struct MetricForm {
   enum class Kind { Loss, Accuracy, Confusion, Moments };
   Kind kind = Kind::Loss;
   LossSpec loss;           // Loss: the per-position values of this loss (mae, mse, perplexity's crossentropy)
-  int accuracy = 0;        // Accuracy: 0 binary, 1 categorical, 2 sparse, 3 top-k categorical, 4 top-k sparse
+  AccuracyRule accuracy = AccuracyRule::Binary;  // Accuracy: its rule, resolved (never ByLoss)
   double threshold = 0.5;  // binary
   int64_t top_k = 1;       // top-k
   ConfusionRule confusion;
@@ -59,7 +59,7 @@ class Metric {
   std::string name_;
 };
 
-// Resolves MetricKind::Accuracy by the loss (binary, categorical or sparse) and, for losses
+// Resolves "accuracy" (AccuracyRule::ByLoss) by the loss (binary, categorical or sparse) and, for losses
 // with from_logits, makes accuracy and perplexity read logits correctly. `out`: the model's output
 // shape without the batch axis. ConfigError for a metric the loss or the output cannot have.
 std::unique_ptr<Metric> make_metric(const MetricSpec& spec, const LossSpec& loss, const Shape& out);

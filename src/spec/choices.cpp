@@ -53,46 +53,9 @@ constexpr Choice<InitKind> kInitKinds[] = {
 constexpr Choice<MergeMode> kMergeModes[] = {
     {"concat", MergeMode::Concat}, {"sum", MergeMode::Sum}, {"mul", MergeMode::Mul}, {"ave", MergeMode::Ave}};
 
-constexpr Choice<DataFormat> kFormats[] = {
-    {"hdf5", DataFormat::Hdf5}, {"npy", DataFormat::Npy},   {"npz", DataFormat::Npz},
-    {"csv", DataFormat::Csv},   {"csv_sequences", DataFormat::CsvSequences}, {"text", DataFormat::Text},
-    {"synthetic", DataFormat::Synthetic},
-    {"h5", DataFormat::Hdf5, true},
-};
-
 constexpr Choice<Scaling> kScalings[] = {
     {"none", Scaling::None}, {"standard", Scaling::Standard}, {"minmax", Scaling::MinMax},
     {"min_max", Scaling::MinMax, true}};
-
-
-constexpr Choice<MetricKind> kMetrics[] = {
-    {"accuracy", MetricKind::Accuracy},
-    {"binary_accuracy", MetricKind::BinaryAccuracy},
-    {"categorical_accuracy", MetricKind::CategoricalAccuracy},
-    {"sparse_categorical_accuracy", MetricKind::SparseCategoricalAccuracy},
-    {"mae", MetricKind::MAE},
-    {"mse", MetricKind::MSE},
-    {"perplexity", MetricKind::Perplexity},
-    {"top_k_categorical_accuracy", MetricKind::TopKCategoricalAccuracy},
-    {"sparse_top_k_categorical_accuracy", MetricKind::SparseTopKCategoricalAccuracy},
-    {"precision", MetricKind::Precision},
-    {"recall", MetricKind::Recall},
-    {"auc", MetricKind::AUC},
-    {"f1_score", MetricKind::F1Score},
-    {"fbeta_score", MetricKind::FBetaScore},
-    {"root_mean_squared_error", MetricKind::RMSE},
-    {"msle", MetricKind::MSLE},
-    {"logcosh", MetricKind::LogCosh},
-    {"r2_score", MetricKind::R2Score},
-    {"acc", MetricKind::Accuracy, true},
-    {"mean_absolute_error", MetricKind::MAE, true},
-    {"mean_squared_error", MetricKind::MSE, true},
-    {"rmse", MetricKind::RMSE, true},
-    {"mean_squared_logarithmic_error", MetricKind::MSLE, true},
-    {"log_cosh", MetricKind::LogCosh, true},
-    {"log_cosh_error", MetricKind::LogCosh, true},
-};
-
 
 constexpr Choice<AucCurve> kCurves[] = {
     {"ROC", AucCurve::ROC}, {"PR", AucCurve::PR}, {"roc", AucCurve::ROC, true}, {"pr", AucCurve::PR, true}};
@@ -146,7 +109,16 @@ std::span<const Choice<Activation>> activations() { return kActivations; }
 std::span<const Choice<InitKind>> init_kinds() { return kInitKinds; }
 std::span<const Choice<ConstraintKind>> constraint_kinds() { return kConstraintKinds; }
 std::span<const Choice<MergeMode>> merge_modes() { return kMergeModes; }
-std::span<const Choice<DataFormat>> data_formats() { return kFormats; }
+std::span<const Choice<DataFormat>> data_formats() {
+  static const std::vector<Choice<DataFormat>> formats = [] {
+    std::vector<Choice<DataFormat>> v;
+    for (const DataFormatInfo& f : kDataFormats) v.push_back({f.name, f.kind});
+    for (const DataFormatInfo& f : kDataFormats)
+      for (const char* const* a = f.aliases; *a; ++a) v.push_back({*a, f.kind, true});
+    return v;
+  }();
+  return formats;
+}
 std::span<const Choice<Scaling>> scalings() { return kScalings; }
 std::span<const Choice<LossKind>> loss_kinds() {
   static const std::vector<Choice<LossKind>> kinds = [] {
@@ -161,7 +133,16 @@ std::span<const Choice<LossKind>> loss_kinds() {
   }();
   return kinds;
 }
-std::span<const Choice<MetricKind>> metric_kinds() { return kMetrics; }
+std::span<const Choice<MetricKind>> metric_kinds() {
+  static const std::vector<Choice<MetricKind>> kinds = [] {
+    std::vector<Choice<MetricKind>> v;
+    for (const MetricInfo& m : kMetricInfos) v.push_back({m.name, m.kind});
+    for (const MetricInfo& m : kMetricInfos)  // aliases last: messages list the names first
+      for (const char* const* a = m.aliases; *a; ++a) v.push_back({*a, m.kind, true});
+    return v;
+  }();
+  return kinds;
+}
 std::span<const Choice<AucCurve>> auc_curves() { return kCurves; }
 std::span<const Choice<AucSummation>> auc_summations() { return kSummations; }
 std::span<const Choice<FAverage>> f_averages() { return kAverages; }

@@ -11,7 +11,9 @@
 
 #include "core/tensor.h"
 #include "spec/activations.h"
+#include "spec/data_formats.h"
 #include "spec/losses.h"
+#include "spec/metrics.h"
 #include "spec/optimizers.h"
 
 namespace rnntrain {
@@ -121,8 +123,7 @@ struct ModelSpec {
   std::optional<std::string> init_from;  // a checkpoint or weights file to start from
 };
 
-// One data source. `format` is inferred from the path's suffix when not given.
-enum class DataFormat { Hdf5, Npy, Npz, Csv, CsvSequences, Text, Synthetic };
+// One data source. `format` (spec/data_formats.h) is inferred from the path's suffix when not given.
 enum class Scaling { None, Standard, MinMax };
 struct DataSource {
   DataFormat format = DataFormat::Hdf5;
@@ -161,28 +162,7 @@ struct DataSpec {
 
 // LossKind and LossSpec: spec/losses.h, with the losses' descriptors.
 
-// "accuracy" resolves to binary/categorical/sparse by the loss, as Keras does. The rest are Keras'
-// metrics of the same names (model/metrics.cpp).
-enum class MetricKind {
-  Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, MAE, MSE, Perplexity,
-  TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall, AUC, F1Score, FBetaScore,
-  RMSE, MSLE, LogCosh, R2Score
-};
-// Whether a metric improves upwards (Keras' metric _direction "up"): what mode "auto" of early
-// stopping, the best checkpoint and reduce_on_plateau follows.
-constexpr bool metric_rises(MetricKind k) {
-  switch (k) {
-    case MetricKind::MAE: case MetricKind::MSE: case MetricKind::Perplexity: case MetricKind::RMSE:
-    case MetricKind::MSLE: case MetricKind::LogCosh:
-      return false;
-    case MetricKind::Accuracy: case MetricKind::BinaryAccuracy: case MetricKind::CategoricalAccuracy:
-    case MetricKind::SparseCategoricalAccuracy: case MetricKind::TopKCategoricalAccuracy:
-    case MetricKind::SparseTopKCategoricalAccuracy: case MetricKind::Precision: case MetricKind::Recall:
-    case MetricKind::AUC: case MetricKind::F1Score: case MetricKind::FBetaScore: case MetricKind::R2Score:
-      return true;
-  }
-  return false;
-}
+// MetricKind and the metrics' descriptors: spec/metrics.h.
 enum class AucCurve { ROC, PR };
 enum class AucSummation { Interpolation, Minoring, Majoring };
 enum class FAverage { Micro, Macro, Weighted };
@@ -340,7 +320,3 @@ struct Config {
 
 }  // namespace rnntrain
 
-namespace rnntrain {
-// The data format a path's suffix implies, in any case (.h5 .hdf5 -> Hdf5, .npy, .npz, .csv, .txt -> Text).
-std::optional<DataFormat> data_format_from_path(const std::string& path);
-}  // namespace rnntrain

@@ -57,19 +57,29 @@ const char* activation_name(Activation a) {
 
 namespace rnntrain {
 
-std::optional<DataFormat> data_format_from_path(const std::string& path) {
+bool data_format_takes(DataFormat f, const std::string& path) {
   std::string lower = path;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  auto ends = [&](const char* s) {
-    const std::string suf(s);
-    return lower.size() >= suf.size() && lower.compare(lower.size() - suf.size(), suf.size(), suf) == 0;
-  };
-  if (ends(".h5") || ends(".hdf5")) return DataFormat::Hdf5;
-  if (ends(".npy")) return DataFormat::Npy;
-  if (ends(".npz")) return DataFormat::Npz;
-  if (ends(".csv")) return DataFormat::Csv;
-  if (ends(".txt")) return DataFormat::Text;
+  for (const char* const* s = data_format_info(f).suffixes; *s; ++s)
+    if (lower.ends_with(*s)) return true;
+  return false;
+}
+
+std::optional<DataFormat> data_format_from_path(const std::string& path) {
+  for (const DataFormatInfo& f : kDataFormats)
+    if (data_format_takes(f.kind, path)) return f.kind;
   return std::nullopt;
+}
+
+std::string data_suffixes() {
+  std::string out;
+  for (const DataFormatInfo& f : kDataFormats)
+    for (const char* const* s = f.suffixes; *s; ++s)
+      if (data_format_from_path(*s) == f.kind) {  // once each: the format it implies lists it
+        if (!out.empty()) out += ' ';
+        out += *s;
+      }
+  return out;
 }
 
 }  // namespace rnntrain

@@ -12,24 +12,11 @@ namespace {
 
 using Keys = std::span<const char* const>;
 
-constexpr const char* kArrayKeys[] = {"format", "path", "inputs", "targets", "lengths", "sample_weight"};  // hdf5, npz
-constexpr const char* kNpyKeys[] = {"format", "path", "inputs", "targets", "lengths", "sample_weight"};
-constexpr const char* kCsvKeys[] = {"format", "path", "window", "horizon", "stride", "features", "targets", "scaling"};
-constexpr const char* kSequenceKeys[] = {"format", "path", "id", "features", "targets", "scaling"};
-constexpr const char* kTextKeys[] = {"format", "path", "seq_len"};
-constexpr const char* kSyntheticKeys[] = {"format", "task", "samples", "timesteps", "seed"};
-
 Keys keys_of(DataFormat f) {
-  switch (f) {
-    case DataFormat::Hdf5:
-    case DataFormat::Npz: return kArrayKeys;
-    case DataFormat::Npy: return kNpyKeys;
-    case DataFormat::Csv: return kCsvKeys;
-    case DataFormat::CsvSequences: return kSequenceKeys;
-    case DataFormat::Text: return kTextKeys;
-    case DataFormat::Synthetic: return kSyntheticKeys;
-  }
-  return {};
+  const char* const* k = data_format_info(f).keys;
+  size_t n = 0;
+  while (k[n]) ++n;
+  return {k, n};
 }
 
 std::string lower_suffix(const std::string& path) {
@@ -41,22 +28,27 @@ std::string lower_suffix(const std::string& path) {
   return s;
 }
 
-const char* kFormatHint = "add format: hdf5, npy, npz, csv, csv_sequences, text or synthetic";
+std::string format_hint() {
+  std::string names;
+  for (const DataFormatInfo& f : kDataFormats) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  return "add format: " + names;
+}
 
-// The format: given, or from the suffix of `path` (.h5 .hdf5 .npz .npy .csv .txt), or npy when
-// the inputs are .npy files.
+// The format: given, or from the suffix of `path` (data_suffixes()), or npy when the inputs are .npy
+// files.
 DataFormat infer_format(const Value& v) {
   if (auto f = v.get("format")) return read_enum(*f, data_formats(), "data format");
   if (auto p = v.get("path")) {
     if (auto f = data_format_from_path(p->as_string())) return *f;
     const std::string suffix = lower_suffix(p->as_string());
     p->fail(fmt::format("cannot tell the data format from {}; {}",
-                        suffix.empty() ? "a path without a suffix" : "the suffix '" + suffix + "'", kFormatHint));
+                        suffix.empty() ? "a path without a suffix" : "the suffix '" + suffix + "'", format_hint()));
   }
   if (auto in = v.get("inputs"))
-    if (in->is_scalar() && lower_suffix(in->as_string()) == ".npy") return DataFormat::Npy;
+    if (in->is_scalar() && data_format_takes(DataFormat::Npy, in->as_string())) return DataFormat::Npy;
   if (v.has("task")) v.fail("synthetic data needs format: synthetic");
-  v.fail(fmt::format("cannot tell the data format: give path: with a .h5/.npz/.npy/.csv/.txt file, or {}", kFormatHint));
+  v.fail(fmt::format("cannot tell the data format: give path: with a file ending in one of {}, or {}", data_suffixes(),
+                     format_hint()));
 }
 
 // csv `features` and `targets`: column names, a single name allowed for one column.
@@ -75,9 +67,8 @@ DataSource read_source(const Value& v) {
   s.format = infer_format(v);
   s.loc = v.loc();
   const char* fname = enum_name(data_formats(), s.format);
-  const Value::Sibling others[] = {{"hdf5/npz data", kArrayKeys}, {"npy data", kNpyKeys}, {"csv data", kCsvKeys},
-                                   {"csv_sequences data", kSequenceKeys},
-                                   {"text data", kTextKeys}, {"synthetic data", kSyntheticKeys}};
+  std::vector<Value::Sibling> others;
+  for (const DataFormatInfo& f : kDataFormats) others.push_back({fmt::format("{} data", f.name), keys_of(f.kind)});
   v.check_keys(keys_of(s.format), fmt::format("{} data", fname), others);
   auto count = [&](const char* key, int64_t lo, int64_t hi, const char* example) {
     return v.need(key, fmt::format("; {} data needs {}, e.g. {}", fname, key, example)).as_int(lo, hi);

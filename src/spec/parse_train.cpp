@@ -110,17 +110,9 @@ LossSpec read_loss(const Value& v) {
 
 // The keys a metric of `kind` takes, besides type and name.
 std::vector<const char*> metric_keys(MetricKind kind) {
-  switch (kind) {
-    case MetricKind::TopKCategoricalAccuracy:
-    case MetricKind::SparseTopKCategoricalAccuracy: return {"k"};
-    case MetricKind::Precision:
-    case MetricKind::Recall: return {"thresholds", "class_id"};
-    case MetricKind::AUC: return {"num_thresholds", "curve", "summation_method", "multi_label", "from_logits"};
-    case MetricKind::F1Score: return {"average", "threshold"};
-    case MetricKind::FBetaScore: return {"average", "beta", "threshold"};
-    case MetricKind::R2Score: return {"class_aggregation", "num_regressors"};
-    default: return {};
-  }
+  std::vector<const char*> out;
+  for (const char* const* k = metric_info(kind).keys; *k; ++k) out.push_back(*k);
+  return out;
 }
 
 // A metric: its name, or a map {type: auc, curve: PR, name: pr_auc} with the keys of Keras' class.

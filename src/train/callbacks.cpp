@@ -72,7 +72,7 @@ bool monitor_is_max(const std::string& monitor, MonitorMode mode, const std::vec
   if (monitor.ends_with("loss")) return false;
   const std::string name = monitor.starts_with("val_") ? monitor.substr(4) : monitor;
   for (const MetricSpec& m : metrics)
-    if (m.name == name) return metric_rises(m.kind);
+    if (m.name == name) return metric_info(m.kind).rises;
   return monitor.find("acc") != std::string::npos;
 }
 

@@ -36,7 +36,7 @@ Config with_absolute_paths(const Config& cfg) {
   for (auto* src : {&out.data.train, &out.data.validation, &out.data.test}) {
     if (!*src) continue;
     fix((*src)->path);
-    if ((*src)->format == DataFormat::Npy) {
+    if (data_format_info((*src)->format).files == DataFiles::PerArray) {
       fix((*src)->inputs);
       fix((*src)->targets);
       fix((*src)->lengths);

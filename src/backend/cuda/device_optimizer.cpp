@@ -126,12 +126,12 @@ void DeviceOptimizer::apply(double* nonfinite, double* penalty) {
     CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * nv, st));
     k::sum_squares_by_var(store_.g(), var_ids_, store_.size(), sums, st);
     const bool per_var = is_set(spec_.clipnorm);
-    k::clip_factors(sums, nv, per_var ? 1 : 2, per_var ? *spec_.clipnorm : *spec_.global_clipnorm,
+    k::clip_factors(sums, nv, per_var, per_var ? *spec_.clipnorm : *spec_.global_clipnorm,
                     factors_.ensure(nv), st);
     if (share_) share_(factors_.get(), nv);
-    a.clip = 1, a.factors = factors_.get(), a.var = var_ids_;
+    a.clip = k::GradClip::Factors, a.factors = factors_.get(), a.var = var_ids_;
   } else if (is_set(spec_.clipvalue)) {
-    a.clip = 3, a.clipvalue = static_cast<float>(*spec_.clipvalue);
+    a.clip = k::GradClip::Value, a.clipvalue = static_cast<float>(*spec_.clipvalue);
   }
   a.sched = static_cast<const float*>(sched_.dev());
   if (tensor_) tensor_->apply(a);

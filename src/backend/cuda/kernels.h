@@ -10,6 +10,7 @@
 #include "spec/constraint_rule.h"
 #include "spec/confusion.h"
 #include "spec/losses.h"
+#include "spec/metrics.h"
 #include "spec/optimizers.h"
 
 namespace rnntrain::cuda::k {
@@ -135,7 +136,7 @@ void invert_count(const double* count, double* out, cudaStream_t s);
 // Keras' accuracies as the metric sums: sum += per-position hits (binary: the share of the k outputs
 // thresholded right; categorical: argmax of target == argmax of pred; sparse: label == argmax).
 struct AccuracyArgs {
-  int mode = 0;  // 0 binary, 1 categorical, 2 sparse, 3 top-k categorical, 4 top-k sparse
+  AccuracyRule rule = AccuracyRule::Binary;  // resolved: never ByLoss
   float threshold = 0.5f;
   int64_t top_k = 1;
   const float* pred = nullptr;    // [n, k]
@@ -184,18 +185,20 @@ void activity_regularizer(const float* y, float* dy, int64_t n, double l1, doubl
 void constrain(float* w, const int32_t* slice, int64_t n, const ConstraintRule* rules, const double* sums,
                const int* skip, cudaStream_t s);
 constexpr int kSchedFloats = 6;
+// How the optimizer clips a gradient: not, by its variable's factor (clipnorm and global_clipnorm,
+// from clip_factors), or to [-clipvalue, clipvalue].
+enum class GradClip { None, Factors, Value };
 struct OptArgs {
   float* p = nullptr;
   float* g = nullptr;
   const uint32_t* trained = nullptr;  // bit i of word i / 32: element i is trained (not a frozen bias or gap)
-  const int32_t* var = nullptr;       // [n] variable ids, for clip 1 only
+  const int32_t* var = nullptr;       // [n] variable ids, for GradClip::Factors only
   float* s[SlotKinds::kMax] = {};  // the slots, in the order of the kind's descriptor, then its scratch
   unsigned copy_slots = 0;         // bit k: slot k starts as the parameter (copied before decay at step 1)
   int64_t n = 0;
-  // clipping: 0 none, 1 per-variable factors, 2 one factor, 3 clip value
-  int clip = 0;
-  const float* factors = nullptr;  // per variable (clip 1)
-  float factor = 1.0f, clipvalue = 0.0f;
+  GradClip clip = GradClip::None;
+  const float* factors = nullptr;  // per variable (GradClip::Factors)
+  float clipvalue = 0.0f;          // GradClip::Value
   // On the device, so that a captured step reads each step's values: the descriptor's StepScalars
   // (lr, k[0..2]), lr * weight_decay (0: none) and 1 at the first step, kSchedFloats floats.
   const float* sched = nullptr;
@@ -263,7 +266,7 @@ void from_half(const void* in, float* out, int64_t n, bool bf16, bool accumulate
 void unscale_check(float* g, const uint32_t* trained, int64_t n, const float* scale, int* found, cudaStream_t s);
 // The dynamic loss scale after a step: halve on *found, double after `interval` good steps; clears *found.
 void update_scale(float* scale, int* good, int* found, int interval, cudaStream_t s);
-// factors[nv] from per-variable sums of squares: mode 1 clipnorm (per variable), 2 global_clipnorm.
-void clip_factors(const double* sums, int64_t nv, int mode, double c, float* factors, cudaStream_t s);
+// factors[nv] from per-variable sums of squares: clipnorm per variable, else global_clipnorm.
+void clip_factors(const double* sums, int64_t nv, bool per_variable, double c, float* factors, cudaStream_t s);
 
 }  // namespace rnntrain::cuda::k

@@ -91,10 +91,10 @@ __global__ void update_scale_k(float* scale, int* good, int* found, int interval
   *found = 0;
 }
 
-// One block: factors[v] from the per-variable sums of squares. mode 1: clipnorm per variable;
-// mode 2: global_clipnorm (one factor for all; a NaN norm gives NaN, as Keras).
-__global__ void clip_factors_k(const double* sums, int64_t nv, int mode, double c, float* factors) {
-  if (mode == 1) {
+// One block: factors[v] from the per-variable sums of squares: clipnorm per variable, else
+// global_clipnorm (one factor for all; a NaN norm gives NaN, as Keras).
+__global__ void clip_factors_k(const double* sums, int64_t nv, bool per_variable, double c, float* factors) {
+  if (per_variable) {
     for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
       const double norm = sqrt(sums[v]);
       factors[v] = norm > c ? static_cast<float>(c / norm) : 1.0f;
@@ -163,9 +163,9 @@ void update_scale(float* scale, int* good, int* found, int interval, cudaStream_
   LAUNCH_CHECK("update_scale");
 }
 
-void clip_factors(const double* sums, int64_t nv, int mode, double c, float* factors, cudaStream_t s) {
+void clip_factors(const double* sums, int64_t nv, bool per_variable, double c, float* factors, cudaStream_t s) {
   if (nv == 0) return;
-  clip_factors_k<<<1, kThreads, 0, s>>>(sums, nv, mode, c, factors);
+  clip_factors_k<<<1, kThreads, 0, s>>>(sums, nv, per_variable, c, factors);
   LAUNCH_CHECK("clip_factors");
 }
 

@@ -18,9 +18,8 @@ __global__ void gather_k(OptArgs a, const TensorVar* vars, const int64_t* pos, c
     const float decay = a.sched[0] * vars[var[j]].wd;
     const int64_t i = pos[j];
     float x = a.g[i];
-    if (a.clip == 1) x *= a.factors[var[j]];
-    else if (a.clip == 2) x *= a.factor;
-    else if (a.clip == 3) x = fminf(fmaxf(x, -a.clipvalue), a.clipvalue);
+    if (a.clip == GradClip::Factors) x *= a.factors[var[j]];
+    else if (a.clip == GradClip::Value) x = fminf(fmaxf(x, -a.clipvalue), a.clipvalue);
     float w = a.p[i];
     if (decay > 0.0f) w -= w * decay;
     g[j] = x, p[j] = w;

@@ -118,16 +118,16 @@ __global__ void accuracy_k(AccuracyArgs a) {
   GRID_LOOP(i, a.n) {
     if (a.mask && !a.mask[i]) continue;
     const float* p = a.pred + i * K;
-    if (a.mode == 0) {
+    if (a.rule == AccuracyRule::Binary) {
       const float* t = a.target + i * K;
       int64_t same = 0;
       for (int64_t j = 0; j < K; ++j) same += t[j] == (p[j] > a.threshold ? 1.0f : 0.0f);
       acc += static_cast<double>(same) / static_cast<double>(K);
       continue;
     }
-    if (a.mode >= 3) {  // top-k: Keras' in_top_k (JAX) of the label, the target's argmax or its index
+    if (a.rule == AccuracyRule::TopK || a.rule == AccuracyRule::SparseTopK) {  // top-k: Keras' in_top_k (JAX) of the label, the target's argmax or its index
       int64_t label = 0;
-      if (a.mode == 4) {
+      if (a.rule == AccuracyRule::SparseTopK) {
         label = static_cast<int64_t>(a.target[i]);
       } else {
         const float* t = a.target + i * K;
@@ -144,7 +144,7 @@ __global__ void accuracy_k(AccuracyArgs a) {
     int64_t best = 0;  // the first index of the maximum, as numpy's argmax
     for (int64_t j = 1; j < K; ++j)
       if (p[j] > p[best]) best = j;
-    if (a.mode == 2) {
+    if (a.rule == AccuracyRule::Sparse) {
       acc += a.target[i] == static_cast<float>(best) ? 1.0 : 0.0;
     } else {
       const float* t = a.target + i * K;
@@ -216,9 +216,8 @@ __global__ void optimizer_k(OptArgs a, Rule rule) {
   GRID_LOOP(i, a.n) {
     if (!bit_set(a.trained, i)) continue;
     float g = a.g[i];
-    if (a.clip == 1) g *= a.factors[a.var[i]];
-    else if (a.clip == 2) g *= a.factor;
-    else if (a.clip == 3) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
+    if (a.clip == GradClip::Factors) g *= a.factors[a.var[i]];
+    else if (a.clip == GradClip::Value) g = fminf(fmaxf(g, -a.clipvalue), a.clipvalue);
     float p = a.p[i];
     if (first)
       for (int k = 0; k < SlotKinds::kMax; ++k)

@@ -341,7 +341,7 @@ double Session::Impl::loss(const DevTensor& pred, const float* yd, const Batch& 
       k::loss(loss_args(f.loss, at), st);
     } else if (f.kind == MetricForm::Kind::Accuracy) {
       k::AccuracyArgs c;
-      c.mode = f.accuracy, c.threshold = static_cast<float>(f.threshold), c.top_k = f.top_k;
+      c.rule = f.accuracy, c.threshold = static_cast<float>(f.threshold), c.top_k = f.top_k;
       c.pred = pred.ptr, c.target = yd, c.mask = mask ? m.dev : nullptr;
       c.n = N, c.k = K, c.sum = at;
       k::accuracy(c, st);
