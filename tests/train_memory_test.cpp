@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "spec/parse.h"
 #include "train/memory.h"

@@ -10,7 +10,7 @@
 #include <map>
 #include <utility>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "data/loaders.h"
 

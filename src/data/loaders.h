@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "data/dataset.h"
 
 namespace rnntrain {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "io/h5_detail.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <optional>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "io/h5_detail.h"
 

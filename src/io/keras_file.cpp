@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/log.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <set>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "core/files.h"
 

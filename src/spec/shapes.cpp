@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 
 namespace rnntrain {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/checked.h"
+#include "core/sizes.h"
 #include "core/error.h"
 #include "spec/shapes.h"
 #include "backend/engine.h"

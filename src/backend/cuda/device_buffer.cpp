@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "backend/cuda/device_buffer.h"
 
 namespace rnntrain::cuda {

@@ -20,7 +20,7 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b);
 }
 
-// Launch errors surface here; the backend's callers turn them into RuntimeError via check.h.
+// Launch errors surface here; the backend's callers turn them into RuntimeError via api_errors.h.
 void check_launch(const char* kernel, const char* file, int line);
 #define LAUNCH_CHECK(name) ::rnntrain::cuda::k::check_launch(name, __FILE__, __LINE__)
 

@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/wavefront_kernels.h"
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "core/error.h"
 #include "dist/comm.h"
 

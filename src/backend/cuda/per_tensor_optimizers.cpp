@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/blas.h"
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "core/error.h"
 
 namespace rnntrain::cuda {

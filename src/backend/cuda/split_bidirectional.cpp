@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/stage.h"
 #include "core/error.h"

@@ -26,7 +26,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "backend/cuda/sm90a/launch.cuh"
 #include "backend/cuda/sm90a/sm90.cuh"
 #include "backend/cuda/wavefront_kernels.h"

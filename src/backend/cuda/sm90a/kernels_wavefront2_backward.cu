@@ -39,7 +39,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "backend/cuda/sm90a/launch.cuh"
 #include "backend/cuda/sm90a/sm90.cuh"
 #include "backend/cuda/wavefront_kernels.h"

@@ -3,7 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 #include "backend/cuda/wavefront_kernels.h"
 
 namespace rnntrain::cuda::wf::sm90 {

@@ -1,5 +1,5 @@
-// Checked size arithmetic and the machine's memory (see checked.h).
-#include "core/checked.h"
+// Checked size arithmetic and the machine's memory (see sizes.h).
+#include "core/sizes.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
-// The failure paths of check.h: one message per failed call with the call text, file:line, the
+// The failure paths of api_errors.h: one message per failed call with the call text, file:line, the
 // library's own error text and, where one applies, what to do next.
-#include "backend/cuda/check.h"
+#include "backend/cuda/api_errors.h"
 
 #include <fmt/format.h>
 

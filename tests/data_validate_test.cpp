@@ -229,7 +229,7 @@ TEST(CheckTest, TokenIdsMustBeIntegersBelowInputDim) {
 
 TEST(CheckTest, MessagesSpellTheLossAsTheConfigDoes) {
   // check_dataset and the train library share one loss_name: the spelling a user writes in train.loss
-  // (train_loss_test checks every spelling).
+  // (model_loss_test checks every spelling).
   Dataset d = features(6, 5, 2, 3);
   d.y = Tensor({6, 4});
   const std::string msg = failure(d, feature_model(5, 2, 3), LossKind::MSE);
