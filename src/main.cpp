@@ -1,11 +1,11 @@
 // rnntrain's entry point: everything happens in cli/.
 #include <malloc.h>
 
-#include "backend/cpu/blas_env.h"
+#include "backend/engine.h"
 #include "cli/cli.h"
 
 int main(int argc, char** argv) {
-  rnntrain::configure_blas(argv);
+  rnntrain::configure_cpu_libraries(argv);
 #ifdef __GLIBC__
   // A training step allocates and frees the same large activation buffers every step. By default
   // glibc maps each from the kernel and returns it on free, so every step pays page faults again

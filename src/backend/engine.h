@@ -95,6 +95,17 @@ int64_t gpu_wavefront_passes();
 int64_t gpu_wavefront2_passes();  // of them, those on the second design's forward kernel
 int64_t gpu_wavefront2_backward_passes();  // stack backward passes on the second design's backward kernel
 
+// How cfg.device runs the resolved model, for `rnntrain plan`: on a usable GPU, the planner's GPU plan
+// (plan/gpu_plan.h: masks, split bidirectional stacks, own kernels; with plan.precision or plan.algo
+// auto, the plan for bf16 and the wavefront kernels, which autotune measures against cuDNN); on the
+// CPU, which stacks run on oneDNN and which on the reference ops, and why.
+std::string describe_execution(const Config& cfg, const ResolvedModel& model);
+// The CPU libraries' settings that only the environment gives, set before they load: re-executes the
+// program with them (backend/cpu/blas_env.h). Call first in main().
+void configure_cpu_libraries(char** argv);
+// The CPU BLAS's thread count and build configuration, for reports.
+int blas_threads();
+std::string blas_config();
 // The CPU engine (engine_cpu.cpp), whatever cfg.device says.
 std::unique_ptr<Engine> make_cpu_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks = nullptr);
 

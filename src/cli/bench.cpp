@@ -35,11 +35,6 @@
 #include "backend/engine.h"
 #include "train/trainer.h"
 
-// OpenBLAS is the CPU backend's BLAS (CMakeLists.txt requires it); asked only to report its
-// configuration and thread count.
-extern "C" int openblas_get_num_threads(void);
-extern "C" char* openblas_get_config(void);
-
 namespace rnntrain {
 namespace {
 
@@ -304,7 +299,7 @@ void print_report(const Bench& b) {
     std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", b.batches.size(),
                 b.cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", b.padding);
   std::printf("model FLOPs per step %.4g (%s of the recurrent layers); BLAS threads %d\n", b.flops,
-              a.inference ? "the forward" : "3 x forward", openblas_get_num_threads());
+              a.inference ? "the forward" : "3 x forward", blas_threads());
   std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s %9s\n", "candidate", "plan", "ms/step", "min", "max",
               "seq/s", "TFLOP/s", "host MiB", "device MiB", "graphs", "captures");
   for (const auto& c : b.cands) {
@@ -364,8 +359,8 @@ void write_json(const Bench& b) {
   for (const auto& s : a.args)
     if (s.find('=') != std::string::npos) j["overrides"].push_back(s);
   j["hardware"] = {{"device", b.device}, {"gpu", gpu_description()}, {"cpu", cpu_model()},
-                   {"cores", std::thread::hardware_concurrency()}, {"blas_threads", openblas_get_num_threads()}};
-  j["versions"] = {{"rnntrain", RNNTRAIN_VERSION}, {"compiler", std::string("gcc-compatible ") + __VERSION__}, {"blas", openblas_get_config()}};
+                   {"cores", std::thread::hardware_concurrency()}, {"blas_threads", blas_threads()}};
+  j["versions"] = {{"rnntrain", RNNTRAIN_VERSION}, {"compiler", std::string("gcc-compatible ") + __VERSION__}, {"blas", blas_config()}};
   j["batch_size"] = b.B;
   j["timesteps"] = b.T;
   j["min_length"] = a.min_length;

@@ -14,7 +14,7 @@
 #include "dist/comm.h"
 #include "io/keras_file.h"
 #include "spec/parse.h"
-#include "backend/cpu/onednn_stack.h"
+#include "backend/engine.h"
 #include "plan/plan.h"
 #include "spec/shapes.h"
 #include "train/autotune.h"
@@ -295,7 +295,7 @@ int cmd_plan(const CommandArgs& a) {
               with_commas(total).c_str(), fmt::format("{:.2f} KB", total * 4 / 1024.0).c_str(), with_commas(total).c_str(),
               rule.c_str());
   std::printf("%s", describe_plan(m).c_str());
-  std::printf("%s", cpu::describe_cpu_plan(cfg.model, m.plan, cfg.plan.cpu).c_str());
+  std::printf("%s", describe_execution(cfg, m).c_str());
   return 0;
 }
 

@@ -114,7 +114,7 @@ std::string describe_plan(const ResolvedModel& m) {
   const ModelSpec& model = m.spec;
   const Plan& plan = m.plan;
   const std::vector<LayerShape>& shapes = m.shapes;
-  std::string out = "Plan (a stack is one cuDNN call on the GPU; how the CPU runs it follows):\n";
+  std::string out = "Plan (a stack is one cuDNN call on the GPU; how this machine's device runs it follows):\n";
   int n = 0;
   for (const Stage& s : plan.stages) {
     if (s.kind == StageKind::Layer && model.layers[s.layers[0]].kind == LayerKind::Input) continue;

@@ -9,7 +9,7 @@
 
 namespace rnntrain {
 
-void configure_blas(char** argv) {
+void configure_cpu_libraries(char** argv) {
   bool changed = false;
   if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);  // 2^4 cycles: OpenBLAS's minimum
@@ -26,5 +26,8 @@ void configure_blas(char** argv) {
   }
   if (changed) execv("/proc/self/exe", argv);  // returns only on failure: carry on as loaded
 }
+
+int blas_threads() { return openblas_get_num_threads(); }
+std::string blas_config() { return openblas_get_config(); }
 
 }  // namespace rnntrain

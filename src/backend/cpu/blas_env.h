@@ -7,12 +7,9 @@
 //   (parallel_rows in cpu_math.h) that run a recurrent layer's time loop. OPENBLAS_THREAD_TIMEOUT=4
 //   puts them to sleep at once; waking them costs little next to the large GEMMs they still run.
 #pragma once
+#include "backend/engine.h"
 
-namespace rnntrain {
-
-// Sets what is unset of the above (OPENBLAS_CORETYPE only where OpenBLAS chose its generic kernels
-// on a CPU with AVX-512 or AVX2: SkylakeX or Haswell) and re-executes this program with the same
-// arguments. Returns only when nothing was to be done (or the re-exec failed).
-void configure_blas(char** argv);
-
-}  // namespace rnntrain
+// configure_cpu_libraries (backend/engine.h) sets what is unset of the above (OPENBLAS_CORETYPE only
+// where OpenBLAS chose its generic kernels on a CPU with AVX-512 or AVX2: SkylakeX or Haswell) and
+// re-executes this program with the same arguments; it returns only when nothing was to be done (or
+// the re-exec failed). blas_threads() and blas_config() report OpenBLAS's settings.

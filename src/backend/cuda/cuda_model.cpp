@@ -22,21 +22,6 @@ const LayerSpec* rnn_cell(const LayerSpec& l) {
   return nullptr;
 }
 
-// Whether a cuDNN stack is bidirectional and runs on the wavefront kernels (as CudnnStackStage decides):
-// those take each sequence's length on the device and run both directions of a layer in one launch,
-// faster uncaptured than the two split directions captured (bilstm bf16 on the H200: 10.1 against
-// 14.0 ms per step), so such a stack is not split.
-bool runs_bidirectional_wavefront(const ModelSpec& spec, const rnntrain::Stage& st, const std::vector<LayerShape>& shapes,
-                                  const PlanSpec& plan) {
-  const LayerSpec& l = spec.layers[st.layers[0]];
-  if (plan.algo != RnnAlgo::Wavefront || l.kind != LayerKind::Bidirectional || !l.inner) return false;
-  for (size_t j : st.layers)
-    if (spec.layers[j].kind == LayerKind::Dropout && spec.layers[j].rate > 0) return false;  // no dropout between
-  const WavefrontShape ws{l.inner->kind, st.rnn_layers, 2, shapes[st.layers[0]].in.back(), l.inner->units,
-                          plan.precision == Precision::Bf16};
-  return WavefrontRnn::unsupported(ws, plan.precision, 1).empty();
-}
-
 }  // namespace
 
 CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan, Params& params, uint64_t seed)
@@ -49,49 +34,21 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
   const std::vector<size_t>& first = model.first_weight;  // Params::all() index of each layer's first weight
   token_input_ = spec.layers[0].shape.size() == 1;
 
-  // Masks the upload can make from the host batch: lengths, and the first layer's own (Masking, or
-  // Embedding with mask_zero). When no other layer makes one, masked batches run the stacks at full
-  // length with the masks applied around them: the same GPU work for every batch of a shape, so
-  // masked training steps are captured as CUDA graphs too (with plan.graphs; the same computation
-  // without, so that both give the same numbers). A bidirectional stack then runs layer by layer,
-  // each direction on its own (split_bidirectional.cpp: the backward one must start at each
-  // sequence's end), where the model makes the mask (else most batches have none, and one cuDNN
-  // call per stack is faster); otherwise, with dropout on a Bidirectional layer, and on the wavefront
-  // kernels, bidirectional stacks keep host lengths and masked steps run uncaptured.
+  // How masks run, which bidirectional stacks split and which stacks run on the own kernels: the
+  // planner's decisions (plan/gpu_plan.h), built as they are.
+  const GpuPlan how = plan_gpu(model, plan.precision, plan.algo, own_kernel_check());
   const rnntrain::Plan& model_plan = model.plan;
-  bool other_masks = false, bidir_stack = false, bidir_dropout = false, bidir_wavefront = false;
-  for (size_t i = 1; i < spec.layers.size(); ++i) {
-    const LayerSpec& c = spec.layers[i].kind == LayerKind::Bidirectional && spec.layers[i].inner ? *spec.layers[i].inner
-                                                                                                  : spec.layers[i];
-    const bool makes_mask = c.kind == LayerKind::Masking || c.mask_zero;
-    if (makes_mask && i == 1) mask_first_ = &spec.layers[1];
-    else if (makes_mask) other_masks = true;
-  }
-  // The upload checks the mask for gaps where the first recurrent stage is a cuDNN stack (the one the
-  // mask reaches unchanged); a generic RNN first may take gaps, and the mask it passes on is not the
-  // upload's, so then masks stay on the stacks' own path.
-  const rnntrain::Stage* first_rnn = nullptr;
-  for (const rnntrain::Stage& st : model_plan.stages) {
-    if (st.kind != StageKind::Layer && !first_rnn) first_rnn = &st;
-    if (st.kind == StageKind::CudnnStack) {
-      cudnn_ = true;
-      for (size_t j : st.layers) {
-        const LayerSpec& l = spec.layers[j];
-        bidir_stack = bidir_stack || l.kind == LayerKind::Bidirectional;
-        if (l.kind == LayerKind::Bidirectional && l.inner && (l.inner->dropout > 0 || l.inner->recurrent_dropout > 0))
-          bidir_dropout = true;
-      }
-      bidir_wavefront = bidir_wavefront || runs_bidirectional_wavefront(spec, st, shapes, plan);
-    }
-  }
-  const bool split_bidir = mask_first_ && !bidir_dropout && !bidir_wavefront;
-  full_length_ = !other_masks && (!bidir_stack || split_bidir) && (!cudnn_ || first_rnn->kind == StageKind::CudnnStack);
-  capturable_ = full_length_ || (!mask_first_ && !other_masks);
+  if (how.mask_first) mask_first_ = &spec.layers[*how.mask_first];
+  cudnn_ = how.cudnn;
+  full_length_ = how.full_length;
+  capturable_ = how.capturable;
 
   StageEnv env{gpu, store_, seed, plan.precision, plan.algo};
   env.full_length = full_length_;
   gpu.set_tf32(plan.precision != Precision::Fp32);  // cuBLAS (Dense, Embedding) follows the stacks
-  for (const rnntrain::Stage& st : model_plan.stages) {
+  for (size_t s = 0; s < model_plan.stages.size(); ++s) {
+    const rnntrain::Stage& st = model_plan.stages[s];
+    const GpuStagePlan& stage_how = how.stages[s];
     const size_t i = st.layers[0];
     const LayerSpec& l = spec.layers[i];
     const int64_t input = shapes[i].in.empty() ? 0 : shapes[i].in.back();
@@ -99,13 +56,14 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
     for (size_t j : st.layers) names += (names.empty() ? "" : ", ") + spec.layers[j].name;
     switch (st.kind) {
       case StageKind::CudnnStack: {
-        if (full_length_ && l.kind == LayerKind::Bidirectional) {  // layer by layer, each direction on its own
+        if (stage_how.split_bidirectional) {  // layer by layer, each direction on its own
           for (size_t j : st.layers) {
             const LayerSpec& lj = spec.layers[j];
             const int64_t in_j = shapes[j].in.back();
-            if (lj.kind == LayerKind::Bidirectional) stages_.push_back(make_split_bidirectional_stage(env, lj, in_j, first[j]));
+            if (lj.kind == LayerKind::Bidirectional)
+              stages_.push_back(make_split_bidirectional_stage(env, lj, in_j, first[j], stage_how));
             else if (lj.kind == LayerKind::Dropout) stages_.push_back(make_dropout_stage(env, lj));
-            else stages_.push_back(make_cudnn_stack_stage(env, {&lj}, in_j, {first[j]}));
+            else stages_.push_back(make_cudnn_stack_stage(env, {&lj}, in_j, {first[j]}, stage_how));
             names_.push_back("cudnn " + lj.name);
             activity_.push_back(activity_regularizer_of(lj));
           }
@@ -119,7 +77,7 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
           layers.push_back(&spec.layers[j]);
           if (rnn_cell(spec.layers[j])) firsts.push_back(first[j]);
         }
-        stages_.push_back(make_cudnn_stack_stage(env, layers, input, firsts));
+        stages_.push_back(make_cudnn_stack_stage(env, layers, input, firsts, stage_how));
         names_.push_back("cudnn " + names);
         activity_.push_back(activity_regularizer_of(spec.layers[st.layers.back()]));
         summary_ += fmt::format("  cudnn stack ({} layers): {}\n", st.rnn_layers, names);

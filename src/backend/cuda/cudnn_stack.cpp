@@ -35,7 +35,7 @@ const LayerSpec& cell_of(const LayerSpec& l) { return l.kind == LayerKind::Bidir
 class CudnnStackStage final : public DeviceStage {
  public:
   CudnnStackStage(const StageEnv& env, const std::vector<const LayerSpec*>& layers, int64_t input,
-                  const std::vector<size_t>& first_params);
+                  const std::vector<size_t>& first_params, const GpuStagePlan& how);
   void reserve(ParamStore& store) override;
   void place(ParamStore& store) override;
   DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo& run) override;
@@ -117,7 +117,7 @@ class CudnnStackStage final : public DeviceStage {
 };
 
 CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const LayerSpec*>& layers, int64_t input,
-                                 const std::vector<size_t>& first_params)
+                                 const std::vector<size_t>& first_params, const GpuStagePlan& how)
     : gpu_(env.gpu), store_(env.store), first_(first_params) {
   for (const LayerSpec* l : layers) {
     if (l->kind == LayerKind::Dropout) {
@@ -153,21 +153,17 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   persist_ = env.algo == RnnAlgo::PersistStatic || env.algo == RnnAlgo::PersistDynamic;
   dynamic_ = env.algo == RnnAlgo::PersistDynamic;
   direct_ = !half_ && !persist_;
-  if (env.algo == RnnAlgo::Wavefront) {
+  if (how.own_kernels) {  // the planner's decision (plan/gpu_plan.cpp)
     const WavefrontShape ws{cell_.kind, L_, D_, I_, H_, env.precision == Precision::Bf16};
-    std::string why = between_dropout_ > 0 ? "the wavefront kernels have no dropout between layers"
-                                           : WavefrontRnn::unsupported(ws, env.precision, 1);
-    if (why.empty()) {
-      own_ = std::make_unique<WavefrontRnn>(gpu_, ws);
-      w_elems_ = own_->weight_elems(), w_bytes_ = static_cast<size_t>(w_elems_) * esize_;
-      wh_.ensure(static_cast<int64_t>(w_bytes_));
-      log_debug("cudnn stack {}: {} x {}{}({}), input {}, {}, wavefront kernels, {} weights", name_, L_,
-                layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, precision_name(env.precision),
-                w_elems_);
-      return;
-    }
-    log_info("layers {} run on cuDNN's standard algorithm: {}", name_, why);
+    own_ = std::make_unique<WavefrontRnn>(gpu_, ws);
+    w_elems_ = own_->weight_elems(), w_bytes_ = static_cast<size_t>(w_elems_) * esize_;
+    wh_.ensure(static_cast<int64_t>(w_bytes_));
+    log_debug("cudnn stack {}: {} x {}{}({}), input {}, {}, wavefront kernels, {} weights", name_, L_,
+              layer_kind_name(cell_.kind), bidir_ ? " bidirectional " : " ", H_, I_, precision_name(env.precision),
+              w_elems_);
+    return;
   }
+  if (env.algo == RnnAlgo::Wavefront) log_info("layers {} run on cuDNN's standard algorithm: {}", name_, how.why_not_own);
 
   cudnnHandle_t h = gpu_.cudnn();
   if (between_dropout_ > 0.0) {
@@ -511,8 +507,9 @@ DevTensor CudnnStackStage::finish_dx(void* dxc) {
 }  // namespace
 
 std::unique_ptr<DeviceStage> make_cudnn_stack_stage(const StageEnv& env, const std::vector<const LayerSpec*>& layers,
-                                              int64_t input, const std::vector<size_t>& first_params) {
-  return std::make_unique<CudnnStackStage>(env, layers, input, first_params);
+                                              int64_t input, const std::vector<size_t>& first_params,
+                                              const GpuStagePlan& how) {
+  return std::make_unique<CudnnStackStage>(env, layers, input, first_params, how);
 }
 
 }  // namespace rnntrain::cuda

@@ -21,15 +21,16 @@ namespace {
 
 class SplitBidirectionalStage final : public DeviceStage {
  public:
-  SplitBidirectionalStage(const StageEnv& env, const LayerSpec& l, int64_t input, size_t first_param)
+  SplitBidirectionalStage(const StageEnv& env, const LayerSpec& l, int64_t input, size_t first_param,
+                          const GpuStagePlan& how)
       : gpu_(env.gpu), merge_(l.merge_mode), sequences_(l.inner->return_sequences), I_(input), H_(l.inner->units) {
     cell_ = *l.inner;
     cell_.return_sequences = true;  // each direction's whole output: merged here, or its last step taken
     cell_.go_backwards = false;
     // A Bidirectional layer's weights: the forward direction's kernel, recurrent kernel and bias, then
     // the backward direction's (as CudnnStackStage places them).
-    fwd_ = make_cudnn_stack_stage(env, {&cell_}, input, {first_param});
-    bwd_ = make_cudnn_stack_stage(env, {&cell_}, input, {first_param + 3});
+    fwd_ = make_cudnn_stack_stage(env, {&cell_}, input, {first_param}, how);
+    bwd_ = make_cudnn_stack_stage(env, {&cell_}, input, {first_param + 3}, how);
   }
 
   void reserve(ParamStore& store) override { fwd_->reserve(store), bwd_->reserve(store); }
@@ -111,10 +112,10 @@ class SplitBidirectionalStage final : public DeviceStage {
 }  // namespace
 
 std::unique_ptr<DeviceStage> make_split_bidirectional_stage(const StageEnv& env, const LayerSpec& l, int64_t input,
-                                                            size_t first_param) {
+                                                            size_t first_param, const GpuStagePlan& how) {
   if (l.kind != LayerKind::Bidirectional || !l.inner)
     throw RuntimeError(fmt::format("internal: layer '{}' is not a Bidirectional layer", l.name));
-  return std::make_unique<SplitBidirectionalStage>(env, l, input, first_param);
+  return std::make_unique<SplitBidirectionalStage>(env, l, input, first_param, how);
 }
 
 }  // namespace rnntrain::cuda

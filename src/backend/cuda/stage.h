@@ -14,6 +14,7 @@
 #include "core/batch.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "plan/gpu_plan.h"
 #include "spec/config.h"
 
 namespace rnntrain::cuda {
@@ -78,7 +79,7 @@ struct StageEnv {
   RnnAlgo algo = RnnAlgo::Standard;       // of the cuDNN stacks (never Auto here)
   // Masked batches run the unidirectional cuDNN stacks over every step, with the masks applied
   // around the calls from device lengths, so that a masked step can be captured as a CUDA graph
-  // (CudaModel::full_length decides).
+  // (GpuPlan::full_length, plan/gpu_plan.h, decides).
   bool full_length = false;
 };
 
@@ -94,12 +95,14 @@ std::unique_ptr<DeviceStage> make_dense_stage(const StageEnv& env, const LayerSp
 std::unique_ptr<DeviceStage> make_generic_rnn_stage(const StageEnv& env, const LayerSpec& l, int64_t input, size_t first_param);
 // Consecutive recurrent layers (Dropout layers between them included, in model order) as one cuDNN
 // RNN (cudnn_stack.cpp). first_params: the first weight's index of each recurrent layer.
+// `how`: the planner's decision on the own kernels (plan/gpu_plan.h).
 std::unique_ptr<DeviceStage> make_cudnn_stack_stage(const StageEnv& env, const std::vector<const LayerSpec*>& layers,
-                                              int64_t input, const std::vector<size_t>& first_params);
+                                              int64_t input, const std::vector<size_t>& first_params,
+                                              const GpuStagePlan& how);
 // One Bidirectional LSTM/GRU layer (no dropout) as two unidirectional cuDNN stacks at full length,
 // the backward one on each sequence reversed within its length (split_bidirectional.cpp): how a
 // bidirectional stack runs when masked steps are captured (StageEnv::full_length).
 std::unique_ptr<DeviceStage> make_split_bidirectional_stage(const StageEnv& env, const LayerSpec& l, int64_t input,
-                                                            size_t first_param);
+                                                            size_t first_param, const GpuStagePlan& how);
 
 }  // namespace rnntrain::cuda

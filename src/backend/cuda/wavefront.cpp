@@ -124,6 +124,13 @@ int64_t wavefront_passes() { return passes.load(); }
 int64_t wavefront2_passes() { return passes2.load(); }
 int64_t wavefront2_backward_passes() { return backward_passes2.load(); }
 
+OwnKernelCheck own_kernel_check() {
+  return [](const OwnStackShape& s, Precision precision) {
+    return WavefrontRnn::unsupported({s.cell, s.layers, s.dirs, s.input, s.hidden, precision == Precision::Bf16},
+                                     precision, 1);
+  };
+}
+
 std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precision, int64_t batch) {
   if (!cell_traits(s.cell).wavefront)
     return fmt::format("the wavefront kernels do not have {} cells", layer_kind_name(s.cell));

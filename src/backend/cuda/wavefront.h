@@ -12,6 +12,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gpu.h"
 #include "backend/cuda/wavefront_kernels.h"
+#include "plan/gpu_plan.h"
 #include "spec/cells.h"
 
 namespace rnntrain::cuda {
@@ -27,6 +28,9 @@ struct WavefrontShape {
 int64_t wavefront_passes();
 int64_t wavefront2_passes();
 int64_t wavefront2_backward_passes();  // backward passes (per launch group) on the second design's kernel
+
+// The planner's question to this GPU (plan/gpu_plan.h): WavefrontRnn::unsupported at batch 1.
+OwnKernelCheck own_kernel_check();
 
 class WavefrontRnn {
  public:

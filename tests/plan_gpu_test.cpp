@@ -1,0 +1,142 @@
+// How the planner says a GPU runs a model (plan/gpu_plan.h): masked batches at full length (captured)
+// or with host lengths, bidirectional stacks split per direction, and which stacks the own kernels
+// take, asked of a stand-in for the GPU. What the CUDA model builds from it runs on the GPU machine
+// (gpu_* tests); the decisions themselves are checked here, on any machine.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "plan/gpu_plan.h"
+#include "spec/parse.h"
+
+using namespace rnntrain;
+
+namespace {
+
+ResolvedModel model_of(const std::string& layers, const std::string& input = "{type: Input, shape: [6, 3]}") {
+  const Config cfg = parse_config("model:\n  layers: [" + input + ", " + layers + "]\n", "m.yaml");
+  return resolve_model(cfg.model, FuseMode::Auto);
+}
+
+// The own kernels as a GPU that holds stacks of at most `max_hidden` units; records what was asked.
+struct FakeGpu {
+  int64_t max_hidden = 1 << 20;
+  std::vector<OwnStackShape> asked;
+  OwnKernelCheck check() {
+    return [this](const OwnStackShape& s, Precision) {
+      asked.push_back(s);
+      return s.hidden <= max_hidden ? std::string() : "does not fit";
+    };
+  }
+};
+
+const GpuStagePlan& stack_plan(const ResolvedModel& m, const GpuPlan& g, size_t n = 0) {
+  for (size_t s = 0; s < m.plan.stages.size(); ++s)
+    if (m.plan.stages[s].kind == StageKind::CudnnStack && n-- == 0) return g.stages[s];
+  throw std::runtime_error("no such stack");
+}
+
+constexpr const char* kBidir2 =
+    "{type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, "
+    "{type: Bidirectional, layer: {type: LSTM, units: 8}}";
+
+TEST(GpuPlan, AMaskFromTheFirstLayerRunsUnidirectionalStacksAtFullLengthCaptured) {
+  FakeGpu gpu;
+  const ResolvedModel m = model_of("{type: Masking}, {type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8}");
+  const GpuPlan g = plan_gpu(m, Precision::Fp32, RnnAlgo::Standard, gpu.check());
+  EXPECT_EQ(g.mask_first, std::optional<size_t>(1));
+  EXPECT_TRUE(g.cudnn && g.full_length && g.capturable);
+  EXPECT_FALSE(stack_plan(m, g).split_bidirectional);
+  EXPECT_FALSE(stack_plan(m, g).own_kernels);
+  EXPECT_TRUE(gpu.asked.empty()) << "cuDNN's algorithms never ask for the own kernels";
+}
+
+TEST(GpuPlan, AMaskedBidirectionalStackOnCudnnIsSplitPerDirection) {
+  FakeGpu gpu;
+  const ResolvedModel m = model_of(std::string("{type: Masking}, ") + kBidir2);
+  const GpuPlan g = plan_gpu(m, Precision::Bf16, RnnAlgo::Standard, gpu.check());
+  EXPECT_TRUE(g.full_length && g.capturable);
+  EXPECT_TRUE(stack_plan(m, g).split_bidirectional);
+  const std::string text = describe_gpu_plan(m, g, Precision::Bf16, RnnAlgo::Standard);
+  EXPECT_NE(text.find("each direction on its own"), std::string::npos) << text;
+  EXPECT_NE(text.find("captured"), std::string::npos) << text;
+}
+
+TEST(GpuPlan, TheOwnKernelsKeepAMaskedBidirectionalStackWholeAndUncaptured) {
+  FakeGpu gpu;
+  const ResolvedModel m = model_of(std::string("{type: Masking}, ") + kBidir2);
+  const GpuPlan g = plan_gpu(m, Precision::Bf16, RnnAlgo::Wavefront, gpu.check());
+  EXPECT_TRUE(stack_plan(m, g).own_kernels);
+  EXPECT_FALSE(stack_plan(m, g).split_bidirectional);
+  EXPECT_FALSE(g.full_length);
+  EXPECT_FALSE(g.capturable);
+  ASSERT_EQ(gpu.asked.size(), 1u);
+  EXPECT_EQ(gpu.asked[0].layers, 2);
+  EXPECT_EQ(gpu.asked[0].dirs, 2);
+  EXPECT_EQ(gpu.asked[0].input, 3);
+  EXPECT_EQ(gpu.asked[0].hidden, 8);
+}
+
+TEST(GpuPlan, WhereTheOwnKernelsCannotHoldAStackItRunsOnCudnnWithTheReason) {
+  FakeGpu gpu;
+  gpu.max_hidden = 4;
+  const ResolvedModel m = model_of(std::string("{type: Masking}, ") + kBidir2);
+  const GpuPlan g = plan_gpu(m, Precision::Bf16, RnnAlgo::Wavefront, gpu.check());
+  EXPECT_FALSE(stack_plan(m, g).own_kernels);
+  EXPECT_TRUE(stack_plan(m, g).split_bidirectional);  // then split, as on cuDNN
+  EXPECT_TRUE(g.full_length);
+  EXPECT_EQ(stack_plan(m, g).why_not_own, "does not fit");
+  ASSERT_EQ(gpu.asked.size(), 2u);  // whole, then each direction of one layer
+  EXPECT_EQ(gpu.asked[1].layers, 1);
+  EXPECT_EQ(gpu.asked[1].dirs, 1);
+  const std::string text = describe_gpu_plan(m, g, Precision::Bf16, RnnAlgo::Wavefront);
+  EXPECT_NE(text.find("not the wavefront kernels: does not fit"), std::string::npos) << text;
+}
+
+TEST(GpuPlan, DropoutBetweenLayersKeepsAStackOffTheOwnKernels) {
+  FakeGpu gpu;
+  const ResolvedModel m = model_of(
+      "{type: LSTM, units: 8, return_sequences: true}, {type: Dropout, rate: 0.2}, {type: LSTM, units: 8}");
+  const GpuPlan g = plan_gpu(m, Precision::Bf16, RnnAlgo::Wavefront, gpu.check());
+  EXPECT_FALSE(stack_plan(m, g).own_kernels);
+  EXPECT_NE(stack_plan(m, g).why_not_own.find("dropout between layers"), std::string::npos);
+  EXPECT_TRUE(gpu.asked.empty());
+}
+
+TEST(GpuPlan, MasksMadeAfterTheFirstLayerOrAGenericFirstLayerRunUncaptured) {
+  FakeGpu gpu;
+  // An Embedding with mask_zero first makes the upload's mask.
+  const ResolvedModel first = model_of("{type: Embedding, input_dim: 10, output_dim: 4, mask_zero: true}, {type: GRU, units: 8}",
+                                       "{type: Input, shape: [6]}");
+  EXPECT_TRUE(plan_gpu(first, Precision::Fp32, RnnAlgo::Standard, gpu.check()).full_length);
+  // A Masking after a Dense: a mask the upload cannot make.
+  const ResolvedModel later = model_of("{type: Dense, units: 4}, {type: Masking}, {type: GRU, units: 8}");
+  const GpuPlan gl = plan_gpu(later, Precision::Fp32, RnnAlgo::Standard, gpu.check());
+  EXPECT_FALSE(gl.mask_first);
+  EXPECT_FALSE(gl.full_length || gl.capturable);
+  EXPECT_NE(gl.masks.find("after the first"), std::string::npos) << gl.masks;
+  // A generic RNN (recurrent_dropout) before the cuDNN stack.
+  const ResolvedModel generic = model_of(
+      "{type: Masking}, {type: GRU, units: 8, recurrent_dropout: 0.1, return_sequences: true}, {type: GRU, units: 8}");
+  const GpuPlan gg = plan_gpu(generic, Precision::Fp32, RnnAlgo::Standard, gpu.check());
+  EXPECT_FALSE(gg.full_length || gg.capturable);
+  EXPECT_NE(gg.masks.find("outside cuDNN"), std::string::npos) << gg.masks;
+}
+
+TEST(GpuPlan, WithoutMasksABidirectionalStackIsOneCudnnCallAndCaptured) {
+  FakeGpu gpu;
+  const ResolvedModel m = model_of(kBidir2);
+  const GpuPlan g = plan_gpu(m, Precision::Fp32, RnnAlgo::Standard, gpu.check());
+  EXPECT_FALSE(stack_plan(m, g).split_bidirectional);
+  EXPECT_FALSE(g.full_length);
+  EXPECT_TRUE(g.capturable);
+  // Masked, with a Dropout layer between: split, the Dropout between the split layers.
+  const ResolvedModel d = model_of(
+      "{type: Masking}, {type: Bidirectional, layer: {type: LSTM, units: 8, return_sequences: true}}, "
+      "{type: Dropout, rate: 0.3}, {type: Bidirectional, layer: {type: LSTM, units: 8}}");
+  const GpuPlan gd = plan_gpu(d, Precision::Fp32, RnnAlgo::Standard, gpu.check());
+  EXPECT_TRUE(gd.full_length);
+  EXPECT_TRUE(stack_plan(d, gd).split_bidirectional);
+}
+
+}  // namespace
