@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_math.h"
 #include "backend/cpu/cpu_model.h"
+#include "backend/cpu/thread_governor.h"
 #include "backend_helpers.h"
 
 namespace rnntrain {
@@ -206,6 +207,64 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
       return n;
     });
+
+}  // namespace
+}  // namespace rnntrain
+
+namespace rnntrain {
+namespace {
+
+// train.threads 0 on a shared machine (thread_governor.h): it keeps the thread count whose steps are
+// faster, trying the other one now and then.
+// Runs `steps` steps of 0.1 s of work 1 at `per_thread[n]` seconds per step on n threads; returns the
+// threads of each step.
+std::vector<int> drive(cpu::ThreadGovernor& g, int steps, const std::vector<double>& per_thread) {
+  std::vector<int> seen;
+  for (int i = 0; i < steps; ++i) {
+    seen.push_back(g.threads());
+    g.update(per_thread[g.threads()], 1.0);
+  }
+  return seen;
+}
+
+int count(const std::vector<int>& v, int x) { return static_cast<int>(std::count(v.begin(), v.end(), x)); }
+
+TEST(ThreadGovernor, KeepsAllCoresWhereTheyAreFaster) {
+  cpu::ThreadGovernor g(4, 4);
+  const std::vector<int> seen = drive(g, 400, {0, 0.1, 0, 0, 0.06});  // 4 threads: 0.06 s a step, 1: 0.1
+  EXPECT_EQ(seen.front(), 4);
+  EXPECT_EQ(seen.back(), 4);
+  EXPECT_GE(count(seen, 1), 5) << "it tried one thread";
+  EXPECT_LT(count(seen, 1), 40) << "and not for long: tries are half a second, their pauses double";
+}
+
+TEST(ThreadGovernor, DropsToOneThreadWhereAllCoresCollapseAndStaysThere) {
+  cpu::ThreadGovernor g(2, 2);
+  // Beside another run: 2 threads take 0.5 s a step, 1 thread 0.05 s.
+  const std::vector<int> seen = drive(g, 2000, {0, 0.05, 0.5});
+  EXPECT_EQ(seen.back(), 1);
+  EXPECT_LT(count(seen, 2), 20) << "each try of 2 threads ends after its first collapsed step";
+  int tries = 0;
+  for (size_t i = 1; i < seen.size(); ++i) tries += seen[i] == 2 && seen[i - 1] == 1;
+  EXPECT_GE(tries, 3) << "it keeps trying, with doubling pauses";
+}
+
+TEST(ThreadGovernor, AStartOnFewerCoresWaitsBeforeTryingAllAndReturnsToThemWhenFree) {
+  cpu::ThreadGovernor g(2, 1);
+  EXPECT_EQ(g.threads(), 1);
+  std::vector<int> seen = drive(g, 40, {0, 0.1, 0.06});  // 4 s of steps: within the first pause
+  EXPECT_EQ(count(seen, 2), 0);
+  seen = drive(g, 200, {0, 0.1, 0.06});  // the other run ended: 2 threads are faster
+  EXPECT_EQ(seen.back(), 2);
+}
+
+TEST(ThreadGovernor, OneCoreNeverChangesAndTheCoresAreCounted) {
+  cpu::ThreadGovernor one(1, 1);
+  EXPECT_EQ(count(drive(one, 100, {0, 0.1}), 1), 100);
+  EXPECT_GE(cpu::ThreadGovernor::cores(), 1);
+  EXPECT_GE(cpu::ThreadGovernor::free_cores(), 1);
+  EXPECT_LE(cpu::ThreadGovernor::free_cores(), cpu::ThreadGovernor::cores());
+}
 
 }  // namespace
 }  // namespace rnntrain

@@ -3,9 +3,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include "backend/cpu/cpu_model.h"
 #include "backend/cpu/onednn_stack.h"
+#include "backend/cpu/thread_governor.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "backend/engine.h"
@@ -23,6 +26,8 @@ class CpuEngine final : public Engine {
         opt_(make_optimizer(cfg_.train.optimizer, params_.all(), keras_variable_paths(cfg_.model, params_))), dp_(ranks && ranks->distributed() ? ranks : nullptr),
         regs_(weight_regularizers(cfg_.model, params_)), constraints_(weight_constraints(cfg_.model, params_)) {
     if (dp_) refuse_activity_regularizers(cfg_.model, dp_->describe());
+    // train.threads 0 (under data parallelism DataParallel::for_engine has set each rank's share)
+    if (cfg_.train.threads == 0) governor_.emplace(cpu::ThreadGovernor::for_this_machine());
   }
 
   std::string device_name() const override { return "cpu"; }
@@ -34,6 +39,7 @@ class CpuEngine final : public Engine {
   // across the ranks, so every rank takes the one-process update. The metrics hold this share's.
   // The regularizers' gradients join the summed ones (every rank holds the same weights).
   LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
+    const auto start = std::chrono::steady_clock::now();
     ForwardContext& ctx = ctx_;
     params_.zero_grad();
     LossValue lv;
@@ -59,6 +65,9 @@ class CpuEngine final : public Engine {
     opt_->step(lr);
     apply_constraints(constraints_, params_.all());
     lv.params_finite = params_.first_nonfinite().empty();
+    if (governor_ && rows)  // the step's seconds per batch row and timestep, on this thread count
+      governor_->update(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                        static_cast<double>(b.x.dim(0)) * (b.x.rank() > 1 ? b.x.dim(1) : 1));
     return lv;
   }
 
@@ -117,6 +126,7 @@ class CpuEngine final : public Engine {
   std::vector<float> flat_;  // the gradients in one buffer for the all-reduce
   std::vector<Regularizer> regs_;  // per parameter (Params::all() order)
   std::vector<Constraint> constraints_;  // likewise, applied after each update
+  std::optional<cpu::ThreadGovernor> governor_;  // train.threads 0: the thread count for a shared machine
 };
 
 }  // namespace
