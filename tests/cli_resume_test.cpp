@@ -447,7 +447,16 @@ TEST(Resume, MissingRunDirectoryIsAUsageError) {
   auto tmp = scratch("resume_missing");
   CmdResult r = run_rnntrain("train --resume " + (tmp / "nothing").string(), tmp);
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("nothing"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing: no such run directory"), std::string::npos) << r.err;
+  // A start that failed (here: data that does not fit the Input layer) leaves a folder with train.log
+  // only; resuming it says so instead of naming a missing config.yaml.
+  const std::string bad = (tmp / "bad").string();
+  r = run_rnntrain("train configs/quickstart.yaml model.layers.0.shape=[30,3] -q output.dir=" + bad, tmp);
+  ASSERT_EQ(r.code, 1) << r.err;
+  r = run_rnntrain("train --resume " + bad, tmp);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds no run to resume"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train again without --resume"), std::string::npos) << r.err;
   std::filesystem::remove_all(tmp);
 }
 

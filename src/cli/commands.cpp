@@ -38,6 +38,12 @@ Config load_config_args(const std::vector<std::string>& args, const std::string&
   if (path.empty()) {
     if (resume_dir.empty()) throw UsageError("missing the config file: rnntrain <command> CONFIG.yaml [KEY=VALUE ...]");
     path = (fs::path(resume_dir) / "config.yaml").string();
+    if (!fs::exists(path))
+      throw UsageError(fs::is_directory(resume_dir)
+                           ? fmt::format("--resume {}: the folder holds no run to resume (no config.yaml; a training "
+                                         "whose start failed leaves only train.log there): train again without --resume",
+                                         resume_dir)
+                           : fmt::format("--resume {}: no such run directory", resume_dir));
   }
   if (fs::is_directory(path)) {  // a run directory: the config it was trained with
     const std::string dir = path;
