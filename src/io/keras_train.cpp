@@ -330,8 +330,9 @@ void metrics_from(const json& list, const std::string& file, const LossSpec& los
     std::string why = !spec || spec->kind == MetricKind::Perplexity ? "rnntrain has " + keras_metric_names() : "";
     if (why.empty() && m.is_object() && m.contains("config") && m["config"].is_object())
       why = metric_settings_from(m["config"], *spec, file);
-    const MetricInfo* info = spec ? &metric_info(spec->kind) : nullptr;
-    if (why.empty() && info->keras_class && info->family != MetricFamily::Accuracy &&
+    // (why is empty only for a metric rnntrain has.) Those Keras writes as objects, but for the
+    // top-k accuracies, compare every output unit with a target of the same shape.
+    if (why.empty() && metric_info(spec->kind).keras_class && metric_info(spec->kind).family != MetricFamily::Accuracy &&
         loss_info(loss.kind).targets == Targets::Labels)
       why = fmt::format("it compares every output unit with a target of the same shape, and the loss {} takes class "
                         "labels", loss_name(loss.kind));
