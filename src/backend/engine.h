@@ -1,7 +1,8 @@
 // The backend interface the trainer drives: one model, its loss and its optimizer on one device.
 // A training step is forward, loss, backward, clipping and the optimizer update; the trainer never
 // sees activations. Parameters are exchanged in the canonical host layout (model/params.h).
-// The CPU engine is in cpu/engine_cpu.cpp; the CUDA one plugs in behind make_engine (engine_registry.cpp).
+// The CPU engine is in cpu/engine_cpu.cpp, the CUDA one in cuda/cuda_engine.cpp; make_engine
+// (engine_registry.cpp) picks one.
 #pragma once
 #include <memory>
 #include <string>
@@ -73,7 +74,7 @@ class Engine {
 // must outlive the engine; cfg is copied. With `ranks` (a launched world, docs/distributed.md) each
 // training step is this rank's share of a global batch: the loss and the gradients are the global
 // batch's, summed across the ranks (MPI on the CPU, NCCL on GPUs, one GPU per process).
-// Defined in engine_registry.cpp, the one file that knows CUDA exists.
+// Defined in engine_registry.cpp, the one file outside backend/cuda that knows CUDA exists.
 std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks = nullptr);
 
 // "" when the CUDA backend can run here; otherwise why not (no CUDA in this build, no GPU visible).

@@ -1,11 +1,13 @@
 // The data formats: their kind and one descriptor row each (kDataFormats: names, the path suffixes
 // that imply it, its keys in a data source, where its files are named, and what the training run's
-// data_meta.json keeps for it). The parser, the emitter, the loaders' dispatch (data/dataset.cpp),
+// data_meta.json keeps for it). The parser, the emitter, the loaders' messages (data/dataset.cpp),
 // `eval`/`predict`'s --data and the run directory's absolute paths read the table. Adding a data
 // format: docs/contributing.md.
 #pragma once
 #include <optional>
 #include <string>
+
+#include "spec/descriptor.h"
 
 namespace rnntrain {
 
@@ -59,13 +61,8 @@ constexpr DataFormatInfo kDataFormats[] = {
 // One row per DataFormat, in its order.
 using data_format_table::kDataFormats;
 
-constexpr bool data_format_rows_in_order() {
-  int i = 0;
-  for (const DataFormatInfo& f : kDataFormats)
-    if (static_cast<int>(f.kind) != i++) return false;
-  return i == static_cast<int>(DataFormat::Synthetic) + 1;
-}
-static_assert(data_format_rows_in_order(), "kDataFormats has one row per DataFormat, in its order");
+static_assert(rows_in_kind_order(kDataFormats, static_cast<int>(DataFormat::Synthetic) + 1),
+              "kDataFormats has one row per DataFormat, in its order");
 
 constexpr const DataFormatInfo& data_format_info(DataFormat f) { return kDataFormats[static_cast<int>(f)]; }
 

@@ -96,13 +96,8 @@ constexpr MetricInfo kMetricInfos[] = {
 // One row per MetricKind, in its order.
 using metric_table::kMetricInfos;
 
-constexpr bool metric_rows_in_order() {
-  int i = 0;
-  for (const MetricInfo& m : kMetricInfos)
-    if (static_cast<int>(m.kind) != i++) return false;
-  return i == static_cast<int>(MetricKind::R2Score) + 1;
-}
-static_assert(metric_rows_in_order(), "kMetricInfos has one row per MetricKind, in its order");
+static_assert(rows_in_kind_order(kMetricInfos, static_cast<int>(MetricKind::R2Score) + 1),
+              "kMetricInfos has one row per MetricKind, in its order");
 
 constexpr const MetricInfo& metric_info(MetricKind k) { return kMetricInfos[static_cast<int>(k)]; }
 
