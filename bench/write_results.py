@@ -12,7 +12,8 @@ Usage:
                                                                   # of rnntrain's winner, for rnntrain_cudnn_bench
 
 Files read (each optional): DIR/gpu/machine.txt, rnntrain_<workload>.json (`rnntrain bench --json`),
-torch.json (bench/torch_bench.py), cudnn_<workload>.json (rnntrain_cudnn_bench); DIR/cpu/machine.txt,
+torch.json (bench/torch_bench.py), cudnn_<workload>.json (rnntrain_cudnn_bench), own_graph_<workload>.json
+(rnntrain_wavefront_bench); DIR/cpu/machine.txt,
 rnntrain_<workload>.json, torch.json; DIR/notes.md (hand-written reasons, copied in as the closing note).
 """
 import argparse
@@ -29,11 +30,16 @@ VS_FUSED_FP32 = {"blog": 2.0, "gru": 2.5}
 CUDNN_LIMIT = 1.15
 # Issue 11's targets against PyTorch's fastest, eager or graphed: rnntrain's fastest fp16/bf16 this
 # many times faster than PyTorch's fastest fp16/bf16, and the same for fp32/tf32; the recurrent part
-# alone twice as fast as the raw cuDNN calls replayed as a graph (rnntrain bench times whole steps
-# only: that row stays n/a, notes.md has the profile).
+# alone twice as fast as the raw cuDNN calls replayed as a graph (timed by rnntrain_wavefront_bench).
 GRAPHED_HALF = {"blog": 1.5, "gru": 1.5, "charlm": 1.5, "large": 1.2}
 GRAPHED_FP32 = {"blog": 1.2, "gru": 1.2, "charlm": 1.2}
 RECURRENT_VS_RAW = {"blog": 2.0, "gru": 2.0}
+# Issue 33 (the own kernels' second design): rnntrain's fastest full step this many times faster than
+# PyTorch's fastest of any precision (GRAPHED_HALF's factors), the recurrent part timed alone
+# (own_graph_<workload>.json, bench/wavefront_bench.cpp) within RECURRENT_VS_RAW of raw cuDNN replayed
+# as a graph, and on blog the kernels' time per wave step within these (us; the probes' floor beside).
+WAVE_STEP_US = {"forward": 5.0, "backward": 8.0}
+WAVE_STEP_FLOOR = {"forward": "3-5 us", "backward": "5-8 us"}  # issue 33, from the probes (docs/cuda.md)
 # Issue 12: variable lengths, a new batch every step (bench_gpu.sh's stream runs): rnntrain this many
 # times faster than PyTorch's fastest run of the same function, per precision class.
 STREAM_WORKLOADS = ("bilstm", "maskzero")
@@ -180,6 +186,8 @@ def gpu_section(d, out, targets):
         rj = load_json(os.path.join(d, f"rnntrain_{w}.json"))
         cj = load_json(os.path.join(d, f"cudnn_{w}.json"))
         cg = load_json(os.path.join(d, f"cudnn_graph_{w}.json"))
+        og = load_json(os.path.join(d, f"own_graph_{w}.json"))
+        og_ok = og is not None and og.get("status") == "ok" and og.get("ms_per_step") is not None
         if rj is None and w not in tj.get("workloads", {}) and cj is None and cg is None:
             continue
         cands, variants = rnntrain_candidates(rj), torch_variants(tj, w)
@@ -218,6 +226,11 @@ def gpu_section(d, out, targets):
             out.append(f"| raw cuDNN, RNN calls only{how} | {cfg} | {fmt_ms(j.get('ms_per_step'))} | {fmt_mib(j.get('peak_mib'))} |")
         if not raws:
             out.append("| raw cuDNN, RNN calls only | not run | n/a | n/a |")
+        if og is not None:
+            cfg = f"{og.get('precision')}, design {'/'.join(map(str, og.get('design', [])))} (forward/backward)" \
+                if og_ok else f"{og.get('precision')} ({og.get('status')})"
+            out.append(f"| rnntrain's own kernels, recurrent part only, replayed as a CUDA graph | {cfg} | "
+                       f"{fmt_ms(og.get('ms_per_step'))} | {fmt_mib(og.get('peak_mib'))} |")
         failed = [f"rnntrain {c['name']} ({c['precision']}, {c['algo']}): {c['status']}" for c in cands if not c["ok"]]
         failed += [f"PyTorch {torch_label(v)}: {v['status']}" for v in variants if not v["ok"]]
         if failed:
@@ -255,12 +268,28 @@ def gpu_section(d, out, targets):
             rows.append((f"issue 11, {k}: {need:g}x faster than PyTorch's fastest {k} (eager or graphed)",
                          f"{fmt_ms(t_cls[k] and t_cls[k]['ms'])} / {fmt_ms(rn_cls[k] and rn_cls[k]['ms'])} ms = "
                          f"{r:.2f}x" if r else "n/a", at_least(r, need)))
+        raw_graph = cg.get("ms_per_step") if cg is not None and cg.get("status", "ok") == "ok" else None
         if w in RECURRENT_VS_RAW:
-            rows.append((f"issue 11: recurrent part {RECURRENT_VS_RAW[w]:g}x faster than raw cuDNN replayed as a graph",
-                         "not timed by rnntrain bench (notes.md: Nsight Compute)", "n/a"))
+            r = ratio(raw_graph, og.get("ms_per_step") if og_ok else None)
+            rows.append((f"issues 11, 33: recurrent part {RECURRENT_VS_RAW[w]:g}x faster than raw cuDNN replayed as a graph",
+                         f"{fmt_ms(raw_graph)} / {fmt_ms(og.get('ms_per_step'))} ms = {r:.2f}x (own kernels, "
+                         "bench/wavefront_bench.cpp)" if r else "n/a (no own_graph or cudnn_graph JSON)",
+                         at_least(r, RECURRENT_VS_RAW[w])))
+        if w in GRAPHED_HALF:
+            r = ratio(t_best and t_best["ms"], rn_best and rn_best["ms"])
+            rows.append((f"issue 33: full step {GRAPHED_HALF[w]:g}x faster than PyTorch's fastest (any precision)",
+                         f"{fmt_ms(t_best and t_best['ms'])} / {fmt_ms(rn_best and rn_best['ms'])} ms = {r:.2f}x"
+                         if r else "n/a", at_least(r, GRAPHED_HALF[w])))
+        if w == "blog":
+            for k, limit in WAVE_STEP_US.items():
+                us = og.get(f"{k}_us_per_wave_step") if og_ok else None
+                waves = og.get(f"{k}_waves") if og_ok else None
+                rows.append((f"issue 33: {k} kernels at most {limit:g} us per wave step (the probes' floor: {WAVE_STEP_FLOOR[k]})",
+                             f"{us:.2f} us ({og[k + '_kernels_ms']:.3f} ms over {waves} wave steps)" if us else "n/a",
+                             at_most(us, limit, " us")))
         if w in GRAPHED_HALF:
             a, b = rn_best and rn_best["peak"], t_best and t_best["peak"]
-            rows.append(("issue 11: peak memory no higher than PyTorch's fastest configuration",
+            rows.append(("issues 11, 33: peak memory no higher than PyTorch's fastest configuration",
                          f"{fmt_mib(a)} vs {fmt_mib(b)} MiB", at_most(a, b, " MiB") if a is not None and b is not None else "n/a"))
         target_table(rows, f"GPU {w}", out, targets, summary)
     stream_section(d, out, targets, summary)

@@ -3,8 +3,9 @@
 # rnntrain_cudnn_bench (Release, -DRNNTRAIN_CUDA=ON, CUDA architecture $CUDA_ARCH) into build-gpu, then
 # for each workload (bench/configs/W.yaml) runs in one session `rnntrain bench` (every candidate plan),
 # bench/torch_bench.py (PyTorch: fused and per-layer modules, fp32/tf32/bf16-amp/fp16-amp, each run
-# eagerly and with the whole step captured as a CUDA graph; bilstm eagerly only) and the raw cuDNN
-# timer in the precision, algorithm and fusion of rnntrain's winner. Keeps the JSON in
+# eagerly and with the whole step captured as a CUDA graph; bilstm eagerly only), the raw cuDNN
+# timer in the precision, algorithm and fusion of rnntrain's winner, and rnntrain's own kernels timed
+# the same way (rnntrain_wavefront_bench: the recurrent part alone, per wave step). Keeps the JSON in
 # bench/results/gpu/ and rewrites bench/RESULTS.md (its CPU section comes from bench/results/cpu/).
 #
 # Usage: bash scripts/bench_gpu.sh
@@ -47,7 +48,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
   cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DRNNTRAIN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
     >"$WORK/configure.log" 2>&1 || { tail -30 "$WORK/configure.log" | tee -a "$LOG"; say "FAIL: configure"; exit 1; }
-  targets=(rnntrain rnntrain_cudnn_bench)  # the second exists whenever the CUDA backend is built
+  targets=(rnntrain rnntrain_cudnn_bench rnntrain_wavefront_bench)  # the benches exist whenever the CUDA backend is built
   cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" >"$WORK/build.log" 2>&1 ||
     { grep -E "error|Error" "$WORK/build.log" | head -40 | tee -a "$LOG"; say "FAIL: build"; exit 1; }
   say "built ${targets[*]}"
@@ -124,6 +125,19 @@ if [ "$have_cudnn_bench" = 1 ]; then
       [ -f "$RES/$name.json" ] || { say "FAIL: no $RES/$name.json"; fail=1; }
     done
   done
+fi
+
+# rnntrain's own kernels, the recurrent part alone as the raw cuDNN timer times it (issue 33), bf16.
+if [ -x "$BUILD/rnntrain_wavefront_bench" ]; then
+  for w in "${workloads[@]}"; do
+    [ "$w" = bilstm ] && continue  # variable lengths: the stream runs time it
+    step "rnntrain's own kernels, $w, recurrent part alone, graphed"
+    "$BUILD/rnntrain_wavefront_bench" --workload "$w" --precision bf16 --graph --steps "$STEPS" --repeats "$REPEATS" \
+      --warmup "$WARMUP" --json "$RES/own_graph_$w.json" 2>&1 | tee -a "$LOG" ||
+      say "rnntrain_wavefront_bench $w: exit status ${PIPESTATUS[0]}"
+  done
+else
+  say "no $BUILD/rnntrain_wavefront_bench: the own kernels' recurrent-part rows stay n/a"
 fi
 
 # Variable lengths as training sees them (issue 12): every step a new batch with fresh lengths, for

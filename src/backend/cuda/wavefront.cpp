@@ -267,6 +267,7 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
   cudaStream_t st = gpu_.stream();
   B_ = B, T_ = T, lens_ = lens, x_ = x, y_ = y, hy_ = hy, wh_ = wh, w_ = w, trained_ = training;
   if (groups_for_ != B) make_groups(B);
+  fwd_waves_ = 0;
   ++passes;
   if (L > 1) out_.ensure(static_cast<int64_t>((L - 1) * TB * D * H * es_));
   if (Hp_ != H) {  // the padding columns are read (times zero weights): they must be zero
@@ -285,7 +286,9 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
       a.sp = g.fwd;
       if (g.first + g.layers == L) a.hy = hy;
       CUDA_CHECK(cudaMemsetAsync(flags_.get(), 0, sizeof(unsigned) * wf::kMaxRows * T, st));
+      before_launch(g.layers, false);
       wf::launch_forward(a, bf16, st);
+      after_launch(false);
     }
   }
 }
@@ -312,7 +315,9 @@ void WavefrontRnn::forward2() {
       a.done = done;
       if (g2.first + g2.layers == s_.layers) a.hy = hy_;
       CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * 2 * wf::kMaxRows * 16, st));
+      before_launch(g2.layers, false);
       wf::launch_forward2(a, s_.bf16, st);
+      after_launch(false);
     }
   }
 #endif
@@ -324,6 +329,7 @@ void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const voi
   const bool gru = s_.cell == LayerKind::GRU;
   cudaStream_t st = gpu_.stream();
   wh_ = wh;
+  bwd_waves_ = 0;
   const size_t gbytes = static_cast<size_t>(L * D * TB * GHp_) * es_;
   dgx_.ensure(static_cast<int64_t>(gbytes));
   if (gru) dgh_.ensure(static_cast<int64_t>(gbytes));
@@ -348,7 +354,9 @@ void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const voi
       if (gr.first + gr.layers == L) a.dy = dy, a.dhy = dhy;
       else a.dy32 = dy32_.get();
       CUDA_CHECK(cudaMemsetAsync(flags_.get(), 0, sizeof(unsigned) * wf::kMaxRows * T, st));
+      before_launch(gr.layers, true);
       wf::launch_backward(a, s_.bf16, st);
+      after_launch(true);
     }
     gradients(gr.first, gr.layers, dx, g);
   }
@@ -374,11 +382,23 @@ void WavefrontRnn::backward2(const Group2& g2, const void* dy, const void* dhy) 
     if (g2.first + g2.layers == s_.layers) a.dy = dy, a.dhy = dhy;
     else a.dy32 = dy32_.get();
     CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * 2 * wf::kMaxRows * 16, st));
+    before_launch(g2.layers, true);
     wf::launch_backward2(a, s_.bf16, st);
+    after_launch(true);
   }
 #else
   (void)g2, (void)dy, (void)dhy;
 #endif
+}
+
+void WavefrontRnn::before_launch(int64_t layers, bool backward) {
+  int64_t& waves = backward ? bwd_waves_ : fwd_waves_;
+  if (ev_ && waves == 0) CUDA_CHECK(cudaEventRecord(ev_[backward ? 2 : 0], gpu_.stream()));
+  waves += T_ + layers - 1;
+}
+
+void WavefrontRnn::after_launch(bool backward) {
+  if (ev_) CUDA_CHECK(cudaEventRecord(ev_[backward ? 3 : 1], gpu_.stream()));
 }
 
 // After a launch of the backward over layers first..: their weight gradients as GEMMs over all steps

@@ -55,6 +55,14 @@ class WavefrontRnn {
   // w) and writes dx: [T, B, I] (half type) unless it is null.
   void backward(const void* dy, const void* dhy, void* dx, const void* wh, float* g);
 
+  // For benchmarks (bench/wavefront_bench.cpp): with events given, a forward pass records ev[0] before
+  // its first kernel launch and ev[1] after its last, a backward pass ev[2] and ev[3] (the GEMMs
+  // between launch groups fall inside, those before the first and after the last do not), and each
+  // counts its wave steps: T + layers - 1 a launch, batch slices one after the other.
+  void time_kernels(cudaEvent_t* ev) { ev_ = ev; }
+  int64_t forward_waves() const { return fwd_waves_; }
+  int64_t backward_waves() const { return bwd_waves_; }
+
  private:
   struct Group {
     int64_t first = 0, layers = 0;  // consecutive layers run by one launch
@@ -89,6 +97,11 @@ class WavefrontRnn {
   std::vector<Group2> groups2_;   // empty: the forward runs on the first design
   std::vector<Group2> groups2b_;  // the same for the backward
   int64_t groups_for_ = -1;  // the batch size groups_ were made for
+  cudaEvent_t* ev_ = nullptr;
+  int64_t fwd_waves_ = 0, bwd_waves_ = 0;
+  // Before a launch of `layers` layers: ev_[first] (once a pass), the wave count; after: ev_[first + 1].
+  void before_launch(int64_t layers, bool backward);
+  void after_launch(bool backward);
   // per call
   int64_t B_ = 0, T_ = 0;
   bool trained_ = false;

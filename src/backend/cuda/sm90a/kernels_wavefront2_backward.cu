@@ -169,23 +169,31 @@ struct Ring {
   int S, C;
   int depth;  // wgmma groups (slices) left in flight when a slice's slot is released: < S
   static constexpr uint32_t kBytes = 64 * KS * sizeof(E);
+  // The consumer's place: the slot of the next slice q it multiplies (q % S), that slot's phase parity
+  // ((q / S) & 1), and the CTA whose empty barrier the next slice q' it is done with releases
+  // ((q' + S) % C: start at S % C). Kept as counters: multiply() runs for consecutive steps n, and a
+  // division by S or C costs a dependent chain of about 30 instructions a slice.
+  int slot = 0, release = 0;
+  uint32_t parity = 0;
 
-  // acc += the C slices of the n-th step the row consumes times the CTA's weights W [U x C*KS].
-  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, int n, long long* waited) const {
+  // acc += the C slices of the next step the row consumes (the first at the first call) times the
+  // CTA's weights W [U x C*KS].
+  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, long long* waited) {
     const int tid = threadIdx.x;
     const uint32_t sbo = C * KS / 8 * 128;
     fence_acc(acc);
     for (int c = 0; c < C; ++c) {
-      const int q = n * C + c, k = q % S;
+      const int k = slot;
       if (tid == 0) mbar_expect(full + k, kBytes);
 #ifdef RNNTRAIN_WF2_PHASES
       const long long t0 = clock64();
-      mbar_wait(full + k, (q / S) & 1);
+      mbar_wait(full + k, parity);
       if (tid == 0) *waited += clock64() - t0;
 #else
       (void)waited;
-      mbar_wait(full + k, (q / S) & 1);
+      mbar_wait(full + k, parity);
 #endif
+      if (++slot == S) slot = 0, parity ^= 1u;
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
       const E* A = slots + static_cast<size_t>(k) * 64 * KS;
 #pragma unroll
@@ -196,13 +204,15 @@ struct Ring {
       // the slice waited for next could need a slot this CTA has not released.
       if (c >= depth) {
         wait_groups(depth);
-        if (tid == 0) mbar_arrive_at(empty, (q - depth + S) % C);
+        if (tid == 0) mbar_arrive_at(empty, release);
+        if (++release == C) release = 0;
       }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    const int last = n * C + C;
-    if (tid == 0)
-      for (int q = last - min(depth, C); q < last; ++q) mbar_arrive_at(empty, (q + S) % C);
+    for (int i = min(depth, C); i > 0; --i) {  // the step's last slices
+      if (tid == 0) mbar_arrive_at(empty, release);
+      if (++release == C) release = 0;
+    }
     fence_acc(acc);
   }
 
@@ -235,7 +245,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   E* W = reinterpret_cast<E*>(smem);  // [U x Kt]
   Ring<E, U, KS> ring;
   ring.slots = W + U * Kt;
-  ring.S = a.cl.S, ring.C = C, ring.depth = min(a.cl.depth, a.cl.S - 1);
+  ring.S = a.cl.S, ring.C = C, ring.depth = min(a.cl.depth, a.cl.S - 1), ring.release = ring.S % C;
   ring.full = reinterpret_cast<uint64_t*>(ring.slots + static_cast<size_t>(ring.S) * 64 * KS);
   ring.empty = ring.full + ring.S;
 
@@ -300,7 +310,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       float acc[R];
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      ring.multiply(acc, W, s, waited);
+      ring.multiply(acc, W, waited);  // step s
       WF2B_MARK(2);
       if (s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
       WF2B_MARK(3);
@@ -361,7 +371,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
       WF2B_MARK(1);
-      if (s > 0) ring.multiply(acc, W, s - 1, waited);
+      if (s > 0) ring.multiply(acc, W, waited);  // the dG of step s - 1
       WF2B_MARK(2);
       // The global ring's slot of step s was multicast by the input row below (step s - kRing2).
       if (l > 0 && s >= kRing2) wait_flag(done_in + (l - 1) * 16 + rank, s + 1 - kRing2);
