@@ -230,6 +230,73 @@ TEST(Gradcheck, DenseLinearAndSoftmaxOnLastState) {
   }
 }
 
+// The activations whose derivative needs the pre-activation (Dense keeps it), on a sequence and on
+// the last state.
+TEST(Gradcheck, DenseWithEveryActivationOfTheInput) {
+  for (Activation a : {Activation::Gelu, Activation::GeluApproximate, Activation::Elu, Activation::Selu,
+                       Activation::Softplus, Activation::Softsign, Activation::Silu}) {
+    SCOPED_TRACE(activation_name(a));
+    Case c = features_case({rnn(LayerKind::GRU, true), time_distributed(dense(4, a)), dense(3, a)});
+    c.kinks = a == Activation::Elu || a == Activation::Selu || a == Activation::Softsign;  // second-derivative jumps at 0
+    gradcheck(c);
+  }
+}
+
+// The layers around the recurrent stacks (issue 36), each setting that changes the math.
+TEST(Gradcheck, Conv1DEveryPaddingStrideAndDilation) {
+  struct C {
+    Padding pad;
+    int64_t k, s, d;
+  };
+  for (C c : {C{Padding::Valid, 2, 1, 1}, C{Padding::Same, 3, 1, 1}, C{Padding::Same, 2, 2, 1},
+              C{Padding::Causal, 2, 1, 2}, C{Padding::Same, 2, 1, 2}, C{Padding::Causal, 3, 2, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "padding " << int(c.pad) << " kernel " << c.k << " strides " << c.s
+                                      << " dilation " << c.d);
+    gradcheck(features_case({conv1d(4, c.k, c.pad, c.s, c.d, Activation::Tanh), rnn(LayerKind::GRU, true)}));
+  }
+  LayerSpec nobias = conv1d(3, 2, Padding::Same, 1, 1, Activation::Silu);
+  nobias.use_bias = false;
+  gradcheck(features_case({nobias}));
+}
+
+TEST(Gradcheck, PoolingsLocalAndGlobal) {
+  for (LayerKind k : {LayerKind::MaxPooling1D, LayerKind::AveragePooling1D})
+    for (Padding pad : {Padding::Valid, Padding::Same}) {
+      SCOPED_TRACE(::testing::Message() << layer_kind_name(k) << " padding " << int(pad));
+      Case c = features_case({rnn(LayerKind::LSTM, true), pooling1d(k, 3, pad, 1), pooling1d(k, 2, pad)});
+      c.kinks = k == LayerKind::MaxPooling1D;
+      gradcheck(c);
+    }
+  for (LayerKind k : {LayerKind::GlobalAveragePooling1D, LayerKind::GlobalMaxPooling1D})
+    for (bool keep : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << layer_kind_name(k) << " keepdims " << keep);
+      LayerSpec g = layer_of(k);
+      g.keepdims = keep;
+      Case c = features_case({rnn(LayerKind::GRU, true), g, dense(2)});
+      c.lengths = {4, 2};  // the mean counts the steps the mask keeps; the max takes every step
+      c.kinks = k == LayerKind::GlobalMaxPooling1D;
+      gradcheck(c);
+    }
+}
+
+TEST(Gradcheck, LayerNormalizationFlattenActivationAndSpatialDropout) {
+  for (bool center : {true, false})
+    for (bool scale : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "center " << center << " scale " << scale);
+      LayerSpec ln = layer_of(LayerKind::LayerNormalization);
+      ln.center = center, ln.scale = scale;
+      gradcheck(features_case({rnn(LayerKind::LSTM, true), ln, rnn(LayerKind::GRU, false)}));
+    }
+  gradcheck(features_case({activation_layer(Activation::Softmax), layer_of(LayerKind::Flatten), dense(3, Activation::Gelu)}));
+  gradcheck(features_case({activation_layer(Activation::Silu), rnn(LayerKind::SimpleRNN, true),
+                           activation_layer(Activation::Softplus)}));
+  LayerSpec sd = layer_of(LayerKind::SpatialDropout1D);
+  sd.rate = 0.5;
+  Case c = features_case({rnn(LayerKind::GRU, true), sd, time_distributed(dropout(0.3)), dense(2)});
+  c.training = true;  // fixed masks: the rng is reseeded before every forward
+  gradcheck(c);
+}
+
 TEST(Gradcheck, DenseAndTimeDistributedOnSequences) {
   gradcheck(features_case({dense(4, Activation::Softmax)}));
   gradcheck(features_case({rnn(LayerKind::GRU, true), time_distributed(dense(4, Activation::Sigmoid))}));

@@ -81,6 +81,32 @@ inline LayerSpec dropout(double rate) {
   return l;
 }
 
+// A layer of kind k named as Keras names it, with Keras' defaults (the 1D poolings: strides = pool_size).
+inline LayerSpec layer_of(LayerKind k) {
+  LayerSpec l;
+  l.kind = k;
+  l.name = layer_snake_name(k);
+  l.activation = Activation::Linear;
+  return l;
+}
+inline LayerSpec conv1d(int64_t filters, int64_t kernel, Padding padding = Padding::Valid, int64_t strides = 1,
+                        int64_t dilation = 1, Activation act = Activation::Linear) {
+  LayerSpec l = layer_of(LayerKind::Conv1D);
+  l.filters = filters, l.kernel_size = kernel, l.padding = padding, l.strides = strides, l.dilation_rate = dilation;
+  l.activation = act;
+  return l;
+}
+inline LayerSpec pooling1d(LayerKind k, int64_t pool, Padding padding = Padding::Valid, int64_t strides = 0) {
+  LayerSpec l = layer_of(k);
+  l.pool_size = pool, l.padding = padding, l.strides = strides > 0 ? strides : pool;
+  return l;
+}
+inline LayerSpec activation_layer(Activation a) {
+  LayerSpec l = layer_of(LayerKind::Activation);
+  l.activation = a;
+  return l;
+}
+
 // Input first, then the layers, with unique names.
 inline ModelSpec model_of(std::vector<LayerSpec> layers) {
   ModelSpec m;

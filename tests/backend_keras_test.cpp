@@ -60,6 +60,14 @@ MergeMode merge_of(const std::string& n) {
   return MergeMode::Ave;
 }
 
+Activation activation_of(const std::string& name) {
+  for (Activation a : {Activation::Gelu, Activation::GeluApproximate, Activation::Elu, Activation::Selu,
+                       Activation::Softplus, Activation::Softsign, Activation::Silu})
+    if (name == activation_name(a)) return a;
+  ADD_FAILURE() << "no activation " << name;
+  return Activation::Linear;
+}
+
 // The model of gen.py's case `n` (Keras defaults otherwise).
 ModelSpec model_for(const std::string& n) {
   std::vector<LayerSpec> ls{input_layer({T, I})};
@@ -102,6 +110,53 @@ ModelSpec model_for(const std::string& n) {
     ls.push_back(time_distributed(dense(3, Activation::Sigmoid)));
   } else if (n == "dense_seq_tanh") {
     ls.push_back(dense(3, Activation::Tanh));
+  } else if (n.rfind("dense_act_", 0) == 0) {
+    ls.push_back(cell(LayerKind::GRU, true));
+    ls.push_back(dense(3, activation_of(n.substr(10))));
+  } else if (n == "conv1d_same_gelu") {
+    ls.push_back(conv1d(4, 3, Padding::Same, 1, 1, Activation::Gelu));
+    ls.push_back(cell(LayerKind::GRU, true));
+  } else if (n == "conv1d_causal_dilated") {
+    ls.push_back(conv1d(3, 2, Padding::Causal, 1, 2));
+    ls.push_back(cell(LayerKind::LSTM, false));
+  } else if (n == "conv1d_valid_strided_nobias") {
+    ls.push_back(conv1d(4, 2, Padding::Valid, 2));
+    ls.back().use_bias = false;
+    ls.push_back(cell(LayerKind::LSTM, true));
+  } else if (n == "maxpool_same") {
+    ls.push_back(cell(LayerKind::LSTM, true));
+    ls.push_back(pooling1d(LayerKind::MaxPooling1D, 2, Padding::Same));
+  } else if (n == "avgpool_same_strides1") {
+    ls.push_back(cell(LayerKind::LSTM, true));
+    ls.push_back(pooling1d(LayerKind::AveragePooling1D, 3, Padding::Same, 1));
+  } else if (n == "avgpool_valid") {
+    ls.push_back(cell(LayerKind::GRU, true));
+    ls.push_back(pooling1d(LayerKind::AveragePooling1D, 2));
+  } else if (n == "gap_masked") {
+    ls.push_back(cell(LayerKind::LSTM, true));
+    ls.push_back(layer_of(LayerKind::GlobalAveragePooling1D));
+    ls.push_back(dense(2));
+  } else if (n == "gmp_keepdims") {
+    ls.push_back(cell(LayerKind::GRU, true));
+    ls.push_back(layer_of(LayerKind::GlobalMaxPooling1D));
+    ls.back().keepdims = true;
+  } else if (n == "layernorm_seq") {
+    ls.push_back(cell(LayerKind::LSTM, true));
+    ls.push_back(layer_of(LayerKind::LayerNormalization));
+    ls.push_back(cell(LayerKind::GRU, false));
+  } else if (n == "layernorm_noscale_masked") {
+    ls.push_back(cell(LayerKind::GRU, true));
+    ls.push_back(layer_of(LayerKind::LayerNormalization));
+    ls.back().scale = false, ls.back().epsilon = 0.01;
+    ls.push_back(cell(LayerKind::LSTM, true));
+  } else if (n == "flatten_softmax") {
+    ls.push_back(conv1d(2, 2));
+    ls.push_back(layer_of(LayerKind::Flatten));
+    ls.push_back(dense(3, Activation::Softmax));
+  } else if (n == "activation_selu_masked") {
+    ls.push_back(cell(LayerKind::GRU, true));
+    ls.push_back(activation_layer(Activation::Selu));
+    ls.push_back(cell(LayerKind::SimpleRNN, false));
   } else if (n == "embedding_lstm_seq") {
     ls[0] = input_layer({T});
     ls.push_back(embedding(7, 3, true));
@@ -161,7 +216,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "simplernn_masked_last", "bidir_gru_concat_seq_masked", "bidir_gru_sum_seq_masked",
                       "bidir_gru_mul_seq_masked", "bidir_gru_ave_seq_masked", "bidir_lstm_concat_last_masked",
                       "bidir_lstm_sum_last_masked", "bidir_lstm_mul_last_masked", "bidir_lstm_ave_last_masked",
-                      "stack_softmax", "td_sigmoid_masked", "dense_seq_tanh", "embedding_lstm_seq"),
+                      "stack_softmax", "td_sigmoid_masked", "dense_seq_tanh", "embedding_lstm_seq",
+                      "dense_act_gelu", "dense_act_gelu_approximate", "dense_act_elu", "dense_act_selu",
+                      "dense_act_softplus", "dense_act_softsign", "dense_act_silu", "conv1d_same_gelu",
+                      "conv1d_causal_dilated", "conv1d_valid_strided_nobias", "maxpool_same", "avgpool_same_strides1",
+                      "avgpool_valid", "gap_masked", "gmp_keepdims", "layernorm_seq", "layernorm_noscale_masked",
+                      "flatten_softmax", "activation_selu_masked"),
     [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -61,6 +61,9 @@ std::vector<Case> cases() {
       {"embedding_mask_zero", kTok, "[{type: Embedding, input_dim: 11, output_dim: 5, mask_zero: true}, {type: LSTM, units: 8, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 3}}]"},
       {"masking_gru", kF, "[{type: Masking, mask_value: 0.0}, {type: GRU, units: 8, return_sequences: true}, {type: Dense, units: 2, activation: tanh}]"},
       {"softmax_categorical", kF, "[{type: LSTM, units: 8}, {type: Dense, units: 4, activation: softmax}]", LossKind::CategoricalCrossentropy},
+      // The activations whose derivative needs the pre-activation (the Dense stage keeps it).
+      {"dense_gelu_silu_elu", kF, "[{type: GRU, units: 8, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 6, activation: gelu}}, {type: Dense, units: 5, activation: silu}, {type: Dense, units: 4, activation: elu}, {type: Dense, units: 3, activation: gelu_approximate}]"},
+      {"dense_selu_softplus_softsign", kF, "[{type: LSTM, units: 8}, {type: Dense, units: 6, activation: selu}, {type: Dense, units: 5, activation: softplus}, {type: Dense, units: 3, activation: softsign}]"},
       {"sparse_logits_sequences", kF, "[{type: GRU, units: 8, return_sequences: true}, {type: Dense, units: 4}]", LossKind::SparseCategoricalCrossentropy},
       {"lstm_empty_sequence", kF, "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8, return_sequences: true}]",
        LossKind::MSE, FuseMode::Auto, true, {7, 0, 3, 1, 6}},

@@ -131,6 +131,37 @@ TEST_F(KerasFormats, HardSigmoidMeansWhatTheWritingKerasMeant) {
   EXPECT_FALSE(fs::exists(path("m.keras")));
 }
 
+// Keras' names for the activations that need the pre-activation; a recurrent layer with one is
+// refused on import (rnntrain's cells keep only their outputs), and gelu_approximate, which no Keras
+// config can name, is not exported.
+TEST_F(KerasFormats, InputDerivativeActivationsAreDenseOnlyAndGeluApproximateIsNotExported) {
+  Config c = parse_config(
+      "model:\n  layers:\n    - {type: Input, shape: [4, 2]}\n    - {type: LSTM, units: 3, return_sequences: true}\n"
+      "    - {type: Dense, units: 3, activation: gelu}\n    - {type: Dense, units: 2, activation: swish}\n", "t.yaml");
+  nlohmann::json j = nlohmann::json::parse(model_to_keras_json(c.model, KerasJsonStyle::Keras3).dump());
+  EXPECT_EQ(j["config"]["layers"][2]["config"]["activation"], "gelu");
+  EXPECT_EQ(j["config"]["layers"][3]["config"]["activation"], "silu");
+  EXPECT_EQ(model_from_keras_json(j, {"k.keras", "3.15.1"}).layers[3].activation, Activation::Silu);
+  j["config"]["layers"][3]["config"]["activation"] = "swish";  // what older Keras wrote
+  EXPECT_EQ(model_from_keras_json(j, {"k.keras", "3.15.1"}).layers[3].activation, Activation::Silu);
+  j["config"]["layers"][1]["config"]["activation"] = "gelu";
+  try {
+    model_from_keras_json(j, {"k.keras", "3.15.1"});
+    ADD_FAILURE() << "an LSTM with gelu was imported";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("activation 'gelu' is not supported"), std::string::npos) << e.what();
+  }
+  c.model.layers[2].activation = Activation::GeluApproximate;
+  try {
+    export_keras(path("m.keras"), c.model, random_params(c.model, 1));
+    ADD_FAILURE() << "gelu_approximate was exported";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'dense' (Dense): a Keras model config cannot name the activation "
+                                         "gelu_approximate"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("m.keras")));
+}
+
 TEST_F(KerasFormats, WeightsSurviveEveryFormatBitForBit) {
   for (const char* yaml : {kAllLayers, kTokens}) {
     Config c = parse_config(yaml, "t.yaml");

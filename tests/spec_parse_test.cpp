@@ -515,11 +515,13 @@ TEST(Errors, StructureRulesNameTheFix) {
       {h + "    - {units: 3}\n", "model.layers[1]: missing key 'type'"},
       {h + "    - {type: Bidirectional}\n", "model.layers[1]: missing key 'layer'; Bidirectional needs the layer it wraps"},
       {h + "    - {type: Bidirectional, layer: {type: Dense, units: 3}}\n", "model.layers[1].layer.type: Bidirectional wraps an LSTM, GRU or SimpleRNN, got Dense"},
-      {h + "    - {type: TimeDistributed, layer: {type: LSTM, units: 3}}\n", "model.layers[1].layer.type: TimeDistributed wraps a Dense layer, got LSTM"},
+      {h + "    - {type: TimeDistributed, layer: {type: LSTM, units: 3}}\n", "model.layers[1].layer.type: TimeDistributed wraps a Dense or a Dropout layer, got LSTM"},
       {"model:\n  layers:\n    - {type: Input, shape: [5]}\n    - {type: Embedding, input_dim: 10}\n", "model.layers[1]: missing key 'output_dim'"},
       {h + "    - {type: Dense, units: 3, name: out}\n" + "    - {type: Dense, units: 3, name: out}\n", "model.layers[2].name: the name 'out' is already used by model.layers[1]"},
       {h + "    - {type: Dense, units: 3, name: a/b}\n", "may not contain '/'"},
-      {h + "    - {type: LSTM, units: 3, activation: softmax}\n", "softmax is only available on Dense layers"},
+      {h + "    - {type: LSTM, units: 3, activation: softmax}\n", "softmax is only available on Dense, Conv1D and Activation layers"},
+      {h + "    - {type: GRU, units: 3, recurrent_activation: gelu}\n", "gelu is only available on Dense, Conv1D and Activation layers"},
+      {h + "    - {type: Dense, units: 3, activation: gelu_tanh}\n", "did you mean"},
       {h + "    - {type: Dense, units: 3, units: 4}\n", "model.layers[1].units: duplicate key 'units'"},
       {h + dense + "train: {optimizer: {type: adam, clipnorm: 1, global_clipnorm: 1}}\n", "train.optimizer.global_clipnorm: clipnorm is already set"},
       {h + dense + "data: {validation: {path: v.h5}, validation_split: 0.2}\n", "not both"},
@@ -565,6 +567,19 @@ TEST(Errors, LoadConfigNamesAMissingFile) {
   } catch (const ConfigError& e) {
     EXPECT_HAS(std::string(e.what()), "/nonexistent/dir/q.yaml: cannot open the config file");
   }
+}
+
+// swish is Keras' alias of silu: read as silu, written back as silu (Keras 3 writes it so too).
+TEST(ParseModel, SwishIsReadAndWrittenAsSilu) {
+  const Config cfg = parse_config(
+      "model:\n  layers:\n    - {type: Input, shape: [4, 2]}\n    - {type: Dense, units: 3, activation: swish}\n"
+      "    - {type: Dense, units: 2, activation: gelu_approximate}\n", "q.yaml");
+  EXPECT_EQ(cfg.model.layers[1].activation, Activation::Silu);
+  EXPECT_EQ(cfg.model.layers[2].activation, Activation::GeluApproximate);
+  const std::string text = emit_config(cfg);
+  EXPECT_NE(text.find("activation: silu"), std::string::npos) << text;
+  EXPECT_EQ(text.find("swish"), std::string::npos) << text;
+  EXPECT_EQ(parse_config(text, "again.yaml").model.layers[2].activation, Activation::GeluApproximate);
 }
 
 }  // namespace

@@ -98,6 +98,15 @@ int64_t gpu_wavefront2_backward_passes() {
 #endif
 }
 
+bool trains_on_gpu(const Config& cfg) {
+#ifdef RNNTRAIN_WITH_CUDA
+  return cfg.device != Device::Cpu && gpu_unavailable_reason().empty() && cuda::unsupported_layer(cfg.model).empty();
+#else
+  (void)cfg;
+  return false;
+#endif
+}
+
 std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks) {
   if (cfg.device == Device::Cpu) return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
   const std::string why = gpu_unavailable_reason();
@@ -108,6 +117,12 @@ std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropo
     return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
   }
 #ifdef RNNTRAIN_WITH_CUDA
+  if (const std::string layer = cuda::unsupported_layer(cfg.model); !layer.empty()) {
+    if (cfg.device == Device::Cuda)
+      throw UsageError(fmt::format("device: cuda was requested but {}; use device: cpu or auto", layer));
+    log_info("device auto: training on the CPU: {}", layer);
+    return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
+  }
   return cuda::make_cuda_engine(cfg, std::move(params), dropout_rng, ranks);
 #else
   return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
@@ -116,7 +131,7 @@ std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropo
 
 std::string describe_execution(const Config& cfg, const ResolvedModel& model) {
 #ifdef RNNTRAIN_WITH_CUDA
-  if (cfg.device != Device::Cpu && gpu_unavailable_reason().empty()) {
+  if (trains_on_gpu(cfg)) {
     const bool autotuned = cfg.plan.precision == Precision::Auto || cfg.plan.algo == RnnAlgo::Auto;
     const Precision p = cfg.plan.precision == Precision::Auto ? Precision::Bf16 : cfg.plan.precision;
     const RnnAlgo a = cfg.plan.algo == RnnAlgo::Auto ? RnnAlgo::Wavefront : cfg.plan.algo;

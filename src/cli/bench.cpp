@@ -233,7 +233,7 @@ void make_candidates(Bench& b) {
   CandidateFilter filter;
   filter.precisions = parse_list<Precision>(a.precisions, "--precision", kPrecisions, precision_name);
   filter.algos = parse_list<RnnAlgo>(a.algos, "--algo", kAlgos, rnn_algo_name);
-  const bool gpu = b.cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
+  const bool gpu = trains_on_gpu(b.cfg);
   for (const PlanChoice& c : gpu ? plan_candidates(b.cfg, filter) : std::vector<PlanChoice>{}) {
     // Padded batches run cuDNN's persistent stacks with the standard algorithm: nothing new to time.
     const bool padded = (a.min_length > 0 && a.min_length < b.T) || b.median > 0;

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "io/keras_model.h"
 #include "spec/cells.h"
+#include "spec/sections.h"
 
 namespace rnntrain {
 
@@ -29,12 +30,12 @@ const CellTraits* cell_of_class(const std::string& cls) {
 
 // The Keras classes rnntrain reads, for messages.
 std::string known_classes() {
-  std::string cell_classes, cudnn_classes;
-  for (const CellTraits& c : cells()) {
-    cell_classes += fmt::format("{}, ", c.keras_class);
-    if (c.cudnn_class) cudnn_classes += fmt::format("{}, ", c.cudnn_class);
-  }
-  return "InputLayer, Embedding, Masking, " + cell_classes + cudnn_classes + "Bidirectional, Dropout, Dense, TimeDistributed";
+  std::string out = "InputLayer";
+  for (const spec::Choice<LayerKind>& k : spec::layer_kinds())
+    if (!k.alias && k.value != LayerKind::Input) out += fmt::format(", {}", k.name);
+  for (const CellTraits& c : cells())
+    if (c.cudnn_class) out += fmt::format(", {}", c.cudnn_class);
+  return out;
 }
 
 using nlohmann::json;
@@ -74,21 +75,28 @@ struct Reader {
     return it != c.end() && !it->is_null();
   }
 
-  Activation activation(const json& c, const char* key, const std::string& who, Activation def, bool allow_softmax) {
+  Activation activation(const json& c, const char* key, const std::string& who, Activation def, bool dense) {
     auto it = c.find(key);
     if (it == c.end() || it->is_null()) return def;
     std::string name;
     if (it->is_string()) name = it->get<std::string>();
     else if (it->is_object()) name = it->contains("config") && (*it)["config"].is_string() ? (*it)["config"].get<std::string>()
                                                                                           : str(*it, "class_name");
-    if (name == "linear" || name == "None") return Activation::Linear;
-    if (name == "tanh") return Activation::Tanh;
-    if (name == "sigmoid") return Activation::Sigmoid;
-    if (name == "relu") return Activation::Relu;
+    if (name == "None") return Activation::Linear;
     if (name == "hard_sigmoid") return origin.keras2() ? Activation::HardSigmoidKeras2 : Activation::HardSigmoid;
-    if (name == "softmax" && allow_softmax) return Activation::Softmax;
+    // Keras' names are the config's (spec/choices.cpp), but for rnntrain's own two.
+    const auto& all = spec::activations();
+    const auto known = std::find_if(all.begin(), all.end(), [&](const auto& choice) {
+      return name == choice.name && choice.value != Activation::HardSigmoidKeras2 &&
+             choice.value != Activation::GeluApproximate;
+    });
+    if (known != all.end()) {
+      const Activation a = known->value;
+      if (dense || (a != Activation::Softmax && !act_grad_from_input(a))) return a;
+    }
     refused.push_back(fmt::format("{}: {} '{}' is not supported (rnntrain has linear, tanh, sigmoid, hard_sigmoid, relu{})",
-                                  who, key, name, allow_softmax ? ", softmax" : ""));
+                                  who, key, name,
+                                  dense ? ", softmax, gelu, elu, selu, softplus, softsign, silu (swish)" : ""));
     return def;
   }
 
@@ -167,12 +175,12 @@ struct Reader {
     if (set_non_null(cfg, "axis")) {
       const json& a = cfg.at("axis");
       const json list = a.is_array() ? a : json::array({a});
-      const bool ok = !list.empty() && list.size() <= 2 && std::all_of(list.begin(), list.end(), [](const json& x) {
-        return x.is_number_integer() && x.get<int64_t>() >= -2 && x.get<int64_t>() <= 1;
+      const bool ok = !list.empty() && list.size() <= 3 && std::all_of(list.begin(), list.end(), [](const json& x) {
+        return x.is_number_integer() && x.get<int64_t>() >= -3 && x.get<int64_t>() <= 2;
       });
       if (ok) out.axis = list.get<std::vector<int>>();
-      else refused.push_back(fmt::format("{}: {} axis {} is not supported (rnntrain's weights have at most 2 "
-                                         "dimensions: one or two axes from -2 to 1)", who, key, printable(a.dump())));
+      else refused.push_back(fmt::format("{}: {} axis {} is not supported (rnntrain's weights have at most 3 "
+                                         "dimensions: one to three axes from -3 to 2)", who, key, printable(a.dump())));
     }
     return out;
   }
@@ -277,10 +285,8 @@ struct Reader {
     return l;
   }
 
-  LayerSpec dense(const json& c, const std::string& who) {
-    LayerSpec l;
-    l.kind = LayerKind::Dense;
-    l.units = dim(c, "units", who);
+  // Dense's and Conv1D's: the activation, use_bias, and the kernel's and bias' settings.
+  void kernel_and_bias(const json& c, const std::string& who, LayerSpec& l) {
     l.activation = activation(c, "activation", who, Activation::Linear, true);
     l.use_bias = flag(c, "use_bias", true);
     l.kernel_initializer = initializer(c, "kernel_initializer", who, l.kernel_initializer);
@@ -290,8 +296,87 @@ struct Reader {
     l.activity_regularizer = regularizer(c, "activity_regularizer", who);
     l.kernel_regularizer = regularizer(c, "kernel_regularizer", who);
     l.bias_regularizer = regularizer(c, "bias_regularizer", who);
+    check_dtype(c, who);
+  }
+
+  LayerSpec dense(const json& c, const std::string& who) {
+    LayerSpec l;
+    l.kind = LayerKind::Dense;
+    l.units = dim(c, "units", who);
+    kernel_and_bias(c, who, l);
     if (set_non_null(c, "quantization_config") || num(c, "lora_rank", 0) > 0)
       refused.push_back(fmt::format("{}: quantized or LoRA Dense layers are not supported", who));
+    return l;
+  }
+
+  // A 1D window's size or step: a whole number or a list of one ([3], as Keras writes it); absent or
+  // null is def; else refused.
+  int64_t window(const json& c, const char* key, const std::string& who, int64_t def) {
+    auto it = c.find(key);
+    if (it == c.end() || it->is_null()) return def;
+    const json& v = it->is_array() && it->size() == 1 ? it->front() : *it;
+    if (v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= kMaxDim) return v.get<int64_t>();
+    refused.push_back(fmt::format("{}: '{}' is {}; rnntrain takes a whole number from 1 to {} (1D layers)", who, key,
+                                  printable(it->dump()), kMaxDim));
+    return def;
+  }
+  Padding padding(const json& c, const std::string& who, bool causal) {
+    std::string p = str(c, "padding", "valid");
+    for (char& ch : p) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (p == "valid") return Padding::Valid;
+    if (p == "same") return Padding::Same;
+    if (p == "causal" && causal) return Padding::Causal;
+    refused.push_back(fmt::format("{}: padding '{}' is not supported (valid, same{})", who, printable(p),
+                                  causal ? ", causal" : ""));
+    return Padding::Valid;
+  }
+  // channels_first (Keras' data_format) is not what rnntrain's [batch, steps, features] holds.
+  void channels_last(const json& c, const std::string& who) {
+    const std::string f = str(c, "data_format", "channels_last");
+    if (f != "channels_last")
+      refused.push_back(fmt::format("{}: data_format '{}' is not supported (rnntrain's sequences are channels_last: "
+                                    "[batch, steps, features])", who, printable(f)));
+  }
+
+  LayerSpec conv1d(const json& c, const std::string& who) {
+    LayerSpec l;
+    l.kind = LayerKind::Conv1D;
+    l.filters = dim(c, "filters", who);
+    l.kernel_size = window(c, "kernel_size", who, 0);
+    if (l.kernel_size == 0) refused.push_back(fmt::format("{}: no kernel_size", who));
+    l.strides = window(c, "strides", who, 1);
+    l.dilation_rate = window(c, "dilation_rate", who, 1);
+    l.padding = padding(c, who, true);
+    channels_last(c, who);
+    if (num(c, "groups", 1) != 1)
+      refused.push_back(fmt::format("{}: groups {} is not supported (rnntrain's Conv1D has groups 1)", who,
+                                    printable(c.at("groups").dump())));
+    if (l.strides > 1 && l.dilation_rate > 1)
+      refused.push_back(fmt::format("{}: strides > 1 with dilation_rate > 1 (Keras refuses it too)", who));
+    kernel_and_bias(c, who, l);
+    return l;
+  }
+
+  LayerSpec layer_normalization(const json& c, const std::string& who) {
+    LayerSpec l;
+    l.kind = LayerKind::LayerNormalization;
+    auto axis = c.find("axis");
+    const bool last = axis == c.end() || axis->is_null() || *axis == -1 || *axis == json::array({-1});
+    if (!last)
+      refused.push_back(fmt::format("{}: axis {} is not supported (rnntrain normalizes over the last axis: -1)", who,
+                                    printable(axis->dump())));
+    refuse_true(c, who, {"rms_scaling"});
+    l.epsilon = num(c, "epsilon", 1e-3);
+    if (!(l.epsilon >= 0.0 && l.epsilon <= 1.0))
+      refused.push_back(fmt::format("{}: epsilon {} is not in [0, 1]", who, l.epsilon));
+    l.center = flag(c, "center", true);
+    l.scale = flag(c, "scale", true);
+    l.beta_initializer = initializer(c, "beta_initializer", who, l.beta_initializer);
+    l.gamma_initializer = initializer(c, "gamma_initializer", who, l.gamma_initializer);
+    l.beta_regularizer = regularizer(c, "beta_regularizer", who);
+    l.gamma_regularizer = regularizer(c, "gamma_regularizer", who);
+    l.beta_constraint = constraint(c, "beta_constraint", who);
+    l.gamma_constraint = constraint(c, "gamma_constraint", who);
     check_dtype(c, who);
     return l;
   }
@@ -332,6 +417,29 @@ struct Reader {
     } else if (cls == "Dropout") {
       l.rate = fraction(c, "rate", who);
       drop_set(c, who, {"noise_shape"});
+    } else if (cls == "SpatialDropout1D") {
+      l.kind = LayerKind::SpatialDropout1D;
+      l.rate = fraction(c, "rate", who);
+    } else if (cls == "Conv1D") {
+      l = conv1d(c, who);
+    } else if (cls == "MaxPooling1D" || cls == "AveragePooling1D") {
+      l.kind = cls == "MaxPooling1D" ? LayerKind::MaxPooling1D : LayerKind::AveragePooling1D;
+      l.pool_size = window(c, "pool_size", who, 2);
+      l.strides = window(c, "strides", who, l.pool_size);
+      l.padding = padding(c, who, false);
+      channels_last(c, who);
+    } else if (cls == "GlobalAveragePooling1D" || cls == "GlobalMaxPooling1D") {
+      l.kind = cls == "GlobalAveragePooling1D" ? LayerKind::GlobalAveragePooling1D : LayerKind::GlobalMaxPooling1D;
+      l.keepdims = flag(c, "keepdims", false);
+      channels_last(c, who);
+    } else if (cls == "LayerNormalization") {
+      l = layer_normalization(c, who);
+    } else if (cls == "Flatten") {
+      l.kind = LayerKind::Flatten;
+      channels_last(c, who);
+    } else if (cls == "Activation") {
+      l.kind = LayerKind::Activation;
+      l.activation = activation(c, "activation", who, Activation::Linear, true);
     } else if (cls == "Masking") {
       l.kind = LayerKind::Masking;
       l.mask_value = num(c, "mask_value", 0.0);
@@ -357,12 +465,13 @@ struct Reader {
         // Not read: a wrapper inside a wrapper is never supported, and a file may nest them
         // thousands deep.
         refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, inner_cls, cls,
-                                      l.kind == LayerKind::Bidirectional ? cell_names() : "Dense"));
+                                      l.kind == LayerKind::Bidirectional ? cell_names() : "Dense or Dropout"));
       } else {
         LayerSpec in = layer(*inner);
-        const bool ok = l.kind == LayerKind::Bidirectional ? is_recurrent(in.kind) : in.kind == LayerKind::Dense;
+        const bool ok = l.kind == LayerKind::Bidirectional ? is_recurrent(in.kind)
+                                                           : in.kind == LayerKind::Dense || in.kind == LayerKind::Dropout;
         if (!ok) refused.push_back(fmt::format("{}: wraps a {}; rnntrain's {} wraps {}", who, str(*inner, "class_name"),
-                                               cls, l.kind == LayerKind::Bidirectional ? cell_names() : "Dense"));
+                                               cls, l.kind == LayerKind::Bidirectional ? cell_names() : "Dense or Dropout"));
         if (l.kind == LayerKind::Bidirectional && in.name.rfind("forward_", 0) == 0) in.name = in.name.substr(8);
         if (l.kind == LayerKind::TimeDistributed && in.activity_regularizer.active()) {
           log_warn("{}: {}: the wrapped Dense's activity_regularizer is not imported: Keras 3 runs a TimeDistributed "

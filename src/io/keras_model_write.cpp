@@ -2,8 +2,10 @@
 // (what both Keras 3 and tf-keras accept) and Keras 3's `config.json`. Reading is keras_model_read.cpp.
 #include <fmt/format.h>
 
+#include <tuple>
 #include <utility>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "io/keras_model.h"
 #include "spec/cells.h"
@@ -35,7 +37,13 @@ const char* keras_class_name(LayerKind k) {
 
 namespace {
 
-const char* activation_json(Activation a) {
+// Layer l's activation a by its Keras name; gelu_approximate has none (a Keras config cannot name
+// keras.activations.gelu with approximate=True), so a model with it is not exported.
+const char* activation_json(const LayerSpec& l, Activation a) {
+  if (a == Activation::GeluApproximate)
+    throw ConfigError(fmt::format("layer '{}' ({}): a Keras model config cannot name the activation gelu_approximate "
+                                  "(Keras' 'gelu' is the exact erf form); train with activation: gelu to export it",
+                                  l.name, layer_kind_name(l.kind)));
   return a == Activation::HardSigmoidKeras2 ? "hard_sigmoid" : activation_name(a);
 }
 
@@ -114,9 +122,9 @@ Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
   c["stateful"] = false;
   c["unroll"] = false;
   c["units"] = l.units;
-  c["activation"] = activation_json(l.activation);
+  c["activation"] = activation_json(l, l.activation);
   const CellTraits& cell = cell_traits(l.kind);
-  if (cell.recurrent_activation) c["recurrent_activation"] = activation_json(l.recurrent_activation);
+  if (cell.recurrent_activation) c["recurrent_activation"] = activation_json(l, l.recurrent_activation);
   c["use_bias"] = l.use_bias;
   c["kernel_initializer"] = initializer_json(l.kernel_initializer, style);
   c["recurrent_initializer"] = initializer_json(l.recurrent_initializer, style);
@@ -143,7 +151,7 @@ Json recurrent_config(const LayerSpec& l, KerasJsonStyle style) {
 Json dense_config(const LayerSpec& l, KerasJsonStyle style) {
   Json c = base_config(l.name);
   c["units"] = l.units;
-  c["activation"] = activation_json(l.activation);
+  c["activation"] = activation_json(l, l.activation);
   c["use_bias"] = l.use_bias;
   c["kernel_initializer"] = initializer_json(l.kernel_initializer, style);
   c["bias_initializer"] = initializer_json(l.bias_initializer, style);
@@ -154,6 +162,8 @@ Json dense_config(const LayerSpec& l, KerasJsonStyle style) {
   c["bias_constraint"] = constraint_json(l.bias_constraint, style);
   return c;
 }
+
+const char* padding_name(Padding p) { return p == Padding::Same ? "same" : p == Padding::Causal ? "causal" : "valid"; }
 
 Json shape_json(const Shape& s) {
   Json j = Json::array({nullptr});
@@ -199,6 +209,67 @@ Json layer_config(const LayerSpec& l, KerasJsonStyle style) {
       return c;
     }
     case LayerKind::Dense: return dense_config(l, style);
+    case LayerKind::Conv1D: {
+      Json c = base_config(l.name);
+      c["filters"] = l.filters;
+      c["kernel_size"] = Json::array({l.kernel_size});
+      c["strides"] = Json::array({l.strides});
+      c["padding"] = padding_name(l.padding);
+      c["data_format"] = "channels_last";
+      c["dilation_rate"] = Json::array({l.dilation_rate});
+      c["groups"] = 1;
+      c.update(dense_config(l, style));  // activation, use_bias, the kernel's and bias' settings
+      c.erase("units");
+      return c;
+    }
+    case LayerKind::MaxPooling1D:
+    case LayerKind::AveragePooling1D: {
+      Json c = base_config(l.name);
+      c["pool_size"] = Json::array({l.pool_size});
+      c["padding"] = padding_name(l.padding);
+      c["strides"] = Json::array({l.strides});
+      c["data_format"] = "channels_last";
+      return c;
+    }
+    case LayerKind::GlobalAveragePooling1D:
+    case LayerKind::GlobalMaxPooling1D: {
+      Json c = base_config(l.name);
+      c["data_format"] = "channels_last";
+      c["keepdims"] = l.keepdims;
+      return c;
+    }
+    case LayerKind::LayerNormalization: {
+      Json c = base_config(l.name);
+      c["axis"] = -1;
+      c["epsilon"] = l.epsilon;
+      c["center"] = l.center;
+      c["scale"] = l.scale;
+      for (auto [w, init, reg, con] : {std::tuple{"beta", &l.beta_initializer, &l.beta_regularizer, &l.beta_constraint},
+                                       std::tuple{"gamma", &l.gamma_initializer, &l.gamma_regularizer, &l.gamma_constraint}}) {
+        c[fmt::format("{}_initializer", w)] = initializer_json(*init, style);
+        c[fmt::format("{}_regularizer", w)] = regularizer_json(*reg, style);
+        c[fmt::format("{}_constraint", w)] = constraint_json(*con, style);
+      }
+      return c;
+    }
+    case LayerKind::Flatten: {
+      Json c = base_config(l.name);
+      c["data_format"] = "channels_last";
+      return c;
+    }
+    case LayerKind::SpatialDropout1D: {  // Keras 3's constructor takes these alone (no trainable)
+      Json c;
+      c["name"] = l.name;
+      c["dtype"] = "float32";
+      c["rate"] = l.rate;
+      c["seed"] = nullptr;
+      return c;
+    }
+    case LayerKind::Activation: {
+      Json c = base_config(l.name);
+      c["activation"] = activation_json(l, l.activation);
+      return c;
+    }
     case LayerKind::Bidirectional:
     case LayerKind::TimeDistributed: {
       Json c = base_config(l.name);

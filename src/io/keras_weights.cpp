@@ -168,11 +168,12 @@ void write_keras3_weights(const h5::Group& root, const ModelSpec& model, const P
 
 std::vector<StoredLayer> read_keras3_weights(const h5::Group& root, const ModelSpec& model) {
   const std::vector<std::string> paths = keras3_paths(model);
+  const std::vector<LayerShape> shapes = infer_shapes(model);
   std::vector<StoredLayer> out;
   std::set<std::string> used;
   for (size_t i = 1; i < model.layers.size(); ++i) {
     const LayerSpec& l = model.layers[i];
-    if (l.kind == LayerKind::Masking || l.kind == LayerKind::Dropout) continue;
+    if (shapes[i].weights == 0) continue;  // Masking, Dropout, the poolings, ...: nothing to read
     StoredLayer s;
     s.name = paths[i];
     for (const std::string& gp : vars_groups(l, paths[i])) {

@@ -2,6 +2,7 @@
 // plus the flat views the optimizer uses. The initialisers themselves are in init.cpp.
 #include "model/params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string_view>
@@ -128,6 +129,8 @@ std::pair<const Regularizer*, const Constraint*> weight_settings(const LayerSpec
   if (name == "recurrent_kernel") return {&l.recurrent_regularizer, &l.recurrent_constraint};
   if (name == "bias") return {&l.bias_regularizer, &l.bias_constraint};
   if (name == "embeddings") return {&l.embeddings_regularizer, &l.embeddings_constraint};
+  if (name == "gamma") return {&l.gamma_regularizer, &l.gamma_constraint};
+  if (name == "beta") return {&l.beta_regularizer, &l.beta_constraint};
   return {nullptr, nullptr};
 }
 
@@ -158,21 +161,28 @@ std::vector<Constraint> weight_constraints(const ModelSpec& model, const Params&
 
 int64_t constraint_groups(const Constraint& c, const Shape& shape, std::vector<int32_t>& group, const std::string& what) {
   const int rank = static_cast<int>(shape.size());
-  bool reduce[2] = {false, false};
+  std::vector<bool> reduce(static_cast<size_t>(std::max(rank, 1)), false);
   for (int a : c.axis) {
     const int k = a < 0 ? a + rank : a;
     if (k < 0 || k >= rank)
       throw ConfigError(fmt::format("{}: the constraint's axis {} is outside the weight's {} dimension(s) {}; use an "
                                     "axis from {} to {}", what, a, rank, shape_str(shape), -rank, rank - 1));
-    reduce[k] = true;
+    reduce[static_cast<size_t>(k)] = true;
   }
-  const int64_t rows = rank == 2 ? shape[0] : 1, cols = shape.empty() ? 1 : shape.back();
-  if (rank == 1) reduce[1] = reduce[0], reduce[0] = true;  // a vector is one row
-  group.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < cols; ++k)
-      group[r * cols + k] = static_cast<int32_t>(reduce[0] && reduce[1] ? 0 : reduce[0] ? k : reduce[1] ? r : r * cols + k);
-  return reduce[0] && reduce[1] ? 1 : reduce[0] ? cols : reduce[1] ? rows : rows * cols;
+  // Element e's group: its index over the axes not reduced (row-major), so each group is one norm.
+  int64_t n = 1, groups = 1;
+  for (int64_t d : shape) n *= d;
+  group.assign(static_cast<size_t>(n), 0);
+  int64_t stride = 1;  // of the kept axes seen so far, from the last one
+  for (int a = rank - 1; a >= 0; --a) {
+    if (reduce[static_cast<size_t>(a)]) continue;
+    int64_t inner = 1;  // elements per step along axis a
+    for (int b = a + 1; b < rank; ++b) inner *= shape[b];
+    for (int64_t e = 0; e < n; ++e) group[static_cast<size_t>(e)] += static_cast<int32_t>((e / inner) % shape[a] * stride);
+    stride *= shape[a];
+  }
+  groups = stride;
+  return groups;
 }
 
 ConstraintRule constraint_rule(const Constraint& c) {
@@ -240,7 +250,23 @@ Params init_params(const ModelSpec& model, Rng& rng) {
     switch (l.kind) {
       case LayerKind::Input:
       case LayerKind::Masking:
-      case LayerKind::Dropout: break;
+      case LayerKind::Dropout:
+      case LayerKind::SpatialDropout1D:
+      case LayerKind::MaxPooling1D:
+      case LayerKind::AveragePooling1D:
+      case LayerKind::GlobalAveragePooling1D:
+      case LayerKind::GlobalMaxPooling1D:
+      case LayerKind::Flatten:
+      case LayerKind::Activation: break;
+      case LayerKind::Conv1D:  // kernel [kernel_size, in, filters], bias [filters]
+        need_positive(l, "filters", l.filters);
+        add_param(lp, l, "kernel", {l.kernel_size, in.back(), l.filters}, l.kernel_initializer, rng);
+        if (l.use_bias) add_param(lp, l, "bias", {l.filters}, l.bias_initializer, rng);
+        break;
+      case LayerKind::LayerNormalization:  // gamma, beta [features], as Keras creates them
+        if (l.scale) add_param(lp, l, "gamma", {in.back()}, l.gamma_initializer, rng);
+        if (l.center) add_param(lp, l, "beta", {in.back()}, l.beta_initializer, rng);
+        break;
       case LayerKind::Embedding:
         need_positive(l, "input_dim", l.input_dim);
         need_positive(l, "output_dim", l.output_dim);
@@ -255,7 +281,7 @@ Params init_params(const ModelSpec& model, Rng& rng) {
         break;
       case LayerKind::Dense: add_dense(lp, l, l, in.back(), rng); break;
       case LayerKind::TimeDistributed:
-        add_dense(lp, l, *l.inner, in.back(), rng);
+        if (l.inner->kind == LayerKind::Dense) add_dense(lp, l, *l.inner, in.back(), rng);
         break;
     }
     params.layers.push_back(std::move(lp));

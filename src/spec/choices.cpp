@@ -3,6 +3,7 @@
 #include "spec/sections.h"
 
 #include "spec/cells.h"
+#include "spec/layers.h"
 
 #include <cctype>
 #include <vector>
@@ -13,20 +14,16 @@ namespace rnntrain::spec {
 
 namespace {
 
-// The layers besides the cells (spec/cells.h), which configs list between Masking and Bidirectional.
-constexpr Choice<LayerKind> kLayersBeforeCells[] = {
-    {"Input", LayerKind::Input}, {"Embedding", LayerKind::Embedding}, {"Masking", LayerKind::Masking}};
-constexpr Choice<LayerKind> kLayersAfterCells[] = {
-    {"Bidirectional", LayerKind::Bidirectional}, {"Dropout", LayerKind::Dropout},
-    {"Dense", LayerKind::Dense},                 {"TimeDistributed", LayerKind::TimeDistributed},
-    {"InputLayer", LayerKind::Input, true},
-};
 
 constexpr Choice<Activation> kActivations[] = {
     {"linear", Activation::Linear},   {"tanh", Activation::Tanh},
     {"sigmoid", Activation::Sigmoid}, {"hard_sigmoid", Activation::HardSigmoid},
     {"hard_sigmoid_keras2", Activation::HardSigmoidKeras2},
     {"relu", Activation::Relu},       {"softmax", Activation::Softmax},
+    {"gelu", Activation::Gelu},       {"gelu_approximate", Activation::GeluApproximate},
+    {"elu", Activation::Elu},         {"selu", Activation::Selu},
+    {"softplus", Activation::Softplus}, {"softsign", Activation::Softsign},
+    {"silu", Activation::Silu},       {"swish", Activation::Silu, true},
 };
 
 constexpr Choice<ConstraintKind> kConstraintKinds[] = {
@@ -49,6 +46,8 @@ constexpr Choice<InitKind> kInitKinds[] = {
     {"he_normal", InitKind::HeNormal},
     {"lecun_uniform", InitKind::LecunUniform},
 };
+
+constexpr Choice<Padding> kPaddings[] = {{"valid", Padding::Valid}, {"same", Padding::Same}, {"causal", Padding::Causal}};
 
 constexpr Choice<MergeMode> kMergeModes[] = {
     {"concat", MergeMode::Concat}, {"sum", MergeMode::Sum}, {"mul", MergeMode::Mul}, {"ave", MergeMode::Ave}};
@@ -96,11 +95,16 @@ constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::C
 
 }  // namespace
 
+// The layers (spec/layers.h) with the cells (spec/cells.h) among them, and Keras' InputLayer.
 std::span<const Choice<LayerKind>> layer_kinds() {
   static const std::vector<Choice<LayerKind>> kinds = [] {
-    std::vector<Choice<LayerKind>> v(std::begin(kLayersBeforeCells), std::end(kLayersBeforeCells));
+    std::vector<Choice<LayerKind>> v;
+    for (const LayerTraits& l : layer_table())
+      if (l.before_cells) v.push_back({l.keras_class, l.kind});
     for (const CellTraits& c : cells()) v.push_back({c.keras_class, c.kind});
-    v.insert(v.end(), std::begin(kLayersAfterCells), std::end(kLayersAfterCells));
+    for (const LayerTraits& l : layer_table())
+      if (!l.before_cells) v.push_back({l.keras_class, l.kind});
+    v.push_back({"InputLayer", LayerKind::Input, true});
     return v;
   }();
   return kinds;
@@ -109,6 +113,7 @@ std::span<const Choice<Activation>> activations() { return kActivations; }
 std::span<const Choice<InitKind>> init_kinds() { return kInitKinds; }
 std::span<const Choice<ConstraintKind>> constraint_kinds() { return kConstraintKinds; }
 std::span<const Choice<MergeMode>> merge_modes() { return kMergeModes; }
+std::span<const Choice<Padding>> paddings() { return kPaddings; }
 std::span<const Choice<DataFormat>> data_formats() {
   static const std::vector<Choice<DataFormat>> formats = [] {
     std::vector<Choice<DataFormat>> v;

@@ -63,6 +63,22 @@ void add_settings(const LayerSpec& l, const std::string& prefix, std::vector<Set
   put("recurrent_constraint", constraint_str(l.recurrent_constraint));
   put("bias_constraint", constraint_str(l.bias_constraint));
   put("rate", fmt::format("{}", l.rate));
+  put("filters", std::to_string(l.filters));
+  put("kernel_size", std::to_string(l.kernel_size));
+  put("pool_size", std::to_string(l.pool_size));
+  put("strides", std::to_string(l.strides));
+  put("dilation_rate", std::to_string(l.dilation_rate));
+  put("padding", spec::enum_name(spec::paddings(), l.padding));
+  put("keepdims", flag(l.keepdims));
+  put("epsilon", fmt::format("{}", l.epsilon));
+  put("center", flag(l.center));
+  put("scale", flag(l.scale));
+  put("gamma_initializer", init_str(l.gamma_initializer));
+  put("beta_initializer", init_str(l.beta_initializer));
+  put("gamma_regularizer", reg_str(l.gamma_regularizer));
+  put("beta_regularizer", reg_str(l.beta_regularizer));
+  put("gamma_constraint", constraint_str(l.gamma_constraint));
+  put("beta_constraint", constraint_str(l.beta_constraint));
   put("merge_mode", merge_mode_name(l.merge_mode));
   if (l.inner) add_settings(*l.inner, prefix + "layer.", out);  // wrappers hold one layer: depth 1
 }

@@ -26,7 +26,14 @@ struct SourceLoc {
   std::string str() const;
 };
 
-enum class LayerKind { Input, Embedding, Masking, LSTM, GRU, SimpleRNN, Bidirectional, Dropout, Dense, TimeDistributed };
+enum class LayerKind {
+  Input, Embedding, Masking, LSTM, GRU, SimpleRNN, Bidirectional, Dropout, Dense, TimeDistributed,
+  Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, LayerNormalization,
+  Flatten, SpatialDropout1D, Activation
+};
+// How a window (Conv1D, the 1D poolings) meets the sequence's ends: valid (no padding), same (zeros
+// split as Keras splits them: the odd one on the right), causal (Conv1D: all on the left).
+enum class Padding { Valid, Same, Causal };
 const char* layer_kind_name(LayerKind k);   // Keras class name: "LSTM", "TimeDistributed", ...
 const char* layer_snake_name(LayerKind k);  // its snake_case: "lstm", "simple_rnn", "input_layer" (default names, Keras 3 paths)
 bool is_recurrent(LayerKind k);            // LSTM, GRU, SimpleRNN (not Bidirectional)
@@ -106,10 +113,23 @@ struct LayerSpec {
   // direction's), divided by the batch size; not inside TimeDistributed, which Keras 3 runs without it.
   Regularizer activity_regularizer;
 
-  // Dropout
+  // Dropout, SpatialDropout1D
   double rate = 0.0;
 
-  // Bidirectional (wraps a recurrent layer), TimeDistributed (wraps a Dense)
+  // Conv1D (filters, kernel_size, dilation_rate; activation, use_bias, the kernel and bias settings
+  // above) and the 1D poolings (pool_size): windows moved by strides (a pooling's default: pool_size).
+  int64_t filters = 0, kernel_size = 0, pool_size = 0, strides = 1, dilation_rate = 1;
+  Padding padding = Padding::Valid;
+  // GlobalAveragePooling1D, GlobalMaxPooling1D: keep the time axis, as one step.
+  bool keepdims = false;
+  // LayerNormalization over the last axis: (x - mean) / sqrt(variance + epsilon) * gamma + beta.
+  double epsilon = 1e-3;
+  bool center = true, scale = true;
+  Initializer gamma_initializer{InitKind::Ones}, beta_initializer{InitKind::Zeros};
+  Regularizer gamma_regularizer, beta_regularizer;
+  Constraint gamma_constraint, beta_constraint;
+
+  // Bidirectional (wraps a recurrent layer), TimeDistributed (wraps a Dense or a Dropout)
   MergeMode merge_mode = MergeMode::Concat;
   std::shared_ptr<LayerSpec> inner;
 };

@@ -90,6 +90,15 @@ void put_init(Emitter& e, const char* k, const Initializer& init) {
   }
 }
 
+// Dense's and Conv1D's: the activation, use_bias, and the kernel's and bias' settings.
+void put_kernel_and_bias(Emitter& e, const LayerSpec& l) {
+  put_name(e, "activation", activation_name(l.activation));
+  put_bool(e, "use_bias", l.use_bias);
+  put_init(e, "kernel_initializer", l.kernel_initializer);
+  put_init(e, "bias_initializer", l.bias_initializer);
+  put_weight_settings(e, l, false);
+}
+
 void put_layer(Emitter& e, const LayerSpec& l) {
   e << YAML::BeginMap;
   put_name(e, "type", layer_kind_name(l.kind));
@@ -132,14 +141,41 @@ void put_layer(Emitter& e, const LayerSpec& l) {
       break;
     case LayerKind::Dense:
       put_int(e, "units", l.units);
-      put_name(e, "activation", act);
-      put_bool(e, "use_bias", l.use_bias);
-      put_init(e, "kernel_initializer", l.kernel_initializer);
-      put_init(e, "bias_initializer", l.bias_initializer);
-      put_weight_settings(e, l, false);
+      put_kernel_and_bias(e, l);
       break;
     case LayerKind::Dropout:
+    case LayerKind::SpatialDropout1D:
       put_num(e, "rate", l.rate);
+      break;
+    case LayerKind::Conv1D:
+      put_int(e, "filters", l.filters), put_int(e, "kernel_size", l.kernel_size), put_int(e, "strides", l.strides);
+      put_name(e, "padding", spec::enum_name(spec::paddings(), l.padding));
+      put_int(e, "dilation_rate", l.dilation_rate);
+      put_kernel_and_bias(e, l);
+      break;
+    case LayerKind::MaxPooling1D:
+    case LayerKind::AveragePooling1D:
+      put_int(e, "pool_size", l.pool_size), put_int(e, "strides", l.strides);
+      put_name(e, "padding", spec::enum_name(spec::paddings(), l.padding));
+      break;
+    case LayerKind::GlobalAveragePooling1D:
+    case LayerKind::GlobalMaxPooling1D:
+      put_bool(e, "keepdims", l.keepdims);
+      break;
+    case LayerKind::LayerNormalization:
+      put_num(e, "epsilon", l.epsilon);
+      put_bool(e, "center", l.center), put_bool(e, "scale", l.scale);
+      put_init(e, "beta_initializer", l.beta_initializer);
+      put_init(e, "gamma_initializer", l.gamma_initializer);
+      put_reg(e, "beta_regularizer", l.beta_regularizer);
+      put_reg(e, "gamma_regularizer", l.gamma_regularizer);
+      put_constraint(e, "beta_constraint", l.beta_constraint);
+      put_constraint(e, "gamma_constraint", l.gamma_constraint);
+      break;
+    case LayerKind::Flatten:
+      break;
+    case LayerKind::Activation:
+      put_name(e, "activation", act);
       break;
     case LayerKind::Bidirectional:
     case LayerKind::TimeDistributed:

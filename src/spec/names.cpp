@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "spec/cells.h"
+#include "spec/layers.h"
 #include "spec/sections.h"
 
 namespace rnntrain {
@@ -22,16 +23,8 @@ const char* merge_mode_name(MergeMode m) { return spec::enum_name(spec::merge_mo
 
 const char* layer_snake_name(LayerKind k) {
   if (const CellTraits* c = find_cell(k)) return c->snake;
-  switch (k) {
-    case LayerKind::Input: return "input_layer";
-    case LayerKind::Embedding: return "embedding";
-    case LayerKind::Masking: return "masking";
-    case LayerKind::Bidirectional: return "bidirectional";
-    case LayerKind::Dropout: return "dropout";
-    case LayerKind::Dense: return "dense";
-    case LayerKind::TimeDistributed: return "time_distributed";
-    default: return "layer";
-  }
+  if (const LayerTraits* l = find_layer(k)) return l->snake;
+  return "layer";
 }
 
 bool is_recurrent(LayerKind k) { return find_cell(k) != nullptr; }
@@ -49,6 +42,13 @@ const char* activation_name(Activation a) {
     case Activation::HardSigmoidKeras2: return "hard_sigmoid_keras2";
     case Activation::Relu: return "relu";
     case Activation::Softmax: return "softmax";
+    case Activation::Gelu: return "gelu";
+    case Activation::GeluApproximate: return "gelu_approximate";
+    case Activation::Elu: return "elu";
+    case Activation::Selu: return "selu";
+    case Activation::Softplus: return "softplus";
+    case Activation::Softsign: return "softsign";
+    case Activation::Silu: return "silu";
   }
   return "?";
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "spec/cells.h"
+#include "spec/layers.h"
 #include "spec/sections.h"
 
 namespace rnntrain::spec {
@@ -15,28 +16,12 @@ namespace {
 
 using Keys = std::span<const char* const>;
 
-constexpr const char* kInputKeys[] = {"type", "name", "shape"};
-constexpr const char* kEmbeddingKeys[] = {"type", "name", "input_dim", "output_dim", "mask_zero", "embeddings_initializer",
-                                          "embeddings_regularizer", "activity_regularizer", "embeddings_constraint"};
-constexpr const char* kMaskingKeys[] = {"type", "name", "mask_value"};
 // A cell's keys: these, its recurrent_activation if it has one and its flags (spec/cells.h) after go_backwards.
 constexpr const char* kCellKeys[] = {"type", "name", "units", "activation", "use_bias", "return_sequences",
                                      "go_backwards", "dropout", "recurrent_dropout", "kernel_initializer",
                                      "recurrent_initializer", "bias_initializer", "kernel_regularizer",
                                      "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
                                      "kernel_constraint", "recurrent_constraint", "bias_constraint"};
-constexpr const char* kBidirectionalKeys[] = {"type", "name", "layer", "merge_mode"};
-constexpr const char* kDropoutKeys[] = {"type", "name", "rate"};
-constexpr const char* kDenseKeys[] = {"type", "name", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
-                                      "kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                                      "bias_constraint"};
-constexpr const char* kTimeDistributedKeys[] = {"type", "name", "layer"};
-const std::pair<LayerKind, Keys> kLayerKeys[] = {
-    {LayerKind::Input, kInputKeys},   {LayerKind::Embedding, kEmbeddingKeys},
-    {LayerKind::Masking, kMaskingKeys}, {LayerKind::Bidirectional, kBidirectionalKeys},
-    {LayerKind::Dropout, kDropoutKeys}, {LayerKind::Dense, kDenseKeys},
-    {LayerKind::TimeDistributed, kTimeDistributedKeys},
-};
 
 // Every layer kind's keys, cells included, in the order configs list the kinds.
 const std::vector<std::pair<LayerKind, std::vector<const char*>>>& all_keys() {
@@ -50,9 +35,8 @@ const std::vector<std::pair<LayerKind, std::vector<const char*>>>& all_keys() {
         if (t->recurrent_activation) keys.insert(keys.begin() + 4, "recurrent_activation");
         auto at = std::find_if(keys.begin(), keys.end(), [](const char* k) { return std::string_view(k) == "go_backwards"; });
         for (const CellFlag& f : t->flags) at = keys.insert(at + 1, f.name);
-      } else {
-        for (const auto& [kind, ks] : kLayerKeys)
-          if (kind == c.value) keys.assign(ks.begin(), ks.end());
+      } else if (const LayerTraits* l = find_layer(c.value)) {
+        keys.assign(l->keys.begin(), l->keys.end());
       }
       v.emplace_back(c.value, std::move(keys));
     }
@@ -85,7 +69,8 @@ Keys keys_of(LayerKind k) {
 // Other layer types that have a key, for "LSTM has no key 'rate' (it is a key of Dropout)".
 std::vector<Value::Sibling> siblings_of(LayerKind k) {
   if (k == LayerKind::Bidirectional) return {{"the wrapped layer: put it inside layer: {...}", any_cell_keys()}};
-  if (k == LayerKind::TimeDistributed) return {{"the wrapped Dense: put it inside layer: {...}", kDenseKeys}};
+  if (k == LayerKind::TimeDistributed)
+    return {{"the wrapped Dense: put it inside layer: {...}", find_layer(LayerKind::Dense)->keys}};
   std::vector<Value::Sibling> out;
   for (const auto& [kind, keys] : all_keys())
     if (kind != k) out.push_back({layer_kind_name(kind), keys});
@@ -151,8 +136,8 @@ Regularizer read_regularizer(const Value& v) {
 constexpr const char* kConstraintKeys[] = {"type", "max_value", "min_value", "rate", "axis"};
 
 // non_neg, unit_norm, max_norm (Keras' defaults), or a map like {type: max_norm, max_value: 3, axis: 0};
-// axis: an integer or a list of them, in [-2, 1] (weights have at most two dimensions).
-Constraint read_constraint(const Value& v) {
+// axis: an integer or a list of them, within the weight's `rank` (2; Conv1D's kernel 3).
+Constraint read_constraint(const Value& v, int rank) {
   if (!v.is_map() && !v.is_scalar())
     v.fail(fmt::format("expected a constraint name or a map like {{type: max_norm, max_value: 3}}, got {}", v.describe()));
   const Value tv = v.is_map() ? v.need("type", "; e.g. {type: max_norm, max_value: 3, axis: 0}") : v;
@@ -178,19 +163,24 @@ Constraint read_constraint(const Value& v) {
     c.axis.clear();
     if (x->is_seq()) {
       const std::vector<Value> axes = x->items();
-      if (axes.empty() || axes.size() > 2) x->fail("expected one or two axes (weights have at most two dimensions)");
-      for (const Value& a : axes) c.axis.push_back(static_cast<int>(a.as_int(-2, 1)));
+      if (axes.empty() || axes.size() > static_cast<size_t>(rank))
+        x->fail(fmt::format("expected one to {} axes (the weight has {} dimensions)", rank, rank));
+      for (const Value& a : axes) c.axis.push_back(static_cast<int>(a.as_int(-rank, rank - 1)));
     } else {
-      c.axis.push_back(static_cast<int>(x->as_int(-2, 1)));
+      c.axis.push_back(static_cast<int>(x->as_int(-rank, rank - 1)));
     }
   }
   return c;
 }
 
+// dense: a Dense, Conv1D or Activation layer's; else a recurrent cell's,
+// which keeps only its outputs: the activations whose derivative needs the input are not for it.
 Activation read_activation(const Value& v, bool dense) {
   const Activation a = read_enum(v, activations(), "activation");
-  if (a == Activation::Softmax && !dense)
-    v.fail("softmax is only available on Dense layers; recurrent layers take tanh, sigmoid, relu, linear, hard_sigmoid");
+  if (!dense && (a == Activation::Softmax || act_grad_from_input(a)))
+    v.fail(fmt::format("{} is only available on Dense, Conv1D and Activation layers; recurrent layers take tanh, "
+                       "sigmoid, relu, linear, "
+                       "hard_sigmoid", activation_name(a)));
   return a;
 }
 
@@ -234,7 +224,8 @@ struct LayerReader {
     if (auto x = v.get(key)) out = read_regularizer(*x);
   }
   void constraint(const char* key, Constraint& out) const {
-    if (auto x = v.get(key)) out = read_constraint(*x);
+    const int rank = l.kind == LayerKind::Conv1D && std::string_view(key) == "kernel_constraint" ? 3 : 2;
+    if (auto x = v.get(key)) out = read_constraint(*x, rank);
   }
 
   void embedding() const {
@@ -268,10 +259,25 @@ struct LayerReader {
     constraint("recurrent_constraint", l.recurrent_constraint);
     constraint("bias_constraint", l.bias_constraint);
   }
-  void dense(bool wrapped) const {
-    l.units = need_dim("units", "units: 10");
-    l.activation = Activation::Linear;
-    if (auto x = v.get("activation")) l.activation = read_activation(*x, true);
+  // A window's size or step: an integer, or a list of one (as Keras' configs write it: [3]).
+  int64_t window(const Value& x) const {
+    if (!x.is_seq()) return x.as_int(1, kMaxDim);
+    const std::vector<Value> items = x.items();
+    if (items.size() != 1) x.fail("expected one integer (a 1D window), e.g. 3 or [3]");
+    return items[0].as_int(1, kMaxDim);
+  }
+  int64_t window(const char* key, int64_t def) const {
+    auto x = v.get(key);
+    return x ? window(*x) : def;
+  }
+  Padding padding(bool causal) const {
+    auto x = v.get("padding");
+    if (!x) return Padding::Valid;
+    const Padding p = read_enum(*x, paddings(), "padding");
+    if (p == Padding::Causal && !causal) x->fail("causal padding is Conv1D's; poolings take valid or same");
+    return p;
+  }
+  void kernel_and_bias() const {
     flag("use_bias", l.use_bias);
     init("kernel_initializer", l.kernel_initializer);
     init("bias_initializer", l.bias_initializer);
@@ -280,6 +286,51 @@ struct LayerReader {
     reg("activity_regularizer", l.activity_regularizer);
     constraint("kernel_constraint", l.kernel_constraint);
     constraint("bias_constraint", l.bias_constraint);
+  }
+  void conv1d() const {
+    l.filters = need_dim("filters", "filters: 32");
+    l.kernel_size = window(v.need("kernel_size", "; Conv1D needs kernel_size, e.g. kernel_size: 3"));
+    l.strides = window("strides", 1);
+    l.dilation_rate = window("dilation_rate", 1);
+    l.padding = padding(true);
+    if (auto x = v.get("groups"); x && x->as_int(1, kMaxDim) != 1)
+      x->fail("rnntrain's Conv1D has groups: 1 (every filter sees every input channel); split the channels "
+              "into several Conv1D layers instead");
+    if (l.strides > 1 && l.dilation_rate > 1)
+      v.get("dilation_rate")->fail("strides > 1 with dilation_rate > 1 is refused, as Keras refuses it; use one of them");
+    l.activation = Activation::Linear;
+    if (auto x = v.get("activation")) l.activation = read_activation(*x, true);
+    kernel_and_bias();
+  }
+  void pooling() const {
+    if (l.kind == LayerKind::AveragePooling1D)
+      l.pool_size = window(v.need("pool_size", "; AveragePooling1D needs pool_size (Keras has no default), e.g. pool_size: 2"));
+    else
+      l.pool_size = window("pool_size", 2);
+    l.strides = window("strides", l.pool_size);
+    l.padding = padding(false);
+  }
+  void layer_normalization() const {
+    if (auto x = v.get("axis")) {
+      const bool last = x->is_seq() ? x->items().size() == 1 && x->items()[0].as_int(-1, -1) == -1
+                                    : x->as_int(-1, -1) == -1;
+      if (!last) x->fail("rnntrain normalizes over the last axis: axis -1 (or [-1])");
+    }
+    if (auto x = v.get("epsilon")) l.epsilon = x->as_double(0.0, 1.0, false, true);
+    flag("center", l.center);
+    flag("scale", l.scale);
+    init("beta_initializer", l.beta_initializer);
+    init("gamma_initializer", l.gamma_initializer);
+    reg("beta_regularizer", l.beta_regularizer);
+    reg("gamma_regularizer", l.gamma_regularizer);
+    constraint("beta_constraint", l.beta_constraint);
+    constraint("gamma_constraint", l.gamma_constraint);
+  }
+  void dense(bool wrapped) const {
+    l.units = need_dim("units", "units: 10");
+    l.activation = Activation::Linear;
+    if (auto x = v.get("activation")) l.activation = read_activation(*x, true);
+    kernel_and_bias();
     if (wrapped && l.activity_regularizer.active())
       v.get("activity_regularizer")->fail("Keras 3's TimeDistributed runs its Dense without the activity regularizer, "
                                           "so rnntrain does too: remove it (or use a Dense on the sequence, which "
@@ -295,8 +346,8 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
   l.loc = v.loc();
   if (wrapped && wrapper == LayerKind::Bidirectional && !is_recurrent(l.kind))
     tv.fail(fmt::format("Bidirectional wraps {}, got {}", cell_names(true), layer_kind_name(l.kind)));
-  if (wrapped && wrapper == LayerKind::TimeDistributed && l.kind != LayerKind::Dense)
-    tv.fail(fmt::format("TimeDistributed wraps a Dense layer, got {}", layer_kind_name(l.kind)));
+  if (wrapped && wrapper == LayerKind::TimeDistributed && l.kind != LayerKind::Dense && l.kind != LayerKind::Dropout)
+    tv.fail(fmt::format("TimeDistributed wraps a Dense or a Dropout layer, got {}", layer_kind_name(l.kind)));
   const std::vector<Value::Sibling> others = siblings_of(l.kind);
   v.check_keys(keys_of(l.kind), layer_kind_name(l.kind), others);
   const LayerReader r{v, l, layer_kind_name(l.kind)};
@@ -319,7 +370,27 @@ LayerSpec read_layer(const Value& v, LayerKind wrapper, bool wrapped) {
       r.dense(wrapped);
       break;
     case LayerKind::Dropout:
-      l.rate = v.need("rate", "; e.g. {type: Dropout, rate: 0.2}").as_double(0.0, 1.0, false, true);
+    case LayerKind::SpatialDropout1D:
+      l.rate = v.need("rate", fmt::format("; e.g. {{type: {}, rate: 0.2}}", r.kind)).as_double(0.0, 1.0, false, true);
+      break;
+    case LayerKind::Conv1D:
+      r.conv1d();
+      break;
+    case LayerKind::MaxPooling1D:
+    case LayerKind::AveragePooling1D:
+      r.pooling();
+      break;
+    case LayerKind::GlobalAveragePooling1D:
+    case LayerKind::GlobalMaxPooling1D:
+      r.flag("keepdims", l.keepdims);
+      break;
+    case LayerKind::LayerNormalization:
+      r.layer_normalization();
+      break;
+    case LayerKind::Flatten:
+      break;
+    case LayerKind::Activation:
+      l.activation = read_activation(v.need("activation", "; e.g. {type: Activation, activation: relu}"), true);
       break;
     case LayerKind::Bidirectional:
       if (auto x = v.get("merge_mode")) l.merge_mode = read_enum(*x, merge_modes(), "merge_mode");

@@ -16,6 +16,7 @@ DataSpec read_data(const Value& v);
 TrainSpec read_train(const Value& v);
 
 std::span<const Choice<LayerKind>> layer_kinds();
+std::span<const Choice<Padding>> paddings();
 std::span<const Choice<Activation>> activations();
 std::span<const Choice<InitKind>> init_kinds();
 std::span<const Choice<ConstraintKind>> constraint_kinds();

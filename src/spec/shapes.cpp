@@ -5,6 +5,7 @@
 
 #include "core/sizes.h"
 #include "core/error.h"
+#include "spec/layers.h"
 
 namespace rnntrain {
 
@@ -38,6 +39,18 @@ static Shape with_batch(const Shape& s) {
   Shape b{-1};
   b.insert(b.end(), s.begin(), s.end());
   return b;
+}
+
+// The steps a window of `size` (dilated by `dilation`) leaves of `steps` (-1: unknown until the data
+// comes), ConfigError where the sequence is shorter than a valid window.
+static int64_t steps_out(const LayerSpec& l, int64_t steps, int64_t size, int64_t dilation) {
+  if (!checked_mul(size - 1, dilation) || (size - 1) * dilation >= kMaxDim)
+    shape_error(l, "its window spans more than 2^24 steps; use a smaller size or dilation_rate");
+  const Window w = window_1d(steps, size, l.strides, dilation, l.padding);
+  if (steps >= 0 && w.out < 1)
+    shape_error(l, fmt::format("its window spans {} steps, more than the {} the input has; use padding: same, a "
+                               "smaller window or longer sequences", (size - 1) * dilation + 1, steps));
+  return w.out;
 }
 
 static void need_sequence(const LayerSpec& l, const Shape& in, const std::string& prev) {
@@ -103,7 +116,45 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         break;
       }
       case LayerKind::Dropout:
+      case LayerKind::Activation:
         s.out = s.in;
+        break;
+      case LayerKind::SpatialDropout1D:
+      case LayerKind::LayerNormalization:
+        if (l.kind == LayerKind::SpatialDropout1D) need_sequence(l, s.in, prev);
+        s.out = s.in;
+        if (l.kind == LayerKind::LayerNormalization) {
+          const int64_t n = (l.scale ? 1 : 0) + (l.center ? 1 : 0);
+          s.params = params_or_fail(l, checked_mul(n, s.in.back()));
+          s.weights = static_cast<size_t>(n);
+        }
+        break;
+      case LayerKind::Conv1D: {
+        need_sequence(l, s.in, prev);
+        s.out = {steps_out(l, s.in[0], l.kernel_size, l.dilation_rate), l.filters};
+        const std::optional<int64_t> kc = checked_mul(l.kernel_size, s.in[1]);
+        s.params = params_or_fail(l, kc ? mul_add(*kc, l.filters, l.use_bias ? l.filters : 0) : std::nullopt);
+        s.weights = l.use_bias ? 2 : 1;
+        break;
+      }
+      case LayerKind::MaxPooling1D:
+      case LayerKind::AveragePooling1D:
+        need_sequence(l, s.in, prev);
+        s.out = {steps_out(l, s.in[0], l.pool_size, 1), s.in[1]};
+        break;
+      case LayerKind::GlobalAveragePooling1D:
+      case LayerKind::GlobalMaxPooling1D:
+        need_sequence(l, s.in, prev);
+        s.out = l.keepdims ? Shape{1, s.in[1]} : Shape{s.in[1]};
+        break;
+      case LayerKind::Flatten:
+        if (s.in.size() == 2 && s.in[0] < 0)
+          shape_error(l, fmt::format("needs a fixed number of timesteps to flatten {}; give the Input layer a "
+                                     "shape like [100, {}]", shape_str(with_batch(s.in)), s.in[1]));
+        s.out = {s.in.size() == 2 ? s.in[0] * s.in[1] : s.in[0]};
+        if (s.out[0] > kMaxDim)
+          shape_error(l, fmt::format("flattens {} into {} features, more than {}", shape_str(with_batch(s.in)),
+                                     s.out[0], kMaxDim));
         break;
       case LayerKind::Dense:
         s.out = s.in;
@@ -112,15 +163,22 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         s.weights = l.use_bias ? 2 : 1;
         break;
       case LayerKind::TimeDistributed: {
-        if (!l.inner || l.inner->kind != LayerKind::Dense) shape_error(l, "must wrap a Dense layer");
+        if (!l.inner || (l.inner->kind != LayerKind::Dense && l.inner->kind != LayerKind::Dropout))
+          shape_error(l, "must wrap a Dense or a Dropout layer");
         need_sequence(l, s.in, prev);
         const LayerSpec& d = *l.inner;
+        if (d.kind == LayerKind::Dropout) {
+          s.out = s.in;
+          break;
+        }
         s.out = {s.in[0], d.units};
         s.params = params_or_fail(l, mul_add(s.in[1], d.units, d.use_bias ? d.units : 0));
         s.weights = d.use_bias ? 2 : 1;
         break;
       }
     }
+    if (const LayerTraits* t = find_layer(l.kind); t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop))
+      s.mask_out = false;
     out.push_back(s);
     cur = s;
   }

@@ -239,7 +239,7 @@ nlohmann::json read_cache(const std::string& path, bool& usable) {
 
 Config resolve_plan(const Config& cfg, const Params& init, int64_t T, Workload workload) {
   Config out = cfg;
-  const bool gpu = cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
+  const bool gpu = trains_on_gpu(cfg);
   if (!gpu) {
     if (cfg.plan.precision != Precision::Fp32 && cfg.plan.precision != Precision::Auto)
       log_warn("plan.precision: {} applies to the GPU's cuDNN stacks; the CPU computes in FP32",

@@ -38,7 +38,7 @@ MemoryNeed estimate_memory(const Config& cfg, int64_t timesteps, bool training) 
 
 void check_memory(const Config& cfg, int64_t timesteps, bool training) {
   const MemoryNeed m = estimate_memory(cfg, timesteps, training);
-  const bool gpu = cfg.device == Device::Cuda || (cfg.device == Device::Auto && gpu_unavailable_reason().empty());
+  const bool gpu = trains_on_gpu(cfg);
   const double limit = static_cast<double>(gpu ? gpu_free_bytes() : host_available_bytes());
   const double need = m.total();
   if (limit < 0 || need <= limit) return;

@@ -34,6 +34,26 @@ def cases():
     c["td_sigmoid_masked"] = ([L.Masking(0.0), L.SimpleRNN(H, return_sequences=True), L.TimeDistributed(L.Dense(3, activation="sigmoid"))], True)
     c["dense_seq_tanh"] = ([L.Dense(3, activation="tanh")], False)
     c["embedding_lstm_seq"] = ("emb", True)
+    # Dense with the activations whose derivative needs the pre-activation (issue 36); gelu_approximate
+    # has no name in a Keras config, so the function itself.
+    acts = {"gelu": "gelu", "gelu_approximate": lambda v: keras.activations.gelu(v, approximate=True),
+            "elu": "elu", "selu": "selu", "softplus": "softplus", "softsign": "softsign", "silu": "silu"}
+    for n, a in acts.items():
+        c["dense_act_" + n] = ([L.GRU(H, return_sequences=True), L.Dense(3, activation=a)], False)
+    # The layers around the recurrent stacks (issue 36).
+    c["conv1d_same_gelu"] = ([L.Conv1D(4, 3, padding="same", activation="gelu"), L.GRU(H, return_sequences=True)], False)
+    c["conv1d_causal_dilated"] = ([L.Conv1D(3, 2, padding="causal", dilation_rate=2), L.LSTM(H)], False)
+    c["conv1d_valid_strided_nobias"] = ([L.Conv1D(4, 2, strides=2, use_bias=False), L.LSTM(H, return_sequences=True)], False)
+    c["maxpool_same"] = ([L.LSTM(H, return_sequences=True), L.MaxPooling1D(2, padding="same")], False)
+    c["avgpool_same_strides1"] = ([L.LSTM(H, return_sequences=True), L.AveragePooling1D(3, strides=1, padding="same")], False)
+    c["avgpool_valid"] = ([L.GRU(H, return_sequences=True), L.AveragePooling1D(2)], False)
+    c["gap_masked"] = ([L.Masking(0.0), L.LSTM(H, return_sequences=True), L.GlobalAveragePooling1D(), L.Dense(2)], True)
+    c["gmp_keepdims"] = ([L.GRU(H, return_sequences=True), L.GlobalMaxPooling1D(keepdims=True)], False)
+    c["layernorm_seq"] = ([L.LSTM(H, return_sequences=True), L.LayerNormalization(), L.GRU(H)], False)
+    c["layernorm_noscale_masked"] = ([L.Masking(0.0), L.GRU(H, return_sequences=True), L.LayerNormalization(scale=False, epsilon=0.01),
+                                      L.LSTM(H, return_sequences=True)], True)
+    c["flatten_softmax"] = ([L.Conv1D(2, 2), L.Flatten(), L.Dense(3, activation="softmax")], False)
+    c["activation_selu_masked"] = ([L.Masking(0.0), L.GRU(H, return_sequences=True), L.Activation("selu"), L.SimpleRNN(H)], True)
     return c
 
 def line(name, a):

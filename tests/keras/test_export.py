@@ -55,6 +55,42 @@ VARIANTS = {
     - {type: LSTM, units: 4, use_bias: false, unit_forget_bias: false, return_sequences: true}
     - {type: Bidirectional, merge_mode: mul, layer: {type: GRU, units: 2}}
     - {type: Dense, units: 2, activation: tanh, use_bias: false}""", X, (2,), "mae"),
+    "dense_activations": ("""
+    - {type: Input, shape: [6, 3]}
+    - {type: GRU, units: 4, return_sequences: true}
+    - {type: TimeDistributed, layer: {type: Dense, units: 5, activation: gelu}}
+    - {type: Dense, units: 4, activation: swish}
+    - {type: Dense, units: 4, activation: elu}
+    - {type: LSTM, units: 4}
+    - {type: Dense, units: 4, activation: selu}
+    - {type: Dense, units: 3, activation: softplus}
+    - {type: Dense, units: 2, activation: softsign}""", X, (2,), "mse"),
+    "conv_pool_layernorm": ("""
+    - {type: Input, shape: [6, 3]}
+    - {type: Conv1D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {type: MaxPooling1D, pool_size: 2}
+    - {type: LayerNormalization}
+    - {type: LSTM, units: 4, return_sequences: true}
+    - {type: AveragePooling1D, pool_size: 2, strides: 1, padding: same}
+    - {type: GlobalAveragePooling1D}
+    - {type: Dense, units: 2}""", X, (2,), "mse"),
+    "conv_causal_flatten": ("""
+    - {type: Input, shape: [6, 3]}
+    - {type: Conv1D, filters: 3, kernel_size: 2, padding: causal, dilation_rate: 2, use_bias: false}
+    - {type: SpatialDropout1D, rate: 0.2}
+    - {type: Activation, activation: gelu}
+    - {type: GRU, units: 3, return_sequences: true}
+    - {type: TimeDistributed, layer: {type: Dropout, rate: 0.1}}
+    - {type: Flatten}
+    - {type: Dense, units: 3, activation: softmax}""", X, (3,), "categorical_crossentropy"),
+    "masking_gap_gmp": ("""
+    - {type: Input, shape: [6, 3]}
+    - {type: Masking, mask_value: 0.0}
+    - {type: GRU, units: 4, return_sequences: true}
+    - {type: LayerNormalization, center: false, epsilon: 0.01}
+    - {type: GlobalMaxPooling1D, keepdims: true}
+    - {type: Conv1D, filters: 2, kernel_size: 1}
+    - {type: GlobalAveragePooling1D}""", XM, (2,), "mse"),
 }
 
 

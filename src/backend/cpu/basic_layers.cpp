@@ -141,12 +141,17 @@ class DropoutOp : public Op {
   LayerSpec spec_;
 };
 
+// The pre-activation, for activations whose derivative needs it (act_grad_from_input).
+struct PreActivation : Saved {
+  Tensor pre;
+};
+
 class DenseOp : public Op {
  public:
   DenseOp(const LayerSpec& owner, const LayerSpec& d) : owner_(owner), d_(d) {}
 
   // x: [N..., I] -> [N..., K] = act(x @ kernel + bias) over the last axis.
-  Tensor forward(LayerParams& p, const Tensor& x, Mask&, bool, Rng&, std::unique_ptr<Saved>&) override {
+  Tensor forward(LayerParams& p, const Tensor& x, Mask&, bool, Rng&, std::unique_ptr<Saved>& saved) override {
     const int64_t I = x.dim(-1), K = d_.units, N = x.numel() / I;
     check(p, I);
     const Param& kernel = p.params[0];
@@ -160,18 +165,20 @@ class DenseOp : public Op {
       beta = 1.0f;
     }
     gemm(false, false, N, K, I, 1.0f, x.ptr(), I, kernel.value.ptr(), K, beta, y.ptr(), K);
+    if (act_grad_from_input(d_.activation)) saved_as<PreActivation>(saved).pre = y;
     if (d_.activation == Activation::Softmax) softmax_rows(y.ptr(), N, K);
     else apply_act(d_.activation, y.ptr(), y.numel());
     return y;
   }
 
-  Tensor backward(LayerParams& p, const Saved*, const Tensor& x, const Tensor& y, const Tensor& dy) override {
+  Tensor backward(LayerParams& p, const Saved* saved, const Tensor& x, const Tensor& y, const Tensor& dy) override {
     const int64_t I = x.dim(-1), K = d_.units, N = x.numel() / I;
     check(p, I);
     Param& kernel = p.params[0];
     Tensor dpre = dy;  // [N, K] d loss / d(x @ kernel + bias)
     if (d_.activation == Activation::Softmax) softmax_rows_grad(y.ptr(), dy.ptr(), dpre.ptr(), N, K);
-    else mul_act_grad(d_.activation, y.ptr(), dpre.ptr(), dpre.numel());
+    else mul_act_grad(d_.activation, act_grad_from_input(d_.activation) ? pre_of(saved) : y.ptr(), dpre.ptr(),
+                      dpre.numel());
     gemm(true, false, I, K, N, 1.0f, x.ptr(), I, dpre.ptr(), K, 1.0f, kernel.grad.ptr(), K);
     if (d_.use_bias) add_colsum(dpre.ptr(), N, K, K, p.params[1].grad.ptr());
     Tensor dx(x.shape);
@@ -188,6 +195,11 @@ class DenseOp : public Op {
                                      owner_.name, layer_kind_name(owner_.kind), p.params.size(), n));
     layer_param(owner_, p, 0, {I, d_.units});
     if (d_.use_bias) layer_param(owner_, p, 1, {d_.units});
+  }
+  const float* pre_of(const Saved* saved) const {
+    const auto* s = dynamic_cast<const PreActivation*>(saved);
+    if (!s) throw RuntimeError(fmt::format("internal: layer '{}' lost its pre-activation", owner_.name));
+    return s->pre.ptr();
   }
   LayerSpec owner_, d_;
 };

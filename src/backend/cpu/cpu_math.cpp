@@ -220,10 +220,17 @@ void apply_act(Activation act, float* x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
       return;
     case Activation::Softmax: throw RuntimeError("internal: softmax is not an elementwise activation");
+    default:  // from the input (spec/activations.h)
+      for (int64_t i = 0; i < n; ++i) x[i] = act::value(act, x[i]);
+      return;
   }
 }
 
 void mul_act_grad(Activation act, const float* y, float* d, int64_t n) {
+  if (act_grad_from_input(act)) {
+    for (int64_t i = 0; i < n; ++i) d[i] = act::grad(act, y[i], d[i]);  // y is the input here
+    return;
+  }
   switch (act) {
     case Activation::Linear: return;
     case Activation::Tanh:
@@ -242,6 +249,7 @@ void mul_act_grad(Activation act, const float* y, float* d, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = y[i] > 0.0f ? d[i] : 0.0f;
       return;
     case Activation::Softmax: throw RuntimeError("internal: softmax is not an elementwise activation");
+    default: return;  // act_grad_from_input, above
   }
 }
 

@@ -25,8 +25,8 @@ void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t
 
 // x = act(x) in place, elementwise (Softmax is not elementwise: use softmax_rows).
 void apply_act(Activation act, float* x, int64_t n);
-// d *= act'(pre) where y = act(pre): every supported activation's derivative is a function of y.
-void mul_act_grad(Activation act, const float* y, float* d, int64_t n);
+// d *= act'(pre): from = y = act(pre), or pre itself where act_grad_from_input(act).
+void mul_act_grad(Activation act, const float* from, float* d, int64_t n);
 
 // x: [rows, cols]; softmax over each row, in place.
 void softmax_rows(float* x, int64_t rows, int64_t cols);

@@ -11,6 +11,7 @@
 #include "backend/cpu/ops.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "spec/layers.h"
 
 namespace rnntrain {
 
@@ -30,6 +31,7 @@ struct CpuModel::Layer {
   std::unique_ptr<cpu::Op> op;  // null for the Input layer and for layers an earlier op covers
   size_t cover = 0;             // the layers after this one that its op computes too (a oneDNN stack)
   bool covered = false;
+  bool ends_mask = false;  // passes no mask on (spec/layers.h: MaskRule Consume or Drop)
 };
 
 CpuModel::CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan)
@@ -46,16 +48,18 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
       case LayerKind::Input: break;
       case LayerKind::Embedding: layer->op = cpu::make_embedding(l); break;
       case LayerKind::Masking: layer->op = cpu::make_masking(l); break;
-      default:  // the recurrent cells (spec/cells.h)
-        layer->op = cpu::make_recurrent(l);
+      default:  // the recurrent cells (spec/cells.h), and the layers of sequence_layers.cpp
+        layer->op = is_recurrent(l.kind) ? cpu::make_recurrent(l) : cpu::make_sequence_layer(l);
         break;
       case LayerKind::Bidirectional: layer->op = cpu::make_bidirectional(l); break;
       case LayerKind::Dropout: layer->op = cpu::make_dropout(l); break;
       case LayerKind::Dense: layer->op = cpu::make_dense(l, l); break;
-      case LayerKind::TimeDistributed:  // wrapping a Dense (infer_shapes checked)
-        layer->op = cpu::make_dense(l, *l.inner);
+      case LayerKind::TimeDistributed:  // wrapping a Dense or a Dropout (infer_shapes checked)
+        layer->op = l.inner->kind == LayerKind::Dropout ? cpu::make_dropout(*l.inner) : cpu::make_dense(l, *l.inner);
         break;
     }
+    const LayerTraits* t = find_layer(l.kind);
+    layer->ends_mask = t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop);
     layers_.push_back(std::move(layer));
   }
   if (plan && plan->cpu == CpuRnn::Onednn) use_onednn();
@@ -129,6 +133,7 @@ Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, b
   if (activity) *activity = 0.0;
   for (size_t i = 1; i < n; ++i) {
     Tensor y = layers_[i]->op->forward(params_.layers[i], cur, mask, training, rng, c->saved[i]);
+    if (layers_[i]->ends_mask) mask.clear();
     if (ctx) c->acts[i - 1] = std::move(cur);
     for (size_t k = 0; k < layers_[i]->cover; ++k)  // computed inside the op: no outputs of their own
       if (ctx) c->acts[i + k] = Tensor();

@@ -46,6 +46,9 @@ std::unique_ptr<Op> make_dropout(const LayerSpec& l);
 std::unique_ptr<Op> make_dense(const LayerSpec& l, const LayerSpec& d);
 std::unique_ptr<Op> make_recurrent(const LayerSpec& l);
 std::unique_ptr<Op> make_bidirectional(const LayerSpec& l);
+// Conv1D, the 1D poolings, the global poolings, LayerNormalization, Flatten, SpatialDropout1D and
+// Activation (sequence_layers.cpp).
+std::unique_ptr<Op> make_sequence_layer(const LayerSpec& l);
 
 // The k-th weight of layer l, checked against the shape the layer needs (RuntimeError otherwise:
 // the parameters do not belong to this model).

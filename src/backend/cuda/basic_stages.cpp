@@ -193,7 +193,8 @@ class DenseStage final : public DeviceStage {
       k::bias_act(y_.ptr, bias, N, K, Activation::Linear, gpu_.stream());
       k::softmax_rows(y_.ptr, N, K, gpu_.stream());
     } else {
-      k::bias_act(y_.ptr, bias, N, K, d_.activation, gpu_.stream());
+      float* pre = act_grad_from_input(d_.activation) ? pre_.ensure(N * K) : nullptr;
+      k::bias_act(y_.ptr, bias, N, K, d_.activation, gpu_.stream(), pre);
     }
     return y_;
   }
@@ -208,7 +209,7 @@ class DenseStage final : public DeviceStage {
     } else if (d_.activation != Activation::Linear) {
       float* d = dpre_.ensure(N * K);
       CUDA_CHECK(cudaMemcpyAsync(d, dy.ptr, sizeof(float) * N * K, cudaMemcpyDeviceToDevice, gpu_.stream()));
-      k::act_grad(d, y_.ptr, N * K, d_.activation, gpu_.stream());
+      k::act_grad(d, act_grad_from_input(d_.activation) ? pre_.get() : y_.ptr, N * K, d_.activation, gpu_.stream());
       dpre = d;
     }
     gemm(gpu_, true, false, I_, K, N, 1.0f, x_.ptr, I_, dpre, K, 1.0f, store_.g() + w_off_, K);
@@ -227,7 +228,8 @@ class DenseStage final : public DeviceStage {
   size_t first_;
   int64_t w_off_ = 0, b_off_ = 0;
   DevTensor x_, y_;
-  DeviceBuffer<float> ybuf_{"Dense output"}, dpre_{"Dense gradient"}, dx_{"Dense input gradient"};
+  DeviceBuffer<float> ybuf_{"Dense output"}, dpre_{"Dense gradient"}, dx_{"Dense input gradient"},
+      pre_{"Dense pre-activation"};  // where act_grad_from_input
 };
 
 }  // namespace

@@ -97,17 +97,19 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
       case LayerKind::Masking: stages_.push_back(make_masking_stage(env, l)); break;
       case LayerKind::Dropout: stages_.push_back(make_dropout_stage(env, l)); break;
       case LayerKind::Dense: stages_.push_back(make_dense_stage(env, l, l, input, first[i])); break;
-      case LayerKind::TimeDistributed:  // wrapping a Dense (infer_shapes checked)
-        stages_.push_back(make_dense_stage(env, l, *l.inner, input, first[i]));
+      case LayerKind::TimeDistributed:  // wrapping a Dense or a Dropout (infer_shapes checked)
+        if (l.inner->kind == LayerKind::Dropout) stages_.push_back(make_dropout_stage(env, *l.inner));
+        else stages_.push_back(make_dense_stage(env, l, *l.inner, input, first[i]));
         break;
-      default: throw RuntimeError(fmt::format("internal: layer '{}' is recurrent but outside a recurrent stage", l.name));
+      default:  // make_engine keeps models with layers unsupported_layer names off the GPU
+        throw RuntimeError(fmt::format("internal: layer '{}' ({}) has no GPU stage here", l.name, layer_kind_name(l.kind)));
     }
     names_.push_back(names);
     activity_.push_back(activity_regularizer_of(l));
     summary_ += fmt::format("  layer: {}\n", names);
   }
   for (const LayerSpec& l : spec.layers) {
-    const LayerSpec& c = l.kind == LayerKind::Bidirectional && l.inner ? *l.inner : l;
+    const LayerSpec& c = l.inner ? *l.inner : l;
     if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
   }
   outs_.resize(stages_.size());

@@ -17,8 +17,10 @@ namespace rnntrain::cuda::k {
 
 // ---- layers (kernels_layers.cu) ----
 void fill_rows(float* out, const float* vec, int64_t rows, int64_t cols, cudaStream_t s);  // out[r, :] = vec
-void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s);  // y = act(y + bias)
-void act_grad(float* d, const float* y, int64_t n, Activation act, cudaStream_t s);  // d *= act'(pre), y = act(pre)
+// y = act(y + bias); pre (if not null) gets y + bias, what act_grad needs where act_grad_from_input(act).
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s, float* pre = nullptr);
+// d *= act'(pre), from y = act(pre), or from pre itself where act_grad_from_input(act).
+void act_grad(float* d, const float* y, int64_t n, Activation act, cudaStream_t s);
 void softmax_rows(float* x, int64_t rows, int64_t cols, cudaStream_t s);
 void softmax_rows_grad(const float* y, const float* dy, float* dpre, int64_t rows, int64_t cols, cudaStream_t s);
 // ids: [n] token ids as floats; emb: [V, E]; y: [n, E]. Backward adds dy rows into demb (atomics).

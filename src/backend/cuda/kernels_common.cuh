@@ -69,12 +69,13 @@ __device__ inline float act_f(Activation act, float x) {
     case Activation::HardSigmoid: return clamp01_nan(x * (1.0f / 6.0f) + 0.5f);
     case Activation::HardSigmoidKeras2: return clamp01_nan(0.2f * x + 0.5f);
     case Activation::Relu: return x != x ? x : fmaxf(0.0f, x);
-    default: return x;
+    default: return act::value(act, x);  // Linear, and those from act_grad_from_input (spec/activations.h)
   }
 }
 
-// d * act'(pre), from y = act(pre).
+// d * act'(pre), from y = act(pre), or from pre itself where act_grad_from_input(act).
 __device__ inline float act_grad_f(Activation act, float y, float d) {
+  if (act_grad_from_input(act)) return act::grad(act, y, d);
   switch (act) {
     case Activation::Tanh: return d * (1.0f - y * y);
     case Activation::Sigmoid: return d * (y * (1.0f - y));

@@ -18,11 +18,12 @@ __global__ void fill_rows_k(float* out, const float* vec, int64_t rows, int64_t 
 }
 
 // A block a row at a time (no division per element).
-__global__ void bias_act_k(float* y, const float* bias, int64_t rows, int64_t cols, Activation act) {
+__global__ void bias_act_k(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, float* pre) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       float v = y[r * cols + j];
       if (bias) v += bias[j];
+      if (pre) pre[r * cols + j] = v;
       y[r * cols + j] = act_f(act, v);
     }
 }
@@ -232,10 +233,10 @@ void fill_rows(float* out, const float* vec, int64_t rows, int64_t cols, cudaStr
   LAUNCH_CHECK("fill_rows");
 }
 
-void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s) {
-  if (rows * cols == 0 || (!bias && act == Activation::Linear)) return;
+void bias_act(float* y, const float* bias, int64_t rows, int64_t cols, Activation act, cudaStream_t s, float* pre) {
+  if (rows * cols == 0 || (!bias && act == Activation::Linear && !pre)) return;
   bias_act_k<<<static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)), cols >= 256 ? 256 : 128, 0, s>>>(y, bias, rows,
-                                                                                                 cols, act);
+                                                                                                 cols, act, pre);
   LAUNCH_CHECK("bias_act");
 }
 
