@@ -408,6 +408,39 @@ TEST(Dropout, RecurrentDropoutActsInTrainingOnly) {
   }
 }
 
+// SpatialDropout1D drops a channel of a sequence for every step at once and scales the kept ones; in
+// inference it is the identity.
+TEST(Dropout, SpatialDropoutDropsWholeChannels) {
+  LayerSpec sd = layer_of(LayerKind::SpatialDropout1D);
+  sd.rate = 0.4;
+  const int64_t b = 40, t = 20, c = 50;
+  ModelSpec m = model_of({input_layer({t, c}), sd});
+  Rng init(1);
+  Params params = init_params(m, init);
+  CpuModel model(m, params);
+  Rng r(5);
+  const Tensor x = random_tensor({b, t, c}, r);
+  ForwardContext ctx;
+  const Tensor y = model.forward(x, nullptr, true, r, &ctx);
+  const Tensor dx = model.backward(ctx, x);  // dy = x: the gradient is scaled as the output
+  int64_t dropped = 0, mixed = 0;
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t k = 0; k < c; ++k) {
+      int64_t zeros = 0;
+      for (int64_t s = 0; s < t; ++s) {
+        const int64_t e = (i * t + s) * c + k;
+        zeros += y[e] == 0.0f;
+        if (y[e] != 0.0f && (std::fabs(y[e] - x[e] / 0.6f) > 1e-6f * std::fabs(y[e]) || dx[e] != y[e])) ++mixed;
+      }
+      dropped += zeros == t;
+      mixed += zeros != 0 && zeros != t;
+    }
+  EXPECT_EQ(mixed, 0);
+  EXPECT_NEAR(static_cast<double>(dropped) / (b * c), 0.4, 0.05);
+  const Tensor eval = model.forward(x, nullptr, false, r, nullptr);
+  for (int64_t k = 0; k < x.numel(); ++k) ASSERT_EQ(eval[k], x[k]) << "entry " << k;
+}
+
 TEST(Dropout, InferenceIsIdentity) {
   ModelSpec m = model_of({input_layer({T, I}), dropout(0.5)});
   Rng init(1);

@@ -42,6 +42,39 @@ TEST(GpuDropout, DropoutLayerDropsAtTheRateAndScalesForwardAndBackward) {
   expect_near_all(eval, b.x, 0.0, 0.0, "inference output (no dropout)");
 }
 
+// SpatialDropout1D drops a channel of a sequence for every step at once (Keras' noise shape [B, 1, C]).
+TEST(GpuDropout, SpatialDropoutDropsWholeChannelsAtTheRate) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[20, 50]", "[{type: SpatialDropout1D, rate: 0.4}]", "spatial");
+  cfg.device = Device::Cuda;
+  Rng rng(3);
+  auto gpu = make_engine(cfg, random_params(cfg.model, 1), rng);
+  const Batch b = random_batch(cfg, 40, 20, 4);
+  Tensor pred, dx;
+  gpu->gradients(b, &pred, &dx);
+  ASSERT_EQ(pred.shape, b.x.shape);
+  const int64_t B = 40, T = 20, C = 50;
+  const float scale = static_cast<float>(1.0 / 0.6);
+  int64_t dropped = 0, mixed = 0;
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t c = 0; c < C; ++c) {
+      int64_t zeros = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = (i * T + t) * C + c;
+        const bool z = pred[k] == 0.0f && dx[k] == 0.0f;
+        zeros += z;
+        if (!z && std::fabs(pred[k] - b.x[k] * scale) > 1e-6f * std::fabs(b.x[k] * scale)) ++mixed;
+      }
+      dropped += zeros == T;
+      mixed += zeros != 0 && zeros != T;
+    }
+  EXPECT_EQ(mixed, 0) << "a channel is either dropped for every step or kept (scaled by 1/(1-rate)) for every step";
+  const double frac = static_cast<double>(dropped) / static_cast<double>(B * C);
+  EXPECT_NEAR(frac, 0.4, 0.05) << dropped << " of " << B * C << " channels dropped";
+  std::printf("spatial dropout rate=0.4 dropped_channels=%.4f of %lld\n", frac, static_cast<long long>(B * C));
+  expect_near_all(gpu->predict(b), b.x, 0.0, 0.0, "inference output (no dropout)");
+}
+
 struct DropCase {
   std::string name, layers;
 };

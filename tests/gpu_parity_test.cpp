@@ -64,6 +64,14 @@ std::vector<Case> cases() {
       // The activations whose derivative needs the pre-activation (the Dense stage keeps it).
       {"dense_gelu_silu_elu", kF, "[{type: GRU, units: 8, return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 6, activation: gelu}}, {type: Dense, units: 5, activation: silu}, {type: Dense, units: 4, activation: elu}, {type: Dense, units: 3, activation: gelu_approximate}]"},
       {"dense_selu_softplus_softsign", kF, "[{type: LSTM, units: 8}, {type: Dense, units: 6, activation: selu}, {type: Dense, units: 5, activation: softplus}, {type: Dense, units: 3, activation: softsign}]"},
+      // The layers around the recurrent stacks (issue 36); dropout rates 0 (the masks of the two
+      // engines come from different generators: gpu_dropout_test checks them).
+      {"conv_same_maxpool_lstm", kF, "[{type: Conv1D, filters: 6, kernel_size: 3, padding: same, activation: relu}, {type: MaxPooling1D, pool_size: 2}, {type: LSTM, units: 8}, {type: Dense, units: 3}]"},
+      {"conv_causal_avgpool_layernorm_gap", kF, "[{type: Conv1D, filters: 4, kernel_size: 2, padding: causal, dilation_rate: 2, activation: gelu}, {type: AveragePooling1D, pool_size: 3, strides: 1, padding: same}, {type: LayerNormalization}, {type: GRU, units: 8, return_sequences: true}, {type: GlobalAveragePooling1D}, {type: Dense, units: 2}]"},
+      {"conv_strided_nobias_td_dropout", kF, "[{type: Conv1D, filters: 5, kernel_size: 2, strides: 2, use_bias: false}, {type: LSTM, units: 8, return_sequences: true}, {type: TimeDistributed, layer: {type: Dropout, rate: 0.0}}, {type: SpatialDropout1D, rate: 0.0}, {type: Activation, activation: silu}, {type: AveragePooling1D, pool_size: 2}]"},
+      {"masking_layernorm_gmp_flatten", kF, "[{type: Masking, mask_value: 0.0}, {type: LSTM, units: 8, return_sequences: true}, {type: LayerNormalization, center: false, epsilon: 0.01}, {type: GlobalMaxPooling1D, keepdims: true}, {type: Flatten}, {type: Dense, units: 2}]"},
+      {"masking_conv_drops_the_mask", kF, "[{type: Masking, mask_value: 0.0}, {type: Conv1D, filters: 4, kernel_size: 2, padding: same}, {type: LSTM, units: 8, return_sequences: true}, {type: Dense, units: 2}]"},
+      {"masking_gap_activation_softmax", kF, "[{type: Masking, mask_value: 0.0}, {type: GRU, units: 8, return_sequences: true}, {type: Activation, activation: softmax}, {type: GlobalAveragePooling1D, keepdims: true}, {type: Conv1D, filters: 3, kernel_size: 1}]"},
       {"sparse_logits_sequences", kF, "[{type: GRU, units: 8, return_sequences: true}, {type: Dense, units: 4}]", LossKind::SparseCategoricalCrossentropy},
       {"lstm_empty_sequence", kF, "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8, return_sequences: true}]",
        LossKind::MSE, FuseMode::Auto, true, {7, 0, 3, 1, 6}},

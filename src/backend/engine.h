@@ -79,8 +79,7 @@ std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropo
 
 // "" when the CUDA backend can run here; otherwise why not (no CUDA in this build, no GPU visible).
 std::string gpu_unavailable_reason();
-// Whether make_engine(cfg) builds the CUDA engine: cfg.device is not cpu, a GPU is usable and the CUDA
-// engine has a stage for every layer of cfg.model (device auto trains the others on the CPU).
+// Whether make_engine(cfg) builds the CUDA engine: cfg.device is not cpu and a GPU is usable.
 bool trains_on_gpu(const Config& cfg);
 // The GPU, driver, runtime and cuDNN versions in one line ("" without a usable GPU).
 std::string gpu_description();

@@ -100,7 +100,7 @@ int64_t gpu_wavefront2_backward_passes() {
 
 bool trains_on_gpu(const Config& cfg) {
 #ifdef RNNTRAIN_WITH_CUDA
-  return cfg.device != Device::Cpu && gpu_unavailable_reason().empty() && cuda::unsupported_layer(cfg.model).empty();
+  return cfg.device != Device::Cpu && gpu_unavailable_reason().empty();
 #else
   (void)cfg;
   return false;
@@ -117,12 +117,6 @@ std::unique_ptr<Engine> make_engine(const Config& cfg, Params params, Rng& dropo
     return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
   }
 #ifdef RNNTRAIN_WITH_CUDA
-  if (const std::string layer = cuda::unsupported_layer(cfg.model); !layer.empty()) {
-    if (cfg.device == Device::Cuda)
-      throw UsageError(fmt::format("device: cuda was requested but {}; use device: cpu or auto", layer));
-    log_info("device auto: training on the CPU: {}", layer);
-    return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);
-  }
   return cuda::make_cuda_engine(cfg, std::move(params), dropout_rng, ranks);
 #else
   return make_cpu_engine(cfg, std::move(params), dropout_rng, ranks);

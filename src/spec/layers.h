@@ -25,7 +25,6 @@ struct LayerTraits {
   std::span<const char* const> keys;  // its config keys, type and name first
   MaskRule mask;
   bool before_cells;  // configs list it before the cells (Input, Embedding, Masking)
-  bool cuda;          // the CUDA engine has a stage for it (device auto trains a model without on the CPU)
 };
 
 std::span<const LayerTraits> layer_table();

@@ -9,7 +9,6 @@
 #include "backend/cuda/session.h"
 #include "core/error.h"
 #include "model/targets.h"
-#include "spec/layers.h"
 
 namespace rnntrain::cuda {
 
@@ -145,13 +144,6 @@ class CudaEngine final : public Engine {
 
 std::unique_ptr<Engine> make_cuda_engine(const Config& cfg, Params params, Rng& dropout_rng, Comm* ranks) {
   return std::make_unique<CudaEngine>(cfg, std::move(params), dropout_rng, ranks);
-}
-
-std::string unsupported_layer(const ModelSpec& model) {
-  for (const LayerSpec& l : model.layers)
-    if (const LayerTraits* t = find_layer(l.kind); t && !t->cuda)
-      return fmt::format("layer '{}' ({}) has no GPU stage yet", l.name, layer_kind_name(l.kind));
-  return "";
 }
 
 }  // namespace rnntrain::cuda

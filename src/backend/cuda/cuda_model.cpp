@@ -101,8 +101,11 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
         if (l.inner->kind == LayerKind::Dropout) stages_.push_back(make_dropout_stage(env, *l.inner));
         else stages_.push_back(make_dense_stage(env, l, *l.inner, input, first[i]));
         break;
-      default:  // make_engine keeps models with layers unsupported_layer names off the GPU
-        throw RuntimeError(fmt::format("internal: layer '{}' ({}) has no GPU stage here", l.name, layer_kind_name(l.kind)));
+      default:
+        if (is_recurrent(l.kind))
+          throw RuntimeError(fmt::format("internal: layer '{}' is recurrent but outside a recurrent stage", l.name));
+        stages_.push_back(make_sequence_stage(env, l, input, first[i]));  // Conv1D, poolings, ...
+        break;
     }
     names_.push_back(names);
     activity_.push_back(activity_regularizer_of(l));

@@ -68,6 +68,36 @@ void reverse_in_lengths(const float* in, float* out, int64_t B, int64_t T, int64
                         bool zero_padded, bool accumulate, cudaStream_t s);
 void fill_i32(int32_t* p, int64_t n, int32_t v, cudaStream_t s);
 
+// ---- the layers around the recurrent stacks (kernels_sequence.cu), [B, T, C] sequences ----
+// A 1D window (spec/layers.h's window_1d): `out` steps, moved by strides, dilated, `pad` zeros on the left.
+struct Window1d {
+  int64_t out = 0, strides = 1, dilation = 1, pad = 0;
+};
+// Conv1D: col [B * out, K * C] holds each output step's window of x (zeros outside); col2im is its
+// gradient: dx [B, T, C] = every window place's dcol entries summed.
+void conv1d_im2col(const float* x, float* col, const Window1d& w, int64_t B, int64_t T, int64_t C, int64_t K,
+                   cudaStream_t s);
+void conv1d_col2im(const float* dcol, float* dx, const Window1d& w, int64_t B, int64_t T, int64_t C, int64_t K,
+                   cudaStream_t s);
+// MaxPooling1D (from: [B, out, C], the step each maximum came from) and AveragePooling1D (the mean
+// over the window's steps inside the sequence) of window P, and their gradients (dx written whole).
+void pool1d_forward(const float* x, float* y, int32_t* from, const Window1d& w, int64_t B, int64_t T, int64_t C,
+                    int64_t P, bool max_pool, cudaStream_t s);
+void pool1d_backward(const float* dy, const int32_t* from, float* dx, const Window1d& w, int64_t B, int64_t T, int64_t C,
+                     int64_t P, bool max_pool, cudaStream_t s);
+// GlobalAveragePooling1D (the mean over the steps mask keeps; mask may be null) and GlobalMaxPooling1D:
+// y, n [B, C] (n: the steps averaged, or those equal to the maximum, which share its gradient).
+void global_pool_forward(const float* x, const uint8_t* mask, float* y, float* n, int64_t B, int64_t T, int64_t C,
+                         bool max_pool, cudaStream_t s);
+void global_pool_backward(const float* x, const float* y, const float* n, const float* dy, const uint8_t* mask,
+                          float* dx, int64_t B, int64_t T, int64_t C, bool max_pool, cudaStream_t s);
+// LayerNormalization over rows of C (gamma, beta may be null); stats [rows, 2]: mean, 1/sqrt(var + eps).
+// Backward writes dx and, where gterm is not null, gterm [rows, C] = dy * xhat (gamma's gradient, summed over rows).
+void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y, float* stats, int64_t rows,
+                        int64_t C, float eps, cudaStream_t s);
+void layer_norm_backward(const float* x, const float* gamma, const float* stats, const float* dy, float* dx,
+                         float* gterm, int64_t rows, int64_t C, cudaStream_t s);
+
 // ---- generic recurrent cells (kernels_rnn.cu), time-major [T, B, .] in processing order ----
 // xp[s, b, :] = x[b, t(s), :] * in_drop[b, :]; step[s, b] = mask[b, t(s)] (1 without a mask).
 void rnn_gather(const float* x, const float* in_drop, const uint8_t* mask, float* xp, uint8_t* step, int64_t B,

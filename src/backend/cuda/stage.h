@@ -91,6 +91,10 @@ std::unique_ptr<DeviceStage> make_dropout_stage(const StageEnv& env, const Layer
 // owner: the Dense, or the TimeDistributed wrapping it (d = *owner.inner).
 std::unique_ptr<DeviceStage> make_dense_stage(const StageEnv& env, const LayerSpec& owner, const LayerSpec& d, int64_t input,
                                         size_t first_param);
+// Conv1D, the 1D and global poolings, LayerNormalization, Flatten, SpatialDropout1D and Activation
+// (sequence_stages.cpp); `input`: the features a step has.
+std::unique_ptr<DeviceStage> make_sequence_stage(const StageEnv& env, const LayerSpec& l, int64_t input,
+                                                 size_t first_param);
 // One LSTM/GRU/SimpleRNN or Bidirectional layer that cuDNN cannot run (generic_rnn.cpp).
 std::unique_ptr<DeviceStage> make_generic_rnn_stage(const StageEnv& env, const LayerSpec& l, int64_t input, size_t first_param);
 // Consecutive recurrent layers (Dropout layers between them included, in model order) as one cuDNN
