@@ -302,6 +302,7 @@ int cmd_plan(const CommandArgs& a) {
               rule.c_str());
   std::printf("%s", describe_plan(m).c_str());
   std::printf("%s", describe_execution(cfg, m).c_str());
+  for (const std::string& line : dropped_masks(cfg.model, shapes)) std::printf("mask: %s\n", line.c_str());
   return 0;
 }
 

@@ -185,6 +185,18 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
   return out;
 }
 
+std::vector<std::string> dropped_masks(const ModelSpec& model, const std::vector<LayerShape>& shapes) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < model.layers.size() && i < shapes.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    const LayerTraits* t = find_layer(l.kind);
+    if (shapes[i].mask_in && t && t->mask == MaskRule::Drop)
+      out.push_back(fmt::format("layer '{}' ({}) drops the mask that reaches it, as Keras does: the layers after it "
+                                "see the padded steps too", l.name, layer_kind_name(l.kind)));
+  }
+  return out;
+}
+
 void check_input_batch(const LayerSpec& in, const Tensor& x) {
   const bool tokens = in.shape.size() == 1;
   const int want_rank = tokens ? 2 : 3;

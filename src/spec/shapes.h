@@ -19,6 +19,10 @@ struct LayerShape {
 // One entry per model layer, in order (entry 0 is the Input layer).
 std::vector<LayerShape> infer_shapes(const ModelSpec& model);
 
+// One line per layer that drops a mask reaching it (spec/layers.h: MaskRule::Drop), as Keras drops it
+// with a warning: the layers after it see the padded steps too.
+std::vector<std::string> dropped_masks(const ModelSpec& model, const std::vector<LayerShape>& shapes);
+
 // Parameter count of one recurrent layer (LSTM, GRU, SimpleRNN) with `input` features.
 int64_t recurrent_params(const LayerSpec& l, int64_t input);
 

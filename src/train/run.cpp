@@ -96,6 +96,7 @@ TrainingRun::TrainingRun(const Config& cfg, const TrainOptions& opt, DataParalle
   log_info("train: {} samples, {} steps of {} per epoch, validation: {} samples, device {}", n_, steps_, batch_size_,
            data_.val ? data_.val->size() : 0, engine_->device_name());
   if (const std::string line = dp_.describe_batch(batch_size_); !line.empty()) log_info("{}", line);
+  for (const std::string& line : dropped_masks(engine_->model().spec, engine_->model().shapes)) log_warn("{}", line);
 }
 
 TrainingRun::~TrainingRun() = default;
