@@ -162,6 +162,14 @@ const char* kDropout =
     "units: 32, return_sequences: true}, {type: Dropout, rate: 0.1}, {type: GRU, units: 16, recurrent_dropout: 0.2, "
     "return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 4}}]";
 
+// The layers around the stacks (issue 36), spatial and per-step dropout included.
+const char* kSequenceLayers =
+    "[{type: Conv1D, filters: 16, kernel_size: 3, padding: causal, activation: gelu}, {type: SpatialDropout1D, rate: "
+    "0.2}, {type: MaxPooling1D, pool_size: 2, padding: same}, {type: LSTM, units: 16, return_sequences: true}, {type: "
+    "LayerNormalization}, {type: TimeDistributed, layer: {type: Dropout, rate: 0.1}}, {type: Activation, activation: "
+    "silu}, {type: AveragePooling1D, pool_size: 2, strides: 1, padding: same}, {type: GlobalAveragePooling1D, keepdims: "
+    "true}, {type: Flatten}, {type: Dense, units: 4}]";
+
 void PrintTo(const GraphCase& c, std::ostream* os) { *os << c.name; }
 
 class CudaGraphs : public ::testing::TestWithParam<GraphCase> {};
@@ -261,7 +269,9 @@ INSTANTIATE_TEST_SUITE_P(Plans, CudaGraphs,
                          ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard, kLstm2},
                                            GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic, kLstm2},
                                            GraphCase{"bf16_wavefront", Precision::Bf16, RnnAlgo::Wavefront, kLstm2},
-                                           GraphCase{"dropout", Precision::Fp32, RnnAlgo::Standard, kDropout}),
+                                           GraphCase{"dropout", Precision::Fp32, RnnAlgo::Standard, kDropout},
+                                           GraphCase{"sequence_layers", Precision::Fp32, RnnAlgo::Standard,
+                                                     kSequenceLayers}),
                          [](const auto& info) { return info.param.name; });
 
 // Masked steps (lengths, Masking, mask_zero) of one padded shape with different masks every step:

@@ -173,15 +173,42 @@ TEST_F(KerasErrors, LambdaCustomAndUnsupportedLayersAreRefusedByName) {
     {"class_name": "Lambda", "config": {"name": "my_lambda", "function": ["4wEAAAAA", null, null]}},
     {"module": "my_package.layers", "class_name": "Attention2", "registered_name": "my_package>Attention2",
      "config": {"name": "attn"}},
-    {"class_name": "Conv1D", "config": {"name": "conv", "filters": 3}},
+    {"class_name": "Conv2D", "config": {"name": "conv", "filters": 3}},
     {"class_name": "LSTM", "config": {"name": "lstm", "units": 4, "stateful": true, "activation": "elu"}})");
   const std::string m = data_error([&] { model_from_keras_json(j, {"evil.h5", "3.15.1"}); });
   EXPECT_HAS(m, "'my_lambda' (Lambda)");
   EXPECT_HAS(m, "never runs code");
   EXPECT_HAS(m, "'attn' (Attention2)");
-  EXPECT_HAS(m, "'conv' (Conv1D)");
+  EXPECT_HAS(m, "'conv' (Conv2D): class 'Conv2D' is not supported");
   EXPECT_HAS(m, "stateful=true");
-  EXPECT_HAS(m, "'elu'");
+  EXPECT_HAS(m, "'lstm' (LSTM): activation 'elu' is not supported");
+}
+
+// Settings of the layers around the stacks that rnntrain does not compute (or that no Keras writes),
+// each refused with the layer and key named.
+TEST_F(KerasErrors, SequenceLayerSettingsRnntrainDoesNotHaveAreRefusedByName) {
+  const auto j = sequential(R"(
+    {"class_name": "Conv1D", "config": {"name": "c1", "filters": 3, "kernel_size": [2], "data_format": "channels_first",
+     "groups": 3}},
+    {"class_name": "Conv1D", "config": {"name": "c2", "filters": 2, "kernel_size": [0], "strides": [2],
+     "dilation_rate": [2], "padding": "reflect"}},
+    {"class_name": "MaxPooling1D", "config": {"name": "p", "pool_size": [2, 2], "padding": "causal"}},
+    {"class_name": "LayerNormalization", "config": {"name": "ln", "axis": [1], "rms_scaling": true}},
+    {"class_name": "Activation", "config": {"name": "a", "activation": "hard_shrink"}},
+    {"class_name": "TimeDistributed", "config": {"name": "td", "layer": {"class_name": "Conv1D", "config": {"name": "x",
+     "filters": 2, "kernel_size": 1}}}})");
+  const std::string m = data_error([&] { model_from_keras_json(j, {"evil.h5", "3.15.1"}); });
+  EXPECT_HAS(m, "'c1' (Conv1D): data_format 'channels_first' is not supported");
+  EXPECT_HAS(m, "'c1' (Conv1D): groups 3 is not supported");
+  EXPECT_HAS(m, "'c2' (Conv1D): 'kernel_size' is [0]");
+  EXPECT_HAS(m, "'c2' (Conv1D): strides > 1 with dilation_rate > 1");
+  EXPECT_HAS(m, "'c2' (Conv1D): padding 'reflect' is not supported (valid, same, causal)");
+  EXPECT_HAS(m, "'p' (MaxPooling1D): 'pool_size' is [2,2]");
+  EXPECT_HAS(m, "'p' (MaxPooling1D): padding 'causal' is not supported (valid, same)");
+  EXPECT_HAS(m, "'ln' (LayerNormalization): axis [1] is not supported");
+  EXPECT_HAS(m, "'ln' (LayerNormalization): rms_scaling=true is not supported");
+  EXPECT_HAS(m, "'a' (Activation): activation 'hard_shrink' is not supported");
+  EXPECT_HAS(m, "'td' (TimeDistributed): wraps a Conv1D; rnntrain's TimeDistributed wraps Dense or Dropout");
 }
 
 // Regularizers and constraints with values no Keras writes: negative or non-numeric factors and
