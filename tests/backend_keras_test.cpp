@@ -157,6 +157,12 @@ ModelSpec model_for(const std::string& n) {
     ls.push_back(cell(LayerKind::GRU, true));
     ls.push_back(activation_layer(Activation::Selu));
     ls.push_back(cell(LayerKind::SimpleRNN, false));
+  } else if (n == "conv1d_same_strided_even") {
+    ls.push_back(conv1d(3, 4, Padding::Same, 2));
+    ls.push_back(pooling1d(LayerKind::MaxPooling1D, 3, Padding::Same, 2));
+  } else if (n == "avgpool_same_strided") {
+    ls.push_back(cell(LayerKind::LSTM, true));
+    ls.push_back(pooling1d(LayerKind::AveragePooling1D, 2, Padding::Same));
   } else if (n == "embedding_lstm_seq") {
     ls[0] = input_layer({T});
     ls.push_back(embedding(7, 3, true));
@@ -221,7 +227,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "dense_act_softplus", "dense_act_softsign", "dense_act_silu", "conv1d_same_gelu",
                       "conv1d_causal_dilated", "conv1d_valid_strided_nobias", "maxpool_same", "avgpool_same_strides1",
                       "avgpool_valid", "gap_masked", "gmp_keepdims", "layernorm_seq", "layernorm_noscale_masked",
-                      "flatten_softmax", "activation_selu_masked"),
+                      "flatten_softmax", "activation_selu_masked", "conv1d_same_strided_even",
+                      "avgpool_same_strided"),
     [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -54,6 +54,9 @@ def cases():
                                       L.LSTM(H, return_sequences=True)], True)
     c["flatten_softmax"] = ([L.Conv1D(2, 2), L.Flatten(), L.Dense(3, activation="softmax")], False)
     c["activation_selu_masked"] = ([L.Masking(0.0), L.GRU(H, return_sequences=True), L.Activation("selu"), L.SimpleRNN(H)], True)
+    # 'same' with strides: the odd padded zero goes on the right (T = 5, kernel 4, strides 2: 1 left, 2 right).
+    c["conv1d_same_strided_even"] = ([L.Conv1D(3, 4, strides=2, padding="same"), L.MaxPooling1D(3, strides=2, padding="same")], False)
+    c["avgpool_same_strided"] = ([L.LSTM(H, return_sequences=True), L.AveragePooling1D(2, padding="same")], False)
     return c
 
 def line(name, a):
