@@ -44,13 +44,23 @@ def optimizer_values(path):
         return [og[dec(n)][()] for n in og.attrs["weight_names"]]
 
 
-def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None):
+LSTM_DENSE = "    - {type: LSTM, units: 6}\n"
+# The layers around the stacks (issue 36): Keras' next step through them must equal rnntrain's.
+SEQUENCE_LAYERS = ("    - {type: Conv1D, filters: 4, kernel_size: 3, padding: same, activation: gelu}\n"
+                   "    - {type: MaxPooling1D, pool_size: 2}\n"
+                   "    - {type: LSTM, units: 6, return_sequences: true}\n"
+                   "    - {type: LayerNormalization}\n"
+                   "    - {type: Activation, activation: silu}\n"
+                   "    - {type: GlobalAveragePooling1D}\n")
+
+
+def case(s, name, schedule, lr_now, optimizer="adam", fresh_optimizer=None, body=LSTM_DENSE):
     d = s.path(name, "x")[:-1]
     np.save(d + "x.npy", X)
     np.save(d + "y.npy", Y)
     cfg = d + "config.yaml"
     with open(cfg, "w") as f:
-        f.write("model:\n  layers:\n    - {type: Input, shape: [6, 3]}\n    - {type: LSTM, units: 6}\n"
+        f.write("model:\n  layers:\n    - {type: Input, shape: [6, 3]}\n" + body +
                 "    - {type: Dense, units: 3, activation: softmax}\n"
                 f"data:\n  train: {{format: npy, inputs: {d}x.npy, targets: {d}y.npy}}\n"
                 "train:\n  epochs: 2\n  batch_size: 16\n  shuffle: false\n  loss: categorical_crossentropy\n"
@@ -168,6 +178,7 @@ def main():
     # Muon: Newton-Schulz on the LSTM's kernels (rows < columns) and the Dense kernel (rows > columns),
     # AdamW with its own weight decay on the biases.
     case(s, "muon", "constant", 0.01, "muon", keras.optimizers.Muon)
+    case(s, "sequence_layers", "constant", 0.01, body=SEQUENCE_LAYERS)
     s.finish("keras compiled")
 
 
