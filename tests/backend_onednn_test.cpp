@@ -147,6 +147,118 @@ INSTANTIATE_TEST_SUITE_P(
                       StackCase{"lstm_then_dense", kLstmDense}),
     [](const auto& info) { return info.param.name; });
 
+struct Losses {
+  double fast = 0, ref = 0, first = 0;  // after the last step; the reference's first step
+};
+// `steps` Adam steps of both configs from the same weights on the same batches ([8, 9, 4] -> [8, 3]).
+Losses train_side_by_side(const Config& fast, const Config& ref, int steps) {
+  const Params init = random_params(fast.model, 2, 0.3);
+  Rng r1(1), r2(1);
+  auto a = make_engine(fast, init, r1);
+  auto b = make_engine(ref, init, r2);
+  Losses l;
+  for (int s = 0; s < steps; ++s) {
+    Rng rng(100 + s % 3);
+    Batch batch;
+    batch.x = random_tensor({8, 9, 4}, rng);
+    batch.y = random_tensor({8, 3}, rng);
+    l.fast = a->train_step(batch, 0.01, {}).mean();
+    l.ref = b->train_step(batch, 0.01, {}).mean();
+    if (s == 0) l.first = l.ref;
+  }
+  return l;
+}
+
+// |a - b| / max|b| (0 when both are 0).
+double rel_err(const Tensor& a, const Tensor& b) {
+  double d = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+  const double m = max_abs(b);
+  return m > 0 ? d / m : d;
+}
+
+// plan.precision bf16 (issue 35 item 3): LSTM stacks run on oneDNN's bf16 kernels where the CPU has
+// AVX512-BF16: outputs and gradients within bf16's rounding of the FP32 reference path, and not equal
+// to the FP32 oneDNN stacks' (so bf16 did run). GRU stacks stay FP32 (onednn_bf16_reason).
+void compare_bf16(const StackCase& c, const std::vector<int32_t>& lengths) {
+  Config f32 = config_of(c), cfg = f32;
+  cfg.plan.precision = Precision::Bf16;
+  Params p1 = random_params(cfg.model, 3, 0.5), p2 = p1, p3 = p1;
+  CpuModel ref(cfg.model, p1), bf(cfg.model, p2, &cfg.plan), fp(f32.model, p3, &f32.plan);
+  Rng rng(5);
+  const Tensor x = random_tensor({5, 7, c.features}, rng);
+  const std::vector<int32_t>* lens = lengths.empty() ? nullptr : &lengths;
+  ForwardContext c1, c2, c3;
+  Rng r1(1), r2(1), r3(1);
+  const Tensor y1 = ref.forward(x, lens, true, r1, &c1), y2 = bf.forward(x, lens, true, r2, &c2),
+               y3 = fp.forward(x, lens, true, r3, &c3);
+  const Tensor dy = random_tensor(y1.shape, rng);
+  const Tensor dx1 = ref.backward(c1, dy), dx2 = bf.backward(c2, dy);
+  fp.backward(c3, dy);
+  double e_out = rel_err(y2, y1), e_dx = rel_err(dx2, dx1), e_grad = 0;
+  const std::vector<Param*> g1 = p1.all(), g2 = p2.all();
+  for (size_t i = 0; i < g1.size(); ++i) e_grad = std::max(e_grad, rel_err(g2[i]->grad, g1[i]->grad));
+  EXPECT_LT(e_out, 2e-2) << c.name << ": outputs";
+  EXPECT_LT(e_dx, 5e-2) << c.name << ": input gradient";
+  EXPECT_LT(e_grad, 5e-2) << c.name << ": weight gradients";
+  EXPECT_NE(y2.data, y3.data) << c.name << ": the bf16 stack computed what the FP32 one does";
+  std::printf("bf16 case=%s%s output=%.3g dx=%.3g weight_grad=%.3g (relative to the largest)\n", c.name.c_str(),
+              lens ? "_masked" : "", e_out, e_dx, e_grad);
+}
+
+#define SKIP_WITHOUT_BF16()                                                                                       \
+  do {                                                                                                            \
+    SKIP_WITHOUT_ONEDNN();                                                                                        \
+    if (const std::string why = cpu::onednn_bf16_reason(LayerKind::LSTM); !why.empty()) GTEST_SKIP() << why;     \
+  } while (0)
+
+class OnednnBf16 : public ::testing::TestWithParam<StackCase> {};
+
+TEST_P(OnednnBf16, LstmStacksMatchTheReferenceWithinBf16) {
+  SKIP_WITHOUT_BF16();
+  compare_bf16(GetParam(), {});
+  if (GetParam().layers.find("Bidirectional") == std::string::npos) compare_bf16(GetParam(), {7, 3, 7, 0, 5});
+}
+INSTANTIATE_TEST_SUITE_P(Lstm, OnednnBf16,
+                         ::testing::Values(StackCase{"lstm3", kLstm3}, StackCase{"lstm3_wide_input", kLstm3, 8},
+                                           StackCase{"bilstm2_concat", kBilstm2}, StackCase{"bilstm3_sum", kBilstmSum3},
+                                           StackCase{"lstm_then_dense", kLstmDense},
+                                           StackCase{"lstm2_last_state", "[{type: LSTM, units: 6, return_sequences: "
+                                                                         "true}, {type: LSTM, units: 6}]"},
+                                           StackCase{"bilstm_last_state", "[{type: Bidirectional, layer: {type: LSTM, "
+                                                                          "units: 4}}]"}),
+                         [](const auto& info) { return info.param.name; });
+
+// bf16 training (Adam) ends near the FP32 reference run: bf16's rounding does not derail it.
+TEST(Onednn, Bf16TrainingEndsNearTheFp32ReferenceRun) {
+  SKIP_WITHOUT_BF16();
+  Config cfg = parse_config(
+      "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: "
+      "LSTM, units: 16}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\n",
+      "train.yaml");
+  cfg.device = Device::Cpu;
+  Config ref = cfg;
+  ref.plan.cpu = CpuRnn::Reference;
+  cfg.plan.precision = Precision::Bf16;
+  const Losses l = train_side_by_side(cfg, ref, 30);
+  EXPECT_LT(l.ref, 0.8 * l.first) << "the reference run learns";
+  EXPECT_NEAR(l.fast, l.ref, 0.03 * l.ref) << "after 30 Adam steps";
+  std::printf("30 Adam steps: bf16 loss %.6g, FP32 reference %.6g (first %.6g)\n", l.fast, l.ref, l.first);
+}
+
+TEST(Onednn, GruStacksStayFp32UnderBf16) {
+  SKIP_WITHOUT_ONEDNN();
+  EXPECT_NE(cpu::onednn_bf16_reason(LayerKind::GRU).find("GRU stacks stay FP32"), std::string::npos);
+  StackCase c{"gru2_last_state", kGru2Last};
+  Config f32 = config_of(c), cfg = f32;
+  cfg.plan.precision = Precision::Bf16;
+  Params p1 = random_params(cfg.model, 3, 0.5), p2 = p1;
+  CpuModel bf(cfg.model, p1, &cfg.plan), fp(f32.model, p2, &f32.plan);
+  Rng rng(5), r1(1), r2(1);
+  const Tensor x = random_tensor({5, 7, c.features}, rng);
+  EXPECT_EQ(bf.forward(x, nullptr, false, r1).data, fp.forward(x, nullptr, false, r2).data);
+}
+
 TEST(Onednn, ALayerItCannotRunSplitsTheStackAndStillMatches) {
   SKIP_WITHOUT_ONEDNN();
   // hard_sigmoid is not a oneDNN activation: the middle layer runs on the reference ops, and the
@@ -201,19 +313,8 @@ TEST(Onednn, TrainingEndsWhereTheReferenceRunEnds) {
   cfg.device = Device::Cpu;
   Config ref = cfg;
   ref.plan.cpu = CpuRnn::Reference;
-  const Params init = random_params(cfg.model, 2, 0.3);
-  Rng r1(1), r2(1);
-  auto a = make_engine(cfg, init, r1);
-  auto b = make_engine(ref, init, r2);
-  double la = 0, lb = 0;
-  for (int s = 0; s < 20; ++s) {
-    Rng rng(100 + s % 3);
-    Batch batch;
-    batch.x = random_tensor({8, 9, 4}, rng);
-    batch.y = random_tensor({8, 3}, rng);
-    la = a->train_step(batch, 0.01, {}).mean();
-    lb = b->train_step(batch, 0.01, {}).mean();
-  }
+  const Losses l = train_side_by_side(cfg, ref, 20);
+  const double la = l.fast, lb = l.ref;
   EXPECT_NEAR(la, lb, 1e-4 * lb) << "after 20 Adam steps";
   std::printf("20 Adam steps: oneDNN loss %.7g, reference %.7g\n", la, lb);
 }

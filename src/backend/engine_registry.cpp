@@ -136,7 +136,7 @@ std::string describe_execution(const Config& cfg, const ResolvedModel& model) {
     return head + describe_gpu_plan(model, plan_gpu(model, p, a, cuda::own_kernel_check()), p, a);
   }
 #endif
-  return cpu::describe_cpu_plan(cfg.model, model.plan, cfg.plan.cpu);
+  return cpu::describe_cpu_plan(cfg.model, model.plan, cfg.plan.cpu, cfg.plan.precision == Precision::Bf16);
 }
 
 }  // namespace rnntrain

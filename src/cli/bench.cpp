@@ -247,7 +247,18 @@ void make_candidates(Bench& b) {
   if (b.cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
     PlanChoice c{b.cfg.plan.fuse, gpu && b.cfg.plan.precision != Precision::Auto ? b.cfg.plan.precision : Precision::Fp32,
                  RnnAlgo::Standard};
-    b.cands.push_back({c, "configured", plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
+    // The CPU's oneDNN stacks take bf16 too (backend/cpu/onednn_stack.h): timed beside FP32 when asked for.
+    const bool bf16 = b.cfg.plan.precision == Precision::Bf16 ||
+                      std::find(filter.precisions.begin(), filter.precisions.end(), Precision::Bf16) != filter.precisions.end();
+    if (!gpu && bf16) {
+      for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+        c.precision = p;
+        b.cands.push_back({c, fmt::format("cpu/{}", precision_name(p)), plan_summary(make_plan(b.cfg.model, c.fuse)), {},
+                           0, 0, 0});
+      }
+    } else {
+      b.cands.push_back({c, "configured", plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
+    }
   }
 }
 

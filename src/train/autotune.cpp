@@ -240,11 +240,12 @@ nlohmann::json read_cache(const std::string& path, bool& usable) {
 Config resolve_plan(const Config& cfg, const Params& init, int64_t T, Workload workload) {
   Config out = cfg;
   const bool gpu = trains_on_gpu(cfg);
-  if (!gpu) {
-    if (cfg.plan.precision != Precision::Fp32 && cfg.plan.precision != Precision::Auto)
-      log_warn("plan.precision: {} applies to the GPU's cuDNN stacks; the CPU computes in FP32",
-               precision_name(cfg.plan.precision));
-    out.plan.precision = Precision::Fp32, out.plan.algo = RnnAlgo::Standard;
+  if (!gpu) {  // the CPU: FP32, or bf16 on its oneDNN stacks (backend/cpu/onednn_stack.h)
+    const bool bf16 = cfg.plan.precision == Precision::Bf16 && cfg.plan.cpu == CpuRnn::Onednn;
+    if (cfg.plan.precision != Precision::Fp32 && cfg.plan.precision != Precision::Auto && !bf16)
+      log_warn("plan.precision: {} applies to the GPU's cuDNN stacks (the CPU's oneDNN stacks take bf16); the CPU "
+               "computes in FP32", precision_name(cfg.plan.precision));
+    out.plan.precision = bf16 ? Precision::Bf16 : Precision::Fp32, out.plan.algo = RnnAlgo::Standard;
     return out;
   }
   if (!cfg.plan.autotune) return out;

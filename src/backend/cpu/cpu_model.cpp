@@ -62,14 +62,14 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
     layer->ends_mask = t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop);
     layers_.push_back(std::move(layer));
   }
-  if (plan && plan->cpu == CpuRnn::Onednn) use_onednn();
+  if (plan && plan->cpu == CpuRnn::Onednn) use_onednn(plan->precision == Precision::Bf16);
 }
 
 // Each run of recurrent layers that plan_cpu() gives to oneDNN becomes one op at its first layer.
-void CpuModel::use_onednn() {
+void CpuModel::use_onednn(bool bf16) {
   for (const cpu::CpuPlan::Run& r : cpu::plan_cpu(model_.spec, model_.plan).runs) {
     const int64_t input = model_.shapes[r.first].in.back();
-    layers_[r.first]->op = cpu::make_onednn_stack(model_.spec, r.first, r.count, input, params_);
+    layers_[r.first]->op = cpu::make_onednn_stack(model_.spec, r.first, r.count, input, params_, bf16);
     layers_[r.first]->cover = r.count - 1;
     for (size_t k = r.first + 1; k < r.first + r.count; ++k) layers_[k]->op.reset(), layers_[k]->covered = true;
     log_debug("cpu: layers {}..{} run on oneDNN", model_.spec.layers[r.first].name,

@@ -25,7 +25,8 @@ struct ForwardContext {
 class CpuModel {
  public:
   // plan: where given and plan->cpu is onednn, the planner's stacks run on oneDNN where they can
-  // (onednn_stack.h); null: every layer on the reference ops.
+  // (onednn_stack.h), in bf16 where plan->precision is bf16 and the stack can; null: every layer on the
+  // reference ops.
   CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan = nullptr);
   // The same from a resolved model (its plan made for plan->fuse).
   CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan);
@@ -51,7 +52,7 @@ class CpuModel {
 
  private:
   struct Layer;
-  void use_onednn();
+  void use_onednn(bool bf16);  // bf16: plan.precision bf16 (onednn_stack.h says which stacks take it)
   const ResolvedModel model_;
   Params& params_;
   std::vector<std::unique_ptr<Layer>> layers_;

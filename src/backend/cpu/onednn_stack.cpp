@@ -52,6 +52,17 @@ std::string onednn_ineligible(const LayerSpec& l, int64_t input) {
   return "";
 }
 
+std::string onednn_bf16_reason(LayerKind cell) {
+  if (!onednn_built()) return "this build has no oneDNN";
+  if (cell == LayerKind::GRU)
+    return "oneDNN 2.6's bf16 GRU is no faster than its FP32 one here (bench/results/cpu_probe), so GRU stacks stay FP32";
+#ifdef RNNTRAIN_WITH_ONEDNN
+  const int isa = static_cast<int>(dnnl::get_effective_cpu_isa()), bf16 = static_cast<int>(dnnl::cpu_isa::avx512_core_bf16);
+  if ((isa & bf16) != bf16) return "this CPU has no AVX512-BF16 (or AMX): oneDNN would emulate bf16, slower than FP32";
+#endif
+  return "";
+}
+
 CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan) {
   CpuPlan out;
   const std::vector<LayerShape> shapes = infer_shapes(model);
@@ -74,8 +85,9 @@ CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan) {
   return out;
 }
 
-std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode) {
-  std::string out = fmt::format("CPU (plan.cpu: {}):\n", mode == CpuRnn::Onednn ? "onednn" : "reference");
+std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode, bool bf16) {
+  std::string out = fmt::format("CPU (plan.cpu: {}{}):\n", mode == CpuRnn::Onednn ? "onednn" : "reference",
+                                bf16 && mode == CpuRnn::Onednn ? ", plan.precision: bf16" : "");
   if (mode == CpuRnn::Reference) return out + "  every layer on the reference ops\n";
   const CpuPlan cp = plan_cpu(model, plan);
   // A Masking layer or an Embedding with mask_zero masks every batch from there on.
@@ -93,10 +105,14 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
     if (masker && model.layers[r.first].kind == LayerKind::Bidirectional)
       lines.emplace_back(r.first, fmt::format("{} on the reference ops: '{}' masks every batch, and masked "
                                               "bidirectional stacks run there", what, masker->name));
-    else if (r.count == 1)
-      lines.emplace_back(r.first, what + " on oneDNN");
-    else
-      lines.emplace_back(r.first, fmt::format("{} on oneDNN ({} layers, one stack)", what, r.count));
+    else {
+      std::string how = r.count == 1 ? what + " on oneDNN" : fmt::format("{} on oneDNN ({} layers, one stack)", what, r.count);
+      if (bf16) {
+        const std::string why = onednn_bf16_reason(cell_of(model.layers[r.first]).kind);
+        how += why.empty() ? ", in bf16" : ", in FP32: " + why;
+      }
+      lines.emplace_back(r.first, how);
+    }
   }
   for (const auto& [i, why] : cp.reference) lines.emplace_back(i, model.layers[i].name + " on the reference ops: " + why);
   std::sort(lines.begin(), lines.end());
@@ -109,7 +125,7 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
 
 #ifndef RNNTRAIN_WITH_ONEDNN
 
-std::unique_ptr<Op> make_onednn_stack(const ModelSpec&, size_t, size_t, int64_t, Params&) {
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec&, size_t, size_t, int64_t, Params&, bool) {
   throw RuntimeError("internal: a oneDNN stack in a build without oneDNN");
 }
 
@@ -149,6 +165,7 @@ struct StackSaved : Saved {
   int64_t T_in = 0;           // the batch's steps
   std::vector<int32_t> lens;  // a masked batch on oneDNN: each sequence's length (else empty)
   Tensor x;                   // the input the primitives read, when trimmed to T steps
+  memory xb;                  // bf16 stacks: that input in bf16
 };
 
 // The lengths of a right-padded [B, T] mask; empty when a sample has a used step after a masked one.
@@ -166,7 +183,7 @@ std::vector<int32_t> right_padded_lengths(const Mask& m, int64_t B, int64_t T) {
 
 class OnednnStack : public Op {
  public:
-  OnednnStack(const ModelSpec& m, size_t first, size_t count, int64_t input, Params& params)
+  OnednnStack(const ModelSpec& m, size_t first, size_t count, int64_t input, Params& params, bool bf16)
       : params_(params), first_(first) {
     std::vector<const LayerSpec*> layers_;
     for (size_t i = first; i < first + count; ++i) {
@@ -176,6 +193,7 @@ class OnednnStack : public Op {
     }
     const LayerSpec& c = cell_of(*layers_[0]);
     gru_ = c.kind == LayerKind::GRU;
+    bf16_ = bf16 && onednn_bf16_reason(c.kind).empty();
     G_ = cell_traits(c.kind).gates;
     H_ = c.units;
     D_ = layers_[0]->kind == LayerKind::Bidirectional ? 2 : 1;
@@ -228,7 +246,8 @@ class OnednnStack : public Op {
     s.wl.resize(segs_.size()), s.wi.resize(segs_.size()), s.bias.resize(segs_.size());
     Tensor y = sequences_ ? Tensor({B, s.lens.empty() ? T : 0, segs_.back().out})
                           : Tensor({B, D_ == 2 && !sum_last() ? 2 * H_ : H_});
-    const float* in = T < T_in ? s.x.ptr() : x.ptr();
+    memory src = f32_memory(B, T, I, T < T_in ? s.x.ptr() : x.ptr());
+    if (bf16_) s.xb = converted(src, layer_md(B, T, I), st), src = s.xb;
     for (size_t k = 0; k < segs_.size(); ++k) {
       const Segment& g = segs_[k];
       const bool last = k + 1 == segs_.size();
@@ -240,26 +259,31 @@ class OnednnStack : public Op {
         dnnl::reorder(w.iter, wi).execute(st, w.iter, wi);
         w.layer = wl, w.iter = wi;
       }
-      memory src(layer_md(B, T, g.in), cpu_engine(), const_cast<float*>(in));
-      // The last segment writes y itself, unless y is remade from it (a masked batch): backward reads it.
-      s.out[k] = last && sequences_ && s.lens.empty() ? memory(layer_md(B, T, g.out), cpu_engine(), y.ptr())
-                                                      : memory(layer_md(B, T, g.out), cpu_engine());
+      // The last segment writes y itself, unless y is remade from it (a masked batch, a bf16 stack):
+      // backward reads it.
+      s.out[k] = last && sequences_ && s.lens.empty() && !bf16_ ? memory(layer_md(B, T, g.out), cpu_engine(), y.ptr())
+                                                                : memory(layer_md(B, T, g.out), cpu_engine());
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src},      {DNNL_ARG_WEIGHTS_LAYER, w.layer},
                                            {DNNL_ARG_WEIGHTS_ITER, w.iter}, {DNNL_ARG_BIAS, w.bias},
                                            {DNNL_ARG_DST_LAYER, s.out[k]}};
       if (last && !sequences_) {
         s.hy = memory(iter_md(g, B), cpu_engine());
         args[DNNL_ARG_DST_ITER] = s.hy;
-        if (!gru_) s.cy = memory(iter_md(g, B), cpu_engine()), args[DNNL_ARG_DST_ITER_C] = s.cy;
+        if (!gru_) s.cy = memory(iter_md(g, B, dt::f32), cpu_engine()), args[DNNL_ARG_DST_ITER_C] = s.cy;
       }
       if (training) s.ws[k] = memory(prims[k].ws, cpu_engine()), args[DNNL_ARG_WORKSPACE] = s.ws[k];
       prims[k].fwd.execute(st, args);
-      in = static_cast<const float*>(s.out[k].get_data_handle());
+      src = s.out[k];
     }
-    st.wait();
     const int64_t C = segs_.back().out;
+    // The last segment's outputs (and final states) in FP32: bf16 stacks convert them.
+    memory last = s.out.back(), hy = s.hy;
+    if (bf16_ && sequences_ && s.lens.empty()) converted(last, f32_memory(B, T, C, y.ptr()), st);
+    else if (bf16_) last = converted(last, layer_md(B, T, C, dt::f32), st);
+    if (bf16_ && !sequences_) hy = converted(s.hy, iter_md(segs_.back(), B, dt::f32), st);
+    st.wait();
     if (!s.lens.empty() && sequences_) {  // Keras: a masked step repeats the last used output (0 before any)
-      const float* o = static_cast<const float*>(s.out.back().get_data_handle());
+      const float* o = static_cast<const float*>(last.get_data_handle());
       Tensor full({B, T_in, C});
       for (int64_t b = 0; b < B; ++b) {
         const int64_t len = s.lens[b];
@@ -269,18 +293,18 @@ class OnednnStack : public Op {
       }
       return full;
     } else if (!s.lens.empty()) {  // the output at each sequence's last used step
-      const float* o = static_cast<const float*>(s.out.back().get_data_handle());
+      const float* o = static_cast<const float*>(last.get_data_handle());
       for (int64_t b = 0; b < B; ++b)
         for (int64_t j = 0; j < H_; ++j) y[b * H_ + j] = s.lens[b] > 0 ? o[(b * T + s.lens[b] - 1) * H_ + j] : 0.0f;
       mask.clear();
     } else if (!sequences_) {  // the last layer's final states: forward direction after step T-1, backward after step 0
       const Segment& g = segs_.back();
-      const float* hy = static_cast<const float*>(s.hy.get_data_handle()) + (g.n - 1) * D_ * B * H_;
+      const float* h = static_cast<const float*>(hy.get_data_handle()) + (g.n - 1) * D_ * B * H_;
       for (int64_t b = 0; b < B; ++b)
         for (int64_t j = 0; j < H_; ++j) {
-          if (D_ == 1) y[b * H_ + j] = hy[b * H_ + j];
-          else if (sum_last()) y[b * H_ + j] = hy[b * H_ + j] + hy[(B + b) * H_ + j];
-          else y[b * 2 * H_ + j] = hy[b * H_ + j], y[b * 2 * H_ + H_ + j] = hy[(B + b) * H_ + j];
+          if (D_ == 1) y[b * H_ + j] = h[b * H_ + j];
+          else if (sum_last()) y[b * H_ + j] = h[b * H_ + j] + h[(B + b) * H_ + j];
+          else y[b * 2 * H_ + j] = h[b * H_ + j], y[b * 2 * H_ + H_ + j] = h[(B + b) * H_ + j];
         }
       mask.clear();
     }
@@ -298,13 +322,13 @@ class OnednnStack : public Op {
     for (size_t k = segs_.size(); k-- > 0;) {
       const Segment& g = segs_[k];
       const bool last = k + 1 == segs_.size();
-      const float* in = k > 0 ? static_cast<const float*>(s.out[k - 1].get_data_handle()) : T < T_in ? s.x.ptr() : x.ptr();
-      memory src(layer_md(B, T, g.in), cpu_engine(), const_cast<float*>(in));
-      memory dsrc = k == 0 ? memory(layer_md(B, T, g.in), cpu_engine(), dx.ptr()) : memory(layer_md(B, T, g.in), cpu_engine());
+      memory src = k > 0 ? s.out[k - 1] : bf16_ ? s.xb : f32_memory(B, T, g.in, T < T_in ? s.x.ptr() : x.ptr());
+      // The gradients of the activations are FP32 in bf16 stacks too (oneDNN takes no other).
+      memory dsrc = k == 0 ? f32_memory(B, T, g.in, dx.ptr()) : memory(layer_md(B, T, g.in, dt::f32), cpu_engine());
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src}, {DNNL_ARG_DST_LAYER, s.out[k]},
                                            {DNNL_ARG_WORKSPACE, s.ws[k]}, {DNNL_ARG_DIFF_SRC_LAYER, dsrc}};
       if (last) {
-        ddst = memory(layer_md(B, T, g.out), cpu_engine());
+        ddst = memory(layer_md(B, T, g.out, dt::f32), cpu_engine());
         float* d = static_cast<float*>(ddst.get_data_handle());
         if (sequences_ && s.lens.empty()) {
           std::memcpy(d, dy.ptr(), sizeof(float) * B * T * g.out);
@@ -319,7 +343,7 @@ class OnednnStack : public Op {
           }
         } else {
           std::memset(d, 0, sizeof(float) * B * T * g.out);
-          memory dhy(iter_md(g, B), cpu_engine());
+          memory dhy(iter_md(g, B, dt::f32), cpu_engine());
           float* h = static_cast<float*>(dhy.get_data_handle());
           std::memset(h, 0, sizeof(float) * g.n * D_ * B * H_);
           h += (g.n - 1) * D_ * B * H_;
@@ -333,7 +357,7 @@ class OnednnStack : public Op {
             }
           args[DNNL_ARG_DST_ITER] = s.hy, args[DNNL_ARG_DIFF_DST_ITER] = dhy;
           if (!gru_) {
-            memory dcy(iter_md(g, B), cpu_engine());
+            memory dcy(iter_md(g, B, dt::f32), cpu_engine());
             std::memset(dcy.get_data_handle(), 0, sizeof(float) * g.n * D_ * B * H_);
             args[DNNL_ARG_DST_ITER_C] = s.cy, args[DNNL_ARG_DIFF_DST_ITER_C] = dcy;
           }
@@ -369,8 +393,23 @@ class OnednnStack : public Op {
   bool sum_last() const { return segs_.back().dir == dnnl::rnn_direction::bidirectional_sum; }
   int64_t bias_gates() const { return 4; }  // LSTM 4; linear-before-reset GRU 3 + the candidate's recurrent bias
 
-  static memory::desc layer_md(int64_t B, int64_t T, int64_t C) { return memory::desc({T, B, C}, dt::f32, tag::ntc); }
-  memory::desc iter_md(const Segment& g, int64_t B) const { return memory::desc({g.n, D_, B, H_}, dt::f32, tag::ldnc); }
+  // Activations and hidden states: bf16 in bf16 stacks unless asked for FP32 (their gradients, c).
+  dt act() const { return bf16_ ? dt::bf16 : dt::f32; }
+  memory::desc layer_md(int64_t B, int64_t T, int64_t C) const { return layer_md(B, T, C, act()); }
+  static memory::desc layer_md(int64_t B, int64_t T, int64_t C, dt d) { return memory::desc({T, B, C}, d, tag::ntc); }
+  memory::desc iter_md(const Segment& g, int64_t B) const { return iter_md(g, B, act()); }
+  memory::desc iter_md(const Segment& g, int64_t B, dt d) const { return memory::desc({g.n, D_, B, H_}, d, tag::ldnc); }
+  // An FP32 [B, T, C] tensor's memory, and a memory of `to` (an FP32 buffer's memory, or a desc) with from's values.
+  static memory f32_memory(int64_t B, int64_t T, int64_t C, const float* p) {
+    return memory(layer_md(B, T, C, dt::f32), cpu_engine(), const_cast<float*>(p));
+  }
+  static memory converted(const memory& from, const memory::desc& to, dnnl::stream& st) {
+    return converted(from, memory(to, cpu_engine()), st);
+  }
+  static memory converted(const memory& from, memory to, dnnl::stream& st) {
+    dnnl::reorder(from, to).execute(st, const_cast<memory&>(from), to);
+    return to;
+  }
   memory::desc wl_md(const Segment& g) const { return memory::desc({g.n, D_, g.in, G_, H_}, dt::f32, tag::ldigo); }
   memory::desc wi_md(const Segment& g) const { return memory::desc({g.n, D_, H_, G_, H_}, dt::f32, tag::ldigo); }
   memory::desc bias_md(const Segment& g) const { return memory::desc({g.n, D_, bias_gates(), H_}, dt::f32, tag::ldgo); }
@@ -438,19 +477,21 @@ class OnednnStack : public Op {
       const Segment& g = segs_[k];
       const bool states = k + 1 == segs_.size() && !sequences_;
       const memory::desc src = layer_md(B, T, g.in), dst = layer_md(B, T, g.out);
-      const memory::desc hy = states ? iter_md(g, B) : none;
-      const memory::desc any_wl({g.n, D_, g.in, G_, H_}, dt::f32, tag::any), any_wi({g.n, D_, H_, G_, H_}, dt::f32, tag::any);
+      const memory::desc dsrc = layer_md(B, T, g.in, dt::f32), ddst = layer_md(B, T, g.out, dt::f32);
+      const memory::desc hy = states ? iter_md(g, B) : none, cy = states ? iter_md(g, B, dt::f32) : none;
+      const memory::desc dhy = states ? iter_md(g, B, dt::f32) : none;
+      const memory::desc any_wl({g.n, D_, g.in, G_, H_}, act(), tag::any), any_wi({g.n, D_, H_, G_, H_}, act(), tag::any);
       Prims p;
       if (!gru_) {
         dnnl::lstm_forward::primitive_desc f(
-            dnnl::lstm_forward::desc(pk, g.dir, src, none, none, any_wl, any_wi, bias_md(g), dst, hy, hy), cpu_engine());
+            dnnl::lstm_forward::desc(pk, g.dir, src, none, none, any_wl, any_wi, bias_md(g), dst, hy, cy), cpu_engine());
         p.fwd = dnnl::lstm_forward(f);
         p.fwd_wl = f.weights_layer_desc(), p.fwd_wi = f.weights_iter_desc();
         if (training) {
           p.ws = f.workspace_desc();
           dnnl::lstm_backward::primitive_desc b(
               dnnl::lstm_backward::desc(dnnl::prop_kind::backward, g.dir, src, none, none, any_wl, any_wi, bias_md(g), dst,
-                                        hy, hy, src, none, none, wl_md(g), wi_md(g), bias_md(g), dst, hy, hy),
+                                        hy, cy, dsrc, none, none, wl_md(g), wi_md(g), bias_md(g), ddst, dhy, dhy),
               cpu_engine(), f);
           p.bwd = dnnl::lstm_backward(b);
           p.bwd_wl = b.weights_layer_desc(), p.bwd_wi = b.weights_iter_desc();
@@ -464,7 +505,7 @@ class OnednnStack : public Op {
           p.ws = f.workspace_desc();
           dnnl::lbr_gru_backward::primitive_desc b(
               dnnl::lbr_gru_backward::desc(dnnl::prop_kind::backward, g.dir, src, none, any_wl, any_wi, bias_md(g), dst, hy,
-                                           src, none, wl_md(g), wi_md(g), bias_md(g), dst, hy),
+                                           dsrc, none, wl_md(g), wi_md(g), bias_md(g), ddst, dhy),
               cpu_engine(), f);
           p.bwd = dnnl::lbr_gru_backward(b);
           p.bwd_wl = b.weights_layer_desc(), p.bwd_wi = b.weights_iter_desc();
@@ -503,6 +544,7 @@ class OnednnStack : public Op {
   std::vector<std::unique_ptr<Op>> ref_;
   std::vector<Segment> segs_;
   bool gru_ = false, sequences_ = true;
+  bool bf16_ = false;  // activations and weights in bf16 on oneDNN's bf16 kernels (FP32 sums, c and gradients)
   int64_t G_ = 4, H_ = 0, D_ = 1;
   std::map<std::tuple<int64_t, int64_t, bool>, std::vector<Prims>> cache_;
 };
@@ -510,8 +552,8 @@ class OnednnStack : public Op {
 }  // namespace
 
 std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, int64_t input,
-                                      Params& params) {
-  return std::make_unique<OnednnStack>(model, first, count, input, params);
+                                      Params& params, bool bf16) {
+  return std::make_unique<OnednnStack>(model, first, count, input, params, bf16);
 }
 
 #endif

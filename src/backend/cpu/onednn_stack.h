@@ -34,13 +34,18 @@ struct CpuPlan {
 };
 CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan);
 // The CPU lines of `rnntrain plan`: "CPU (plan.cpu: onednn): ..." per run and per reference layer.
-std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode);
+std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode, bool bf16 = false);
 
 // Layers first .. first + count - 1 of the model, consecutive recurrent layers that may share one
 // primitive chain (same cell, units and directions; concat between layers), as one Op placed at
 // `first`: its forward returns the last layer's output and its backward the first layer's input
 // gradient. It reads and accumulates into params.layers[first .. first + count - 1]. input: the first
 // layer's input features.
-std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, int64_t input, Params& params);
+// bf16: the stack's activations and weights in bf16 (FP32 sums, cell state, weight copies and
+// gradients), where onednn_bf16_reason says nothing against it; else FP32.
+std::unique_ptr<Op> make_onednn_stack(const ModelSpec& model, size_t first, size_t count, int64_t input, Params& params,
+                                      bool bf16 = false);
+// Why a stack of `cell` runs in FP32 when plan.precision is bf16 ("" when it runs in bf16).
+std::string onednn_bf16_reason(LayerKind cell);
 
 }  // namespace rnntrain::cpu
