@@ -87,7 +87,7 @@ WORKLOADS = {
 DEFAULT_WORKLOADS = {"cuda": "blog,large,gru,charlm,bilstm", "cpu": "charlm_small,blog_small"}
 IMPLS = ("fused", "per-layer")
 MODES = ("eager", "graphed")
-PRECISIONS = {"cuda": ("fp32", "tf32", "bf16-amp", "fp16-amp"), "cpu": ("fp32",)}
+PRECISIONS = {"cuda": ("fp32", "tf32", "bf16-amp", "fp16-amp"), "cpu": ("fp32", "bf16-amp")}
 SEED = 1234
 STREAM_POOL = 32  # --stream: batches with fresh lengths, used in turn
 GRAPH_SIDE_WARMUP = 3  # eager steps on a side stream before capture, as in PyTorch's recipe
@@ -211,9 +211,10 @@ def make_batches(torch, w, device, count, bucketing=False):
 
 
 def set_precision(torch, precision, device):
-    """fp32: no TF32 anywhere; tf32: TF32 in cuDNN and cuBLAS; AMP: PyTorch's defaults plus autocast."""
+    """fp32: no TF32 anywhere; tf32: TF32 in cuDNN and cuBLAS; AMP: PyTorch's defaults plus autocast (on the
+    CPU: bf16 autocast, which runs the LSTM on oneDNN's bf16 kernels where the CPU has them)."""
     if device != "cuda":
-        return None
+        return torch.bfloat16 if precision == "bf16-amp" else None
     # (cuDNN, cuBLAS) TF32 flags; for AMP, PyTorch's defaults (the ops autocast leaves in fp32).
     cudnn_tf32, matmul_tf32 = {"fp32": (False, False), "tf32": (True, True)}.get(precision, (True, False))
     torch.backends.cudnn.allow_tf32 = cudnn_tf32
@@ -426,7 +427,7 @@ def parse_args():
                    " (default: blog,large,gru,charlm,bilstm on cuda; charlm_small,blog_small on cpu)")
     p.add_argument("--impls", default=",".join(IMPLS), help="comma-separated subset of: fused, per-layer")
     p.add_argument("--precisions", help="comma-separated subset of: fp32, tf32, bf16-amp, fp16-amp (default: all "
-                   "four on cuda, fp32 on cpu)")
+                   "four on cuda, fp32 and bf16-amp on cpu)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: eager, graphed (default: "
                    "both; graphed is skipped on the CPU and for bilstm)")
     p.add_argument("--steps", type=int, default=10, help="steps per timed repeat (default 10)")

@@ -437,6 +437,7 @@ def cpu_section(d, out, targets):
     out.append("| workload | rnntrain ms/step | PyTorch fused ms/step | PyTorch per-layer ms/step | Keras/JAX ms/step "
                "| peak MiB rnntrain / PyTorch / Keras | target: 1.3x PyTorch's fastest | target: 2x Keras |")
     out.append("|---|---|---|---|---|---|---|---|")
+    per_class = []
     for w in CPU_WORKLOADS:
         rj = load_json(os.path.join(d, f"rnntrain_{w}.json"))
         variants = torch_variants(tj, w)
@@ -457,7 +458,23 @@ def cpu_section(d, out, targets):
         out.append(f"| {w} | {fmt_ms(rn and rn['ms'])} | {fmt_ms(f and f['ms'])} | {fmt_ms(p and p['ms'])} | "
                    f"{fmt_ms(kb and kb['ms'])} | {fmt_mib(rn and rn['host'])} / {fmt_mib(tb and tb['peak'])} / "
                    f"{fmt_mib(kb and kb['peak'])} | {cells[0]} | {cells[1]} |")
+        # Issue 35: fp32 against fp32 and bf16 against bf16 (autocast), where both ran a half precision.
+        cls = {k: (fastest(rnntrain_candidates(rj), k), fastest(variants, k)) for k in CLASSES}
+        if all(cls["fp16/bf16"]):
+            for k, (rk, tk) in cls.items():
+                r = ratio(tk and tk["ms"], rk and rk["ms"])
+                res = at_least(r, CPU_VS_TORCH)
+                targets.append((f"CPU {w}, {k}: rnntrain at least {CPU_VS_TORCH}x as fast as PyTorch's {k}", res))
+                per_class.append(f"| {w} | {k} | {fmt_ms(rk and rk['ms'])} | {fmt_ms(tk and tk['ms'])} "
+                                 f"({torch_label(tk)}) | " + (f"{r:.2f}x: {res} |" if r else "n/a |"))
     out.append("")
+    if per_class:
+        out.append("Per precision (rnntrain's `plan.precision: bf16` runs its LSTM stacks in bf16; PyTorch's bf16 is "
+                   "autocast):\n")
+        out.append("| workload | precision | rnntrain ms/step | PyTorch ms/step | target: 1.3x |")
+        out.append("|---|---|---|---|---|")
+        out.extend(per_class)
+        out.append("")
 
 
 def has_json(d):
