@@ -75,6 +75,20 @@ TEST(GpuDropout, SpatialDropoutDropsWholeChannelsAtTheRate) {
   expect_near_all(gpu->predict(b), b.x, 0.0, 0.0, "inference output (no dropout)");
 }
 
+// A model whose only dropout is a SpatialDropout1D still draws a new mask every step.
+TEST(GpuDropout, SpatialDropoutAloneDrawsANewMaskEveryStep) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[20, 50]", "[{type: SpatialDropout1D, rate: 0.4}]", "spatial_alone");
+  cfg.device = Device::Cuda;
+  Rng rng(3);
+  auto gpu = make_engine(cfg, random_params(cfg.model, 1), rng);
+  const Batch b = random_batch(cfg, 40, 20, 4);
+  Tensor first, second;
+  gpu->gradients(b, &first, nullptr);
+  gpu->gradients(b, &second, nullptr);
+  EXPECT_NE(first.data, second.data) << "two training steps dropped the same channels";
+}
+
 struct DropCase {
   std::string name, layers;
 };

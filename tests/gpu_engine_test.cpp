@@ -140,6 +140,27 @@ TEST(CudaEngine, AMaskWithAGapBeforeACudnnStackIsADataError) {
   }
 }
 
+// The same gap with a Conv1D between the Masking and the stack: Conv1D drops the mask (as Keras), the
+// stack never sees it, and the batch trains as on the CPU.
+TEST(CudaEngine, AMaskWithAGapThatAConv1DDropsTrainsAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Config cfg = config_of("[5, 2]",
+                         "[{type: Masking, mask_value: 0.0}, {type: Conv1D, filters: 3, kernel_size: 2, padding: same}, "
+                         "{type: LSTM, units: 4}]",
+                         "gap_dropped");
+  cfg.device = Device::Cuda;
+  Config cpu_cfg = cfg;
+  cpu_cfg.device = Device::Cpu;
+  const Params init = random_params(cfg.model, 1);
+  Rng r1(1), r2(1);
+  auto gpu = make_engine(cfg, init, r1);
+  auto cpu = make_engine(cpu_cfg, init, r2);
+  Batch b = random_batch(cfg, 2, 5, 1);
+  b.x[(1 * 5 + 2) * 2] = 0.0f, b.x[(1 * 5 + 2) * 2 + 1] = 0.0f;  // sample 1, step 2 masked, step 3 not
+  const double lg = gpu->train_step(b, 0.01, {}).mean(), lc = cpu->train_step(b, 0.01, {}).mean();
+  EXPECT_NEAR(lg, lc, 1e-5 * std::fabs(lc)) << "loss of the step";
+}
+
 TEST(CudaEngine, BadLabelsAreDataErrors) {
   SKIP_WITHOUT_GPU();
   Config cfg = config_of("[5, 2]", "[{type: GRU, units: 4}, {type: Dense, units: 3}]", "labels");

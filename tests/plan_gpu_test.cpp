@@ -62,6 +62,27 @@ TEST(GpuPlan, AMaskedBidirectionalStackOnCudnnIsSplitPerDirection) {
   EXPECT_NE(text.find("captured"), std::string::npos) << text;
 }
 
+// A Conv1D (or a pooling, or Flatten) before the stacks drops the mask, as Keras does: the stacks never
+// see one, so a bidirectional stack stays whole, masked batches are captured, and the upload does not
+// check the dropped mask for gaps (the CPU trains such batches).
+TEST(GpuPlan, AMaskDroppedBeforeTheStacksNeverReachesThem) {
+  FakeGpu gpu;
+  const ResolvedModel m =
+      model_of(std::string("{type: Masking}, {type: Conv1D, filters: 4, kernel_size: 2, padding: same}, ") + kBidir2);
+  const GpuPlan g = plan_gpu(m, Precision::Bf16, RnnAlgo::Standard, gpu.check());
+  EXPECT_EQ(g.mask_first, std::optional<size_t>(1));
+  EXPECT_FALSE(g.stacks_see_masks);
+  EXPECT_TRUE(g.capturable);
+  EXPECT_FALSE(stack_plan(m, g).split_bidirectional);
+  const std::string text = describe_gpu_plan(m, g, Precision::Bf16, RnnAlgo::Standard);
+  EXPECT_NE(text.find("'conv1d' (Conv1D) drops the mask before the recurrent stacks"), std::string::npos) << text;
+  // The same without the Conv1D: split, as before.
+  const ResolvedModel kept = model_of(std::string("{type: Masking}, {type: LayerNormalization}, ") + kBidir2);
+  const GpuPlan gk = plan_gpu(kept, Precision::Bf16, RnnAlgo::Standard, gpu.check());
+  EXPECT_TRUE(gk.stacks_see_masks);
+  EXPECT_TRUE(stack_plan(kept, gk).split_bidirectional);
+}
+
 TEST(GpuPlan, TheOwnKernelsKeepAMaskedBidirectionalStackWholeAndUncaptured) {
   FakeGpu gpu;
   const ResolvedModel m = model_of(std::string("{type: Masking}, ") + kBidir2);

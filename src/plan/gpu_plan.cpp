@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "spec/layers.h"
+
 namespace rnntrain {
 
 namespace {
@@ -69,19 +71,28 @@ GpuPlan plan_gpu(const ResolvedModel& model, Precision precision, RnnAlgo algo, 
   // one cuDNN call per stack is faster). The upload checks the mask for gaps where the first recurrent
   // stage is a cuDNN stack (the one the mask reaches unchanged); a generic RNN first may take gaps,
   // and the mask it passes on is not the upload's, so then masks stay on the stacks' own path.
-  const bool split = g.mask_first && !bidir_own;
-  g.full_length = !other_masks && (!bidir_stack || split) && (!g.cudnn || first_rnn->kind == StageKind::CudnnStack);
+  const LayerSpec* stops = nullptr;  // the layer before the first recurrent stage that ends the upload's mask
+  for (size_t i = 1; first_rnn && i < first_rnn->layers[0] && !stops; ++i)
+    if (const LayerTraits* t = find_layer(spec.layers[i].kind); t && (t->mask == MaskRule::Drop || t->mask == MaskRule::Consume))
+      stops = &spec.layers[i];
+  g.stacks_see_masks = !stops;
+  const bool split = g.mask_first && !bidir_own && g.stacks_see_masks;
+  g.full_length = !other_masks && (!g.stacks_see_masks || ((!bidir_stack || split) &&
+                                                           (!g.cudnn || first_rnn->kind == StageKind::CudnnStack)));
   g.capturable = g.full_length || (!g.mask_first && !other_masks);
   for (size_t s = 0; s < model.plan.stages.size(); ++s) {
     const Stage& st = model.plan.stages[s];
-    if (st.kind != StageKind::CudnnStack || !g.full_length ||
+    if (st.kind != StageKind::CudnnStack || !g.full_length || !g.stacks_see_masks ||
         spec.layers[st.layers[0]].kind != LayerKind::Bidirectional)
       continue;
     g.stages[s].split_bidirectional = true;
     if (algo == RnnAlgo::Wavefront) plan_own_kernels(spec, model.shapes, st, precision, own, g.stages[s]);
   }
 
-  if (g.full_length)
+  if (stops && !other_masks)
+    g.masks = fmt::format("'{}' ({}) drops the mask before the recurrent stacks, as Keras does: masked batches run "
+                          "as unmasked ones, captured as CUDA graphs", stops->name, layer_kind_name(stops->kind));
+  else if (g.full_length)
     g.masks = "masked batches run the stacks over every step, the masks applied around them: captured as CUDA graphs";
   else if (other_masks)
     g.masks = "a layer after the first makes a mask: masked batches run with host lengths, uncaptured";

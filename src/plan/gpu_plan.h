@@ -36,6 +36,9 @@ struct GpuPlan {
   // Masked batches run the stacks over every step, the masks applied around them from device lengths.
   bool full_length = false;
   bool capturable = true;           // masked steps can be captured as CUDA graphs
+  // A mask the upload makes reaches the first recurrent stage: no layer before it drops or consumes
+  // masks (spec/layers.h: Conv1D, the poolings, Flatten drop them). Else the stacks never see one.
+  bool stacks_see_masks = true;
   std::vector<GpuStagePlan> stages;  // one per Plan stage
   std::string masks;                 // how masks are handled, and why, in a sentence
 };

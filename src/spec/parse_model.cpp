@@ -316,7 +316,7 @@ struct LayerReader {
                                     : x->as_int(-1, -1) == -1;
       if (!last) x->fail("rnntrain normalizes over the last axis: axis -1 (or [-1])");
     }
-    if (auto x = v.get("epsilon")) l.epsilon = x->as_double(0.0, 1.0, false, true);
+    if (auto x = v.get("epsilon")) l.epsilon = x->as_double(0.0, 1.0, false, false);  // [0, 1], as the Keras import
     flag("center", l.center);
     flag("scale", l.scale);
     init("beta_initializer", l.beta_initializer);

@@ -90,9 +90,12 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
                                 bf16 && mode == CpuRnn::Onednn ? ", plan.precision: bf16" : "");
   if (mode == CpuRnn::Reference) return out + "  every layer on the reference ops\n";
   const CpuPlan cp = plan_cpu(model, plan);
-  // A Masking layer or an Embedding with mask_zero masks every batch from there on.
+  const std::vector<LayerShape> shapes = infer_shapes(model);
+  // A Masking layer or an Embedding with mask_zero masks every batch from there on, unless a layer
+  // before the stack drops the mask (spec/layers.h).
   auto mask_maker = [&](size_t before) -> const LayerSpec* {
-    for (size_t k = 0; k < before; ++k)
+    if (!shapes[before].mask_in) return nullptr;
+    for (size_t k = before; k-- > 0;)  // the one whose mask reaches it: the last before it
       if (model.layers[k].kind == LayerKind::Masking || model.layers[k].mask_zero) return &model.layers[k];
     return nullptr;
   };

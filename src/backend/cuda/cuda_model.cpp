@@ -41,6 +41,7 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
   if (how.mask_first) mask_first_ = &spec.layers[*how.mask_first];
   cudnn_ = how.cudnn;
   full_length_ = how.full_length;
+  stacks_see_masks_ = how.stacks_see_masks;
   capturable_ = how.capturable;
 
   StageEnv env{gpu, store_, seed, plan.precision, plan.algo};
@@ -113,7 +114,8 @@ CudaModel::CudaModel(Gpu& gpu, const ResolvedModel& model, const PlanSpec& plan,
   }
   for (const LayerSpec& l : spec.layers) {
     const LayerSpec& c = l.inner ? *l.inner : l;
-    if ((c.kind == LayerKind::Dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
+    const bool layer_dropout = c.kind == LayerKind::Dropout || c.kind == LayerKind::SpatialDropout1D;
+    if ((layer_dropout && c.rate > 0) || c.dropout > 0 || c.recurrent_dropout > 0) dropout_ = true;
   }
   outs_.resize(stages_.size());
   if (std::any_of(activity_.begin(), activity_.end(), [](const Regularizer& r) { return r.active(); }))
@@ -165,7 +167,7 @@ CudaModel::Input CudaModel::upload(const Batch& b) {
     }
     mask.includes_first = true;
   }
-  if (full_length_ && cudnn_)  // the stacks take lengths from the device mask: check it as they would
+  if (full_length_ && cudnn_ && stacks_see_masks_)  // the stacks take lengths from the device mask: check it as they would
     mask_lengths(m, B, T, "the mask of the batch");
   copy_to_device(mask_.ensure(B * T), m.data(), m.size(), st);
   mask.dev = mask_.get(), mask.B = B, mask.T = T, mask.host = host;

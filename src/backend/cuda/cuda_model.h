@@ -78,6 +78,7 @@ class CudaModel {
   bool capturable_ = true;
   bool full_length_ = false;
   bool cudnn_ = false;  // the model has a cuDNN stack
+  bool stacks_see_masks_ = true;  // GpuPlan::stacks_see_masks
   const LayerSpec* mask_first_ = nullptr;  // the first layer, when it makes a mask (Masking, mask_zero)
   bool dropout_ = false;  // the model draws dropout masks in training
   StepValues seed_{gpu_, sizeof(uint64_t), "dropout seed"};
