@@ -73,8 +73,7 @@ GpuPlan plan_gpu(const ResolvedModel& model, Precision precision, RnnAlgo algo, 
   // and the mask it passes on is not the upload's, so then masks stay on the stacks' own path.
   const LayerSpec* stops = nullptr;  // the layer before the first recurrent stage that ends the upload's mask
   for (size_t i = 1; first_rnn && i < first_rnn->layers[0] && !stops; ++i)
-    if (const LayerTraits* t = find_layer(spec.layers[i].kind); t && (t->mask == MaskRule::Drop || t->mask == MaskRule::Consume))
-      stops = &spec.layers[i];
+    if (ends_mask(spec.layers[i].kind)) stops = &spec.layers[i];
   g.stacks_see_masks = !stops;
   const bool split = g.mask_first && !bidir_own && g.stacks_see_masks;
   g.full_length = !other_masks && (!g.stacks_see_masks || ((!bidir_stack || split) &&

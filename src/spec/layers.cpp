@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
+
 namespace rnntrain {
 
 namespace {
@@ -57,6 +61,22 @@ std::span<const LayerTraits> layer_table() { return kLayers; }
 const LayerTraits* find_layer(LayerKind k) {
   const auto* it = std::find_if(std::begin(kLayers), std::end(kLayers), [&](const LayerTraits& t) { return t.kind == k; });
   return it == std::end(kLayers) ? nullptr : it;
+}
+
+bool ends_mask(LayerKind k) {
+  const LayerTraits* t = find_layer(k);
+  return t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop);
+}
+
+Window layer_window(const LayerSpec& l, int64_t T) {
+  const bool conv = l.kind == LayerKind::Conv1D;
+  const int64_t size = conv ? l.kernel_size : l.pool_size, dilation = conv ? l.dilation_rate : 1;
+  const Window w = window_1d(T, size, l.strides, dilation, l.padding);
+  if (w.out < 1)
+    throw DataError(fmt::format("layer '{}' ({}): the batch has {} steps, fewer than its window spans ({}); use "
+                                "padding: same, a smaller window or longer sequences",
+                                l.name, layer_kind_name(l.kind), T, (size - 1) * dilation + 1));
+  return w;
 }
 
 Window window_1d(int64_t steps, int64_t size, int64_t strides, int64_t dilation, Padding padding) {

@@ -30,6 +30,8 @@ struct LayerTraits {
 std::span<const LayerTraits> layer_table();
 // The row of kind k; null for the recurrent cells (find_cell, spec/cells.h).
 const LayerTraits* find_layer(LayerKind k);
+// Whether a layer of kind k passes no mask on (MaskRule Consume or Drop).
+bool ends_mask(LayerKind k);
 
 // A 1D window of `size` steps, dilated by `dilation`, moved by `strides` over `steps` steps (-1: not
 // known until the data comes): the output steps and the zeros padded on the left (Keras: valid no
@@ -38,5 +40,8 @@ struct Window {
   int64_t out = 0, pad_left = 0;
 };
 Window window_1d(int64_t steps, int64_t size, int64_t strides, int64_t dilation, Padding padding);
+// The window of layer l (Conv1D: kernel_size dilated; a 1D pooling: pool_size) over a batch of T steps;
+// DataError naming the layer where a valid window does not fit.
+Window layer_window(const LayerSpec& l, int64_t T);
 
 }  // namespace rnntrain

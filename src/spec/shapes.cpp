@@ -177,8 +177,7 @@ std::vector<LayerShape> infer_shapes(const ModelSpec& model) {
         break;
       }
     }
-    if (const LayerTraits* t = find_layer(l.kind); t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop))
-      s.mask_out = false;
+    if (ends_mask(l.kind)) s.mask_out = false;
     out.push_back(s);
     cur = s;
   }

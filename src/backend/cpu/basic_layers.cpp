@@ -165,9 +165,7 @@ class DenseOp : public Op {
       beta = 1.0f;
     }
     gemm(false, false, N, K, I, 1.0f, x.ptr(), I, kernel.value.ptr(), K, beta, y.ptr(), K);
-    if (act_grad_from_input(d_.activation)) saved_as<PreActivation>(saved).pre = y;
-    if (d_.activation == Activation::Softmax) softmax_rows(y.ptr(), N, K);
-    else apply_act(d_.activation, y.ptr(), y.numel());
+    activate(d_.activation, y, K, act_grad_from_input(d_.activation) ? &saved_as<PreActivation>(saved).pre : nullptr);
     return y;
   }
 
@@ -176,9 +174,7 @@ class DenseOp : public Op {
     check(p, I);
     Param& kernel = p.params[0];
     Tensor dpre = dy;  // [N, K] d loss / d(x @ kernel + bias)
-    if (d_.activation == Activation::Softmax) softmax_rows_grad(y.ptr(), dy.ptr(), dpre.ptr(), N, K);
-    else mul_act_grad(d_.activation, act_grad_from_input(d_.activation) ? pre_of(saved) : y.ptr(), dpre.ptr(),
-                      dpre.numel());
+    activate_grad(d_.activation, y, act_grad_from_input(d_.activation) ? pre_of(saved) : y, dpre, K);
     gemm(true, false, I, K, N, 1.0f, x.ptr(), I, dpre.ptr(), K, 1.0f, kernel.grad.ptr(), K);
     if (d_.use_bias) add_colsum(dpre.ptr(), N, K, K, p.params[1].grad.ptr());
     Tensor dx(x.shape);
@@ -196,10 +192,10 @@ class DenseOp : public Op {
     layer_param(owner_, p, 0, {I, d_.units});
     if (d_.use_bias) layer_param(owner_, p, 1, {d_.units});
   }
-  const float* pre_of(const Saved* saved) const {
+  const Tensor& pre_of(const Saved* saved) const {
     const auto* s = dynamic_cast<const PreActivation*>(saved);
     if (!s) throw RuntimeError(fmt::format("internal: layer '{}' lost its pre-activation", owner_.name));
-    return s->pre.ptr();
+    return s->pre;
   }
   LayerSpec owner_, d_;
 };

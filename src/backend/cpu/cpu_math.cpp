@@ -253,6 +253,17 @@ void mul_act_grad(Activation act, const float* y, float* d, int64_t n) {
   }
 }
 
+void activate(Activation act, Tensor& y, int64_t n, Tensor* pre) {
+  if (pre && act_grad_from_input(act)) *pre = y;
+  if (act == Activation::Softmax) softmax_rows(y.ptr(), y.numel() / n, n);
+  else apply_act(act, y.ptr(), y.numel());
+}
+
+void activate_grad(Activation act, const Tensor& y, const Tensor& pre, Tensor& d, int64_t n) {
+  if (act == Activation::Softmax) softmax_rows_grad(y.ptr(), d.ptr(), d.ptr(), d.numel() / n, n);
+  else mul_act_grad(act, act_grad_from_input(act) ? pre.ptr() : y.ptr(), d.ptr(), d.numel());
+}
+
 void softmax_rows(float* x, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * cols;

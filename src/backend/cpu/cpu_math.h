@@ -28,6 +28,12 @@ void apply_act(Activation act, float* x, int64_t n);
 // d *= act'(pre): from = y = act(pre), or pre itself where act_grad_from_input(act).
 void mul_act_grad(Activation act, const float* from, float* d, int64_t n);
 
+// A layer's activation over rows of n (Dense, Conv1D, Activation): y = act(y), softmax along the rows;
+// *pre (if given) keeps the pre-activation where act_grad_from_input(act). activate_grad: d = dy *
+// act'(pre) in place, from y or that pre-activation.
+void activate(Activation act, Tensor& y, int64_t n, Tensor* pre);
+void activate_grad(Activation act, const Tensor& y, const Tensor& pre, Tensor& d, int64_t n);
+
 // x: [rows, cols]; softmax over each row, in place.
 void softmax_rows(float* x, int64_t rows, int64_t cols);
 // dpre = y * (dy - sum(dy * y)) per row; y, dy, dpre: [rows, cols] (dpre may alias dy).

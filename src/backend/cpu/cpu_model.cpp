@@ -58,8 +58,7 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
         layer->op = l.inner->kind == LayerKind::Dropout ? cpu::make_dropout(*l.inner) : cpu::make_dense(l, *l.inner);
         break;
     }
-    const LayerTraits* t = find_layer(l.kind);
-    layer->ends_mask = t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop);
+    layer->ends_mask = ends_mask(l.kind);
     layers_.push_back(std::move(layer));
   }
   if (plan && plan->cpu == CpuRnn::Onednn) use_onednn(plan->precision == Precision::Bf16);

@@ -18,29 +18,6 @@ namespace rnntrain::cpu {
 
 namespace {
 
-// The window of layer l over a batch of T steps; DataError where a valid window does not fit.
-Window window_of(const LayerSpec& l, int64_t T, int64_t size, int64_t dilation) {
-  const Window w = window_1d(T, size, l.strides, dilation, l.padding);
-  if (w.out < 1)
-    throw DataError(fmt::format("layer '{}' ({}): the batch has {} steps, fewer than its window spans ({}); use "
-                                "padding: same, a smaller window or longer sequences",
-                                l.name, layer_kind_name(l.kind), T, (size - 1) * dilation + 1));
-  return w;
-}
-
-// y = act(y) over rows of n (softmax along them); the pre-activation is kept where the derivative needs it.
-void activate(Activation a, Tensor& y, int64_t n, Tensor* pre) {
-  if (pre && act_grad_from_input(a)) *pre = y;
-  if (a == Activation::Softmax) softmax_rows(y.ptr(), y.numel() / n, n);
-  else apply_act(a, y.ptr(), y.numel());
-}
-
-// d = dy * act'(pre) in place, from y or the kept pre-activation.
-void activate_grad(Activation a, const Tensor& y, const Tensor& pre, Tensor& d, int64_t n) {
-  if (a == Activation::Softmax) softmax_rows_grad(y.ptr(), d.ptr(), d.ptr(), d.numel() / n, n);
-  else mul_act_grad(a, act_grad_from_input(a) ? pre.ptr() : y.ptr(), d.ptr(), d.numel());
-}
-
 struct ConvSaved : Saved {
   Tensor col;  // [B * T', kernel_size * C]: the input under each output step's window (zeros in padding)
   Tensor pre;  // the pre-activation, where the activation's derivative needs it
@@ -56,7 +33,7 @@ class Conv1DOp : public Op {
   Tensor forward(LayerParams& p, const Tensor& x, Mask&, bool, Rng&, std::unique_ptr<Saved>& saved) override {
     const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2), K = l_.kernel_size, F = l_.filters;
     const Param& kernel = layer_param(l_, p, 0, {K, C, F});
-    const Window w = window_of(l_, T, K, l_.dilation_rate);
+    const Window w = layer_window(l_, T);
     auto& s = saved_as<ConvSaved>(saved);
     s.pad_left = w.pad_left;
     s.col = Tensor({B * w.out, K * C});
@@ -120,7 +97,7 @@ class Pooling1DOp : public Op {
 
   Tensor forward(LayerParams&, const Tensor& x, Mask&, bool, Rng&, std::unique_ptr<Saved>& saved) override {
     const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2), P = l_.pool_size;
-    const Window w = window_of(l_, T, P, 1);
+    const Window w = layer_window(l_, T);
     auto& s = saved_as<PoolSaved>(saved);
     s.pad_left = w.pad_left;
     Tensor y({B, w.out, C});

@@ -188,30 +188,14 @@ class DenseStage final : public DeviceStage {
     shape.back() = K;
     y_ = DevTensor{ybuf_.ensure(N * K), shape};
     gemm(gpu_, false, false, N, K, I_, 1.0f, x.ptr, I_, store_.w() + w_off_, K, 0.0f, y_.ptr, K);
-    const float* bias = d_.use_bias ? store_.w() + b_off_ : nullptr;
-    if (d_.activation == Activation::Softmax) {
-      k::bias_act(y_.ptr, bias, N, K, Activation::Linear, gpu_.stream());
-      k::softmax_rows(y_.ptr, N, K, gpu_.stream());
-    } else {
-      float* pre = act_grad_from_input(d_.activation) ? pre_.ensure(N * K) : nullptr;
-      k::bias_act(y_.ptr, bias, N, K, d_.activation, gpu_.stream(), pre);
-    }
+    bias_activate(gpu_, d_.activation, y_.ptr, d_.use_bias ? store_.w() + b_off_ : nullptr, N, K, pre_);
     return y_;
   }
 
   DevTensor backward(const DevTensor& dy, bool need_dx) override {
     const int64_t K = d_.units, N = x_.numel() / I_;
-    const float* dpre = dy.ptr;  // d loss / d(x @ kernel + bias): dy itself when linear (no copy, no buffer)
-    if (d_.activation == Activation::Softmax) {
-      float* d = dpre_.ensure(N * K);
-      k::softmax_rows_grad(y_.ptr, dy.ptr, d, N, K, gpu_.stream());
-      dpre = d;
-    } else if (d_.activation != Activation::Linear) {
-      float* d = dpre_.ensure(N * K);
-      CUDA_CHECK(cudaMemcpyAsync(d, dy.ptr, sizeof(float) * N * K, cudaMemcpyDeviceToDevice, gpu_.stream()));
-      k::act_grad(d, act_grad_from_input(d_.activation) ? pre_.get() : y_.ptr, N * K, d_.activation, gpu_.stream());
-      dpre = d;
-    }
+    // d loss / d(x @ kernel + bias): dy itself when linear (no copy, no buffer)
+    const float* dpre = activation_grad(gpu_, d_.activation, y_.ptr, pre_.get(), dy.ptr, N, K, dpre_);
     gemm(gpu_, true, false, I_, K, N, 1.0f, x_.ptr, I_, dpre, K, 1.0f, store_.g() + w_off_, K);
     if (d_.use_bias) add_colsum(gpu_, dpre, N, K, K, store_.g() + b_off_);
     if (!need_dx) return {};
@@ -233,6 +217,29 @@ class DenseStage final : public DeviceStage {
 };
 
 }  // namespace
+
+void bias_activate(Gpu& gpu, Activation act, float* y, const float* bias, int64_t rows, int64_t n,
+                   DeviceBuffer<float>& pre) {
+  if (act == Activation::Softmax) {
+    k::bias_act(y, bias, rows, n, Activation::Linear, gpu.stream());
+    k::softmax_rows(y, rows, n, gpu.stream());
+  } else {
+    k::bias_act(y, bias, rows, n, act, gpu.stream(), act_grad_from_input(act) ? pre.ensure(rows * n) : nullptr);
+  }
+}
+
+const float* activation_grad(Gpu& gpu, Activation act, const float* y, const float* pre, const float* dy, int64_t rows,
+                             int64_t n, DeviceBuffer<float>& d) {
+  if (act == Activation::Linear) return dy;
+  float* out = d.ensure(rows * n);
+  if (act == Activation::Softmax) {
+    k::softmax_rows_grad(y, dy, out, rows, n, gpu.stream());
+    return out;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(out, dy, sizeof(float) * rows * n, cudaMemcpyDeviceToDevice, gpu.stream()));
+  k::act_grad(out, act_grad_from_input(act) ? pre : y, rows * n, act, gpu.stream());
+  return out;
+}
 
 std::unique_ptr<DeviceStage> make_embedding_stage(const StageEnv& env, const LayerSpec& l, size_t first_param) {
   return std::make_unique<EmbeddingStage>(env, l, first_param);

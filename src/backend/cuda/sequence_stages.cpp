@@ -18,32 +18,15 @@ namespace rnntrain::cuda {
 
 namespace {
 
-k::Window1d window_of(const LayerSpec& l, int64_t T, int64_t size, int64_t dilation) {
-  const Window w = window_1d(T, size, l.strides, dilation, l.padding);
-  if (w.out < 1)
-    throw DataError(fmt::format("layer '{}' ({}): the batch has {} steps, fewer than its window spans ({}); use "
-                                "padding: same, a smaller window or longer sequences",
-                                l.name, layer_kind_name(l.kind), T, (size - 1) * dilation + 1));
-  return {w.out, l.strides, dilation, w.pad_left};
+// Layer l's window (spec/layers.h) over a batch of T steps, as the kernels take it.
+k::Window1d window_of(const LayerSpec& l, int64_t T) {
+  const Window w = layer_window(l, T);
+  return {w.out, l.strides, l.kind == LayerKind::Conv1D ? l.dilation_rate : 1, w.pad_left};
 }
 
-void ends_mask(const LayerSpec& l, MaskState& mask) {
-  const LayerTraits* t = find_layer(l.kind);
-  if (t && (t->mask == MaskRule::Consume || t->mask == MaskRule::Drop)) mask.clear();
-}
-
-// d = dy * act'(pre) (softmax: along rows of n), from y or the kept pre-activation; dy itself when linear.
-const float* activate_grad(Gpu& gpu, Activation a, const float* y, const float* pre, const float* dy, int64_t rows,
-                           int64_t n, DeviceBuffer<float>& d) {
-  if (a == Activation::Linear) return dy;
-  float* out = d.ensure(rows * n);
-  if (a == Activation::Softmax) {
-    k::softmax_rows_grad(y, dy, out, rows, n, gpu.stream());
-    return out;
-  }
-  CUDA_CHECK(cudaMemcpyAsync(out, dy, sizeof(float) * rows * n, cudaMemcpyDeviceToDevice, gpu.stream()));
-  k::act_grad(out, act_grad_from_input(a) ? pre : y, rows * n, a, gpu.stream());
-  return out;
+// A stage whose layer passes no mask on clears it, after reading it.
+void end_mask(const LayerSpec& l, MaskState& mask) {
+  if (ends_mask(l.kind)) mask.clear();
 }
 
 class Conv1DStage final : public DeviceStage {
@@ -62,27 +45,20 @@ class Conv1DStage final : public DeviceStage {
 
   DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo&) override {
     const int64_t B = x.dim(0), T = x.dim(1), K = l_.kernel_size, F = l_.filters;
-    w_ = window_of(l_, T, K, l_.dilation_rate);
+    w_ = window_of(l_, T);
     x_ = x;
     const int64_t rows = B * w_.out;
     k::conv1d_im2col(x.ptr, col_.ensure(rows * K * C_), w_, B, T, C_, K, gpu_.stream());
     y_ = DevTensor{y_buf_.ensure(rows * F), {B, w_.out, F}};
     gemm(gpu_, false, false, rows, F, K * C_, 1.0f, col_.get(), K * C_, store_.w() + w_off_, F, 0.0f, y_.ptr, F);
-    const float* bias = l_.use_bias ? store_.w() + b_off_ : nullptr;
-    if (l_.activation == Activation::Softmax) {
-      k::bias_act(y_.ptr, bias, rows, F, Activation::Linear, gpu_.stream());
-      k::softmax_rows(y_.ptr, rows, F, gpu_.stream());
-    } else {
-      k::bias_act(y_.ptr, bias, rows, F, l_.activation, gpu_.stream(),
-                  act_grad_from_input(l_.activation) ? pre_.ensure(rows * F) : nullptr);
-    }
-    ends_mask(l_, mask);
+    bias_activate(gpu_, l_.activation, y_.ptr, l_.use_bias ? store_.w() + b_off_ : nullptr, rows, F, pre_);
+    end_mask(l_, mask);
     return y_;
   }
 
   DevTensor backward(const DevTensor& dy, bool need_dx) override {
     const int64_t B = x_.dim(0), T = x_.dim(1), K = l_.kernel_size, F = l_.filters, rows = B * w_.out;
-    const float* d = activate_grad(gpu_, l_.activation, y_.ptr, pre_.get(), dy.ptr, rows, F, dpre_);
+    const float* d = activation_grad(gpu_, l_.activation, y_.ptr, pre_.get(), dy.ptr, rows, F, dpre_);
     gemm(gpu_, true, false, K * C_, F, rows, 1.0f, col_.get(), K * C_, d, F, 1.0f, store_.g() + w_off_, F);
     if (l_.use_bias) add_colsum(gpu_, d, rows, F, F, store_.g() + b_off_);
     if (!need_dx) return {};
@@ -114,12 +90,12 @@ class Pooling1DStage final : public DeviceStage {
 
   DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo&) override {
     const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(2);
-    w_ = window_of(l_, T, l_.pool_size, 1);
+    w_ = window_of(l_, T);
     x_shape_ = x.shape;
     DevTensor y{y_.ensure(B * w_.out * C), {B, w_.out, C}};
     k::pool1d_forward(x.ptr, y.ptr, max_ ? from_.ensure(y.numel()) : nullptr, w_, B, T, C, l_.pool_size, max_,
                       gpu_.stream());
-    ends_mask(l_, mask);
+    end_mask(l_, mask);
     return y;
   }
 
@@ -154,7 +130,7 @@ class GlobalPooling1DStage final : public DeviceStage {
     mask_ = max_ ? nullptr : mask.dev;  // the max ignores the mask, as Keras
     y_ = DevTensor{y_buf_.ensure(B * C), l_.keepdims ? Shape{B, 1, C} : Shape{B, C}};
     k::global_pool_forward(x.ptr, mask_, y_.ptr, n_.ensure(B * C), B, T, C, max_, gpu_.stream());
-    ends_mask(l_, mask);  // the mask's buffer is its stage's, untouched until the next forward
+    end_mask(l_, mask);  // the mask's buffer is its stage's, untouched until the next forward
     return y_;
   }
 
@@ -229,7 +205,7 @@ class FlattenStage final : public DeviceStage {
   void place(ParamStore&) override {}
   DevTensor forward(const DevTensor& x, MaskState& mask, const RunInfo&) override {
     x_shape_ = x.shape;
-    ends_mask(l_, mask);
+    end_mask(l_, mask);
     return {x.ptr, {x.dim(0), x.numel() / std::max<int64_t>(x.dim(0), 1)}};
   }
   DevTensor backward(const DevTensor& dy, bool need_dx) override {
@@ -299,7 +275,7 @@ class ActivationStage final : public DeviceStage {
   DevTensor backward(const DevTensor& dy, bool need_dx) override {
     if (!need_dx) return {};
     const int64_t n = x_.dim(-1);
-    return {const_cast<float*>(activate_grad(gpu_, l_.activation, y_.ptr, x_.ptr, dy.ptr, x_.numel() / n, n, d_)),
+    return {const_cast<float*>(activation_grad(gpu_, l_.activation, y_.ptr, x_.ptr, dy.ptr, x_.numel() / n, n, d_)),
             x_.shape};
   }
 

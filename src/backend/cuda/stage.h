@@ -83,6 +83,14 @@ struct StageEnv {
   bool full_length = false;
 };
 
+// A layer's activation over rows of n (Dense, Conv1D; basic_stages.cpp): y = act(y + bias), softmax
+// along the rows, the pre-activation kept in pre where act_grad_from_input(act); and d loss / d pre from
+// dy: dy itself when linear, else written to d (from y, or from pre where the derivative needs it).
+void bias_activate(Gpu& gpu, Activation act, float* y, const float* bias, int64_t rows, int64_t n,
+                   DeviceBuffer<float>& pre);
+const float* activation_grad(Gpu& gpu, Activation act, const float* y, const float* pre, const float* dy, int64_t rows,
+                             int64_t n, DeviceBuffer<float>& d);
+
 // Builders, one per stage kind (basic_stages.cpp, cudnn_stack.cpp, generic_rnn.cpp). `first_param`
 // is the Params::all() index of the layer's first weight.
 std::unique_ptr<DeviceStage> make_embedding_stage(const StageEnv& env, const LayerSpec& l, size_t first_param);
