@@ -318,7 +318,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
     const int t = d == 0 ? s : T - 1 - s;
     if (l == 0)  // the input projection does not depend on the wave: on its way while we wait
       for (int i = threadIdx.x; i < a.Bs * G; i += kThreads)
-        prefetch_l2(a.xproj + ((static_cast<size_t>(d) * T + t) * B + a.b0 + i / G) * a.GH + (i % G) * H + u0);
+        prefetch_l2(static_cast<const E*>(a.xproj) + ((static_cast<size_t>(d) * T + t) * B + a.b0 + i / G) * a.GH +
+                    (i % G) * H + u0);
     // The layer below's step t first: it is usually done before this row's step t - 1 is.
     Acc<SIDES> acc = {};
     const int ldh = a.D * a.Hp;
@@ -346,31 +347,32 @@ __global__ void __launch_bounds__(kThreads, 1) forward_k(const Args a) {
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         x[g] = sum_at(sm, sp, 0, bl, g * sp.U + u) + sm.bias[g * sp.U + u];
-        if (l == 0) x[g] += a.xproj[(static_cast<size_t>(d) * T * B + bt) * a.GH + g * H + j];
+        if (l == 0) x[g] += to_f(static_cast<const E*>(a.xproj)[(static_cast<size_t>(d) * T * B + bt) * a.GH + g * H + j]);
         r[g] = GRU ? sum_at(sm, sp, SIDES - 1, bl, g * sp.U + u) + sm.bias[(4 + g) * sp.U + u] : 0.0f;
       }
       float* st = sm.state + bl * sp.U + u;
       float h = 0.0f;
+      E* saved_state = a.state[row] ? static_cast<E*>(a.state[row]) + bt * H + j : nullptr;
       if (valid) {
-        float* gs = a.gates[row] ? a.gates[row] + bt * 4 * H + j : nullptr;
+        E* gs = a.gates[row] ? static_cast<E*>(a.gates[row]) + bt * a.GP + j : nullptr;
         float saved;
         if constexpr (GRU) {
           const float z = sigm(x[0] + r[0]), rr = sigm(x[1] + r[1]), hc = tanhf(x[2] + rr * r[2]);
           saved = *st;
           h = z * saved + (1.0f - z) * hc;
           *st = h;
-          if (gs) gs[0] = z, gs[H] = rr, gs[2 * H] = hc, gs[3 * H] = r[2];
+          if (gs) gs[0] = from_f<E>(z), gs[H] = from_f<E>(rr), gs[2 * H] = from_f<E>(hc), gs[3 * H] = from_f<E>(r[2]);
         } else {
           const float ig = sigm(x[0]), fg = sigm(x[1]), gg = tanhf(x[2]), og = sigm(x[3]);
           const float c = fg * *st + ig * gg;
           h = og * tanhf(c);
           *st = saved = c;
-          if (gs) gs[0] = ig, gs[H] = fg, gs[2 * H] = gg, gs[3 * H] = og;
+          if (gs) gs[0] = from_f<E>(ig), gs[H] = from_f<E>(fg), gs[2 * H] = from_f<E>(gg), gs[3 * H] = from_f<E>(og);
         }
-        if (a.state[row]) a.state[row][bt * H + j] = saved;
+        if (saved_state) *saved_state = from_f<E>(saved);
         if (last && a.hy && t == (d == 0 ? a.lens[b] - 1 : 0)) static_cast<E*>(a.hy)[(static_cast<size_t>(d) * B + b) * H + j] = from_f<E>(h);
-      } else if (a.state[row]) {
-        a.state[row][bt * H + j] = 0.0f;  // read as the previous c by the backward pass
+      } else if (saved_state) {
+        *saved_state = from_f<E>(0.0f);  // read as the previous c by the backward pass
       }
       const E hv = from_f<E>(h);
       hseq[bt * ldh + d * a.Hp + j] = hv;
@@ -416,8 +418,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
 
   E* dgx = static_cast<E*>(a.dgx[row]);
   E* dgh = static_cast<E*>(a.dgh[row]);
-  const float* gates = a.gates[row];
-  const float* state = a.state[row];
+  const E* gates = static_cast<const E*>(a.gates[row]);
+  const E* state = static_cast<const E*>(a.state[row]);
   const int DH = a.D * H;
   for (int s = 0; s < T; ++s) {
     const int t = d == 0 ? T - 1 - s : s;
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
     for (int i = threadIdx.x; i < a.Bs * 7; i += kThreads) {
       const size_t bt = static_cast<size_t>(t) * B + a.b0 + i / 7;
       const int k = i % 7, tp = d == 0 ? t - 1 : t + 1;
-      if (k < 4) prefetch_l2(gates + bt * 4 * H + k * H + u0);
+      if (k < 4) prefetch_l2(gates + bt * a.GP + k * H + u0);
       else if (k == 4) prefetch_l2(state + bt * H + u0);
       else if (k == 5 && tp >= 0 && tp < T) prefetch_l2(state + (bt + (static_cast<size_t>(tp) - t) * B) * H + u0);
       else if (k == 6 && top && a.dy) prefetch_l2(static_cast<const E*>(a.dy) + bt * DH + d * H + u0);
@@ -437,8 +439,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
       Src<E> src[2];
       for (int dd = 0; dd < a.D; ++dd) {
         f[dd] = a.flags + ((l + 1) * a.D + dd) * T + (dd == 0 ? T - 1 - t : t);
-        src[dd] = {static_cast<const E*>(a.dgx[(l + 1) * a.D + dd]) + (static_cast<size_t>(t) * B + a.b0) * a.GHp,
-                   a.GHp, a.GHp, dd * a.GHp, 0};
+        src[dd] = {static_cast<const E*>(a.dgx[(l + 1) * a.D + dd]) + (static_cast<size_t>(t) * B + a.b0) * a.GP,
+                   a.GP, a.GHp, dd * a.GHp, 0};
       }
       wait_all(f, a.D, sp.S);
       accumulate(acc, src, a.D, sm, sp, a.Bs);
@@ -447,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
       const unsigned* f[1] = {a.flags + row * T + s - 1};
       wait_all(f, 1, sp.S);
       const int tn = d == 0 ? t + 1 : t - 1;
-      const Src<E> g{dgh + (static_cast<size_t>(tn) * B + a.b0) * a.GHp, a.GHp, Kh, Kx, 0};
+      const Src<E> g{dgh + (static_cast<size_t>(tn) * B + a.b0) * a.ldgh, a.ldgh, Kh, Kx, 0};
       accumulate(acc, &g, 1, sm, sp, a.Bs);
     }
     store_partials(acc, sm, sp);
@@ -455,8 +457,10 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
     for (int i = threadIdx.x; i < a.Bs * U; i += kThreads) {
       const int bl = i / U, u = i % U, b = a.b0 + bl, j = u0 + u;
       const size_t bt = static_cast<size_t>(t) * B + b;
-      E* gx = dgx + bt * a.GHp + j;
-      E* gh = dgh + bt * a.GHp + j;
+      E* gx = dgx + bt * a.GP + j;
+      E* gh = dgh + bt * a.ldgh + j;
+      if (j == H - 1)  // the padding columns, read times zero weights (this memory held gates)
+        for (int c = a.GH; c < a.GHp; ++c) dgx[bt * a.GP + c] = dgh[bt * a.ldgh + c] = from_f<E>(0.0f);
       if (t >= a.lens[b]) {
 #pragma unroll
         for (int g = 0; g < G; ++g) gx[g * H] = gh[g * H] = from_f<E>(0.0f);
@@ -469,10 +473,11 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
           dh += to_f(static_cast<const E*>(a.dhy)[(static_cast<size_t>(d) * B + b) * H + j]);
       }
       float* carry = sm.state + bl * sp.U + u;
-      const float* gs = gates + bt * 4 * H + j;
+      const E* gs = gates + bt * a.GP + j;
       if constexpr (GRU) {
         dh += *carry;
-        const float z = gs[0], r = gs[H], hc = gs[2 * H], hh = gs[3 * H], hp = state[bt * H + j];
+        const float z = to_f(gs[0]), r = to_f(gs[H]), hc = to_f(gs[2 * H]), hh = to_f(gs[3 * H]);
+        const float hp = to_f(state[bt * H + j]);
         const float dhc = dh * (1.0f - z) * (1.0f - hc * hc);
         const float dz = dh * (hp - hc) * z * (1.0f - z);
         const float dr = dhc * hh * r * (1.0f - r);
@@ -482,10 +487,10 @@ __global__ void __launch_bounds__(kThreads, 1) backward_k(const Args a) {
         gx[2 * H] = from_f<E>(dhc);
         gh[2 * H] = from_f<E>(dhc * r);
       } else {
-        const float ig = gs[0], fg = gs[H], gg = gs[2 * H], og = gs[3 * H];
-        const float c = state[bt * H + j];
+        const float ig = to_f(gs[0]), fg = to_f(gs[H]), gg = to_f(gs[2 * H]), og = to_f(gs[3 * H]);
+        const float c = to_f(state[bt * H + j]);
         const int tp = d == 0 ? t - 1 : t + 1;
-        const float cp = (tp >= 0 && tp < T) ? state[(static_cast<size_t>(tp) * B + b) * H + j] : 0.0f;
+        const float cp = (tp >= 0 && tp < T) ? to_f(state[(static_cast<size_t>(tp) * B + b) * H + j]) : 0.0f;
         const float tc = tanhf(c);
         const float dc = *carry + dh * og * (1.0f - tc * tc);
         *carry = dc * fg;

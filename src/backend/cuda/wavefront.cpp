@@ -151,7 +151,7 @@ std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precisi
 WavefrontRnn::WavefrontRnn(Gpu& gpu, const WavefrontShape& shape) : gpu_(gpu), s_(shape) {
   G_ = cell_traits(s_.cell).gates;
   const int64_t H = s_.hidden;
-  Hp_ = round_up(H, 16), GH_ = G_ * H, GHp_ = round_up(GH_, 16);
+  Hp_ = round_up(H, 16), GH_ = G_ * H, GHp_ = round_up(GH_, 16), GP_ = round_up(4 * H, 16);
   int64_t at = 0;
   auto take = [&](int64_t n) {
     const int64_t o = at;
@@ -219,14 +219,21 @@ void* WavefrontRnn::hseq(int64_t l) const {
   return hseq_.get() + static_cast<size_t>(l * T_ * B_ * s_.dirs * Hp_) * es_;
 }
 
+// Row pr's T + 1 slots of [B, GP] in gates_: its gates of steps 0..T-1 and, one slot over towards the
+// step the backward ends at, its dG of the same steps (wavefront_kernels.h: Args::dgx).
+char* WavefrontRnn::gates(int64_t pr, bool dg) const {
+  const size_t slot = static_cast<size_t>(B_ * GP_) * es_;
+  return gates_.get() + static_cast<size_t>(pr * (T_ + 1)) * slot + ((pr % s_.dirs == 0) == dg ? slot : 0);
+}
+
 const void* WavefrontRnn::layer_input(int64_t l) const { return l == 0 ? x_ : out(l - 1); }
 
 void WavefrontRnn::project_input(int64_t l) {
   const int64_t D = s_.dirs, TB = T_ * B_, in = l == 0 ? s_.input : D * s_.hidden;
   for (int64_t d = 0; d < D; ++d)
     gemm_half(gpu_, s_.bf16, false, false, TB, GH_, in, 1.0f, layer_input(l), in,
-              static_cast<const char*>(wh_) + off_[l * D + d].kernel * es_, GH_, 0.0f, xproj_.get() + d * TB * GH_,
-              false, GH_);
+              static_cast<const char*>(wh_) + off_[l * D + d].kernel * es_, GH_, 0.0f,
+              xproj_.get() + static_cast<size_t>(d * TB * GH_) * es_, true, GH_);
 }
 
 wf::Args WavefrontRnn::args(int64_t first, int64_t layers, int64_t b0, int64_t Bs) const {
@@ -235,6 +242,7 @@ wf::Args WavefrontRnn::args(int64_t first, int64_t layers, int64_t b0, int64_t B
   a.gru = s_.cell == LayerKind::GRU;
   a.L = static_cast<int>(layers), a.D = static_cast<int>(D), a.B = static_cast<int>(B_), a.T = static_cast<int>(T_);
   a.H = static_cast<int>(H), a.Hp = static_cast<int>(Hp_), a.GH = static_cast<int>(GH_), a.GHp = static_cast<int>(GHp_);
+  a.GP = static_cast<int>(GP_), a.ldgh = static_cast<int>(a.gru ? GHp_ : GP_);
   a.b0 = static_cast<int>(b0), a.Bs = static_cast<int>(Bs);
   a.lens = lens_;
   a.flags = flags_.get();
@@ -251,10 +259,10 @@ wf::Args WavefrontRnn::args(int64_t first, int64_t layers, int64_t b0, int64_t B
       a.wr[r] = wh + o.recurrent * es_;
       a.bias[r] = w_ + o.bias;
       if (trained_) {
-        a.gates[r] = gates_.get() + pr * TB * 4 * H;
-        a.state[r] = state_.get() + pr * TB * H;
-        a.dgx[r] = dgx_.get() + static_cast<size_t>(pr * TB * GHp_) * es_;
-        a.dgh[r] = a.gru ? dgh_.get() + static_cast<size_t>(pr * TB * GHp_) * es_ : a.dgx[r];
+        a.gates[r] = gates(pr, false);
+        a.dgx[r] = gates(pr, true);
+        a.state[r] = state_.get() + static_cast<size_t>(pr * TB * H) * es_;
+        a.dgh[r] = !a.gru ? a.dgx[r] : dgh_.get() ? dgh_.get() + static_cast<size_t>(pr * TB * GHp_) * es_ : nullptr;
       }
     }
   }
@@ -274,8 +282,11 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
     const size_t bytes = static_cast<size_t>(L * TB * D * Hp_) * es_;
     CUDA_CHECK(cudaMemsetAsync(hseq_.ensure(static_cast<int64_t>(bytes)), 0, bytes, st));
   }
-  xproj_.ensure(D * TB * GH_);
-  if (training) gates_.ensure(L * D * TB * 4 * H), state_.ensure(L * D * TB * H);
+  xproj_.ensure(static_cast<int64_t>(D * TB * GH_ * es_));
+  if (training) {
+    gates_.ensure(static_cast<int64_t>(L * D * (T + 1) * B * GP_ * es_));
+    state_.ensure(static_cast<int64_t>(L * D * TB * H * es_));
+  }
   flags_.ensure(wf::kMaxRows * T);  // the backward's too
   if (!groups2_.empty()) return forward2();
   const bool bf16 = s_.bf16;
@@ -330,13 +341,7 @@ void WavefrontRnn::backward(const void* dy, const void* dhy, void* dx, const voi
   cudaStream_t st = gpu_.stream();
   wh_ = wh;
   bwd_waves_ = 0;
-  const size_t gbytes = static_cast<size_t>(L * D * TB * GHp_) * es_;
-  dgx_.ensure(static_cast<int64_t>(gbytes));
-  if (gru) dgh_.ensure(static_cast<int64_t>(gbytes));
-  if (GHp_ != GH_) {  // padding columns: read, times zero weights
-    CUDA_CHECK(cudaMemsetAsync(dgx_.get(), 0, gbytes, st));
-    if (gru) CUDA_CHECK(cudaMemsetAsync(dgh_.get(), 0, gbytes, st));
-  }
+  if (gru && groups2b_.empty()) dgh_.ensure(static_cast<int64_t>(L * D * TB * GHp_ * es_));
   if (!groups2b_.empty()) {
     if (groups2b_.size() > 1) dy32_.ensure(TB * DH);
     for (auto it = groups2b_.rbegin(); it != groups2b_.rend(); ++it) {
@@ -411,20 +416,31 @@ void WavefrontRnn::gradients(int64_t first, int64_t layers, void* dx, float* g) 
   for (int64_t l = first; l < first + layers; ++l) {
     const int64_t in = l == 0 ? s_.input : DH;
     for (int64_t d = 0; d < D; ++d) {
-      const Offsets& o = off_[l * D + d];
-      const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
-      const char* dgh = gru ? dgh_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_ : dgx;
-      gemm_half(gpu_, bf16, true, false, in, GH_, TB, 1.0f, layer_input(l), in, dgx, GHp_, 1.0f, g + o.kernel, false,
+      const int64_t pr = l * D + d;
+      const Offsets& o = off_[pr];
+      const char* dgx = gates(pr, true);
+      gemm_half(gpu_, bf16, true, false, in, GH_, TB, 1.0f, layer_input(l), in, dgx, GP_, 1.0f, g + o.kernel, false,
                 GH_);
-      if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
-        const char* h = static_cast<const char*>(out(l)) + static_cast<size_t>(d * H) * es_;
-        const size_t step_h = static_cast<size_t>(B * DH) * es_, step_g = static_cast<size_t>(B * GHp_) * es_;
-        gemm_half(gpu_, bf16, true, false, H, GH_, (T - 1) * B, 1.0f, d == 0 ? h : h + step_h, DH,
-                  d == 0 ? dgh + step_g : dgh, GHp_, 1.0f, g + o.recurrent, false, GH_);
-      }
       float* part = colsum_.ensure(wf::kColsumParts * GH_);
-      wf::add_colsum(dgx, bf16, TB, GH_, GHp_, part, g + o.bias, st);
-      if (gru) wf::add_colsum(dgh, bf16, TB, GH_, GHp_, part, g + o.bias + GH_, st);
+      wf::add_colsum(dgx, bf16, TB, GH_, GP_, part, g + o.bias, st);
+      // The recurrent side's gradients, as column blocks: dgx itself (LSTM); dgh (a GRU on the first
+      // design); z and r from dgx and the candidate's from dgx's columns 3H.. (a GRU on the second).
+      struct Side {
+        const char* p = nullptr;
+        int64_t ld = 0, col = 0, cols = 0;
+      } sides[2] = {{dgx, GP_, 0, GH_}, {}};
+      if (gru && groups2b_.empty()) sides[0] = {dgh_.get() + static_cast<size_t>(pr * TB * GHp_) * es_, GHp_, 0, GH_};
+      else if (gru) sides[0] = {dgx, GP_, 0, 2 * H}, sides[1] = {dgx + static_cast<size_t>(3 * H) * es_, GP_, 2 * H, H};
+      for (const Side& sd : sides) {
+        if (!sd.p) continue;
+        if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
+          const char* h = static_cast<const char*>(out(l)) + static_cast<size_t>(d * H) * es_;
+          const size_t step_h = static_cast<size_t>(B * DH) * es_, step_g = static_cast<size_t>(B * sd.ld) * es_;
+          gemm_half(gpu_, bf16, true, false, H, sd.cols, (T - 1) * B, 1.0f, d == 0 ? h : h + step_h, DH,
+                    d == 0 ? sd.p + step_g : sd.p, sd.ld, 1.0f, g + o.recurrent + sd.col, false, GH_);
+        }
+        if (gru) wf::add_colsum(sd.p, bf16, TB, sd.cols, sd.ld, part, g + o.bias + GH_ + sd.col, st);
+      }
     }
   }
   const int64_t l = first;
@@ -432,11 +448,11 @@ void WavefrontRnn::gradients(int64_t first, int64_t layers, void* dx, float* g) 
   const int64_t in = l == 0 ? s_.input : DH;
   const char* whc = static_cast<const char*>(wh_);
   for (int64_t d = 0; d < D; ++d) {
-    const char* dgx = dgx_.get() + static_cast<size_t>((l * D + d) * TB * GHp_) * es_;
+    const char* dgx = gates(l * D + d, true);
     const char* k = whc + off_[l * D + d].kernel * es_;
     const float beta = d == 0 ? 0.0f : 1.0f;
-    if (l == 0) gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dx, true, in);
-    else gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GHp_, k, GH_, beta, dy32_.get(), false, in);
+    if (l == 0) gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GP_, k, GH_, beta, dx, true, in);
+    else gemm_half(gpu_, bf16, false, true, TB, in, GH_, 1.0f, dgx, GP_, k, GH_, beta, dy32_.get(), false, in);
   }
 }
 

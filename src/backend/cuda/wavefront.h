@@ -86,11 +86,12 @@ class WavefrontRnn {
   const void* layer_input(int64_t l) const;  // [T, B, in_l]: x or the previous layer's outputs
   void* out(int64_t l) const;
   void* hseq(int64_t l) const;
+  char* gates(int64_t pr, bool dg) const;  // row pr's saved gates in gates_, or (dg) its gate gradients
 
   Gpu& gpu_;
   WavefrontShape s_;
   int G_ = 4;
-  int64_t Hp_ = 0, GH_ = 0, GHp_ = 0, size_ = 0;
+  int64_t Hp_ = 0, GH_ = 0, GHp_ = 0, GP_ = 0, size_ = 0;
   size_t es_ = 2;
   std::vector<Offsets> off_;
   std::vector<Group> groups_;
@@ -110,10 +111,10 @@ class WavefrontRnn {
   const float* w_ = nullptr;
   void* y_ = nullptr;
   void* hy_ = nullptr;
-  DeviceBuffer<float> xproj_{"wavefront input projection"}, gates_{"wavefront saved gates"},
-      state_{"wavefront saved states"}, dy32_{"wavefront output gradient"}, colsum_{"wavefront bias sums"};
-  DeviceBuffer<char> out_{"wavefront layer outputs"}, hseq_{"wavefront padded outputs"},
-      dgx_{"wavefront gate gradients"}, dgh_{"wavefront recurrent gate gradients"};
+  DeviceBuffer<float> dy32_{"wavefront output gradient"}, colsum_{"wavefront bias sums"};
+  DeviceBuffer<char> xproj_{"wavefront input projection"}, out_{"wavefront layer outputs"},
+      hseq_{"wavefront padded outputs"}, gates_{"wavefront saved gates and gate gradients"},
+      state_{"wavefront saved states"}, dgh_{"wavefront recurrent gate gradients"};
   DeviceBuffer<unsigned> flags_{"wavefront step counters"};
   DeviceBuffer<char> hcore_{"wavefront2 operand copies of h"};
   DeviceBuffer<float> xring_{"wavefront2 input sums"};

@@ -50,7 +50,9 @@ struct Args {
   int L = 0, D = 1, B = 0, T = 0, H = 0;
   int Hp = 0;   // H padded to 16: the row width of hseq's per-direction blocks
   int GH = 0;   // gates * H (Keras' kernel width)
-  int GHp = 0;  // GH padded to 16: the row width of dgx, dgh
+  int GHp = 0;  // GH padded to 16: the columns of dgx, dgh the first design reads (the padding ones are 0)
+  int GP = 0;   // 4H padded to 16: the row width of gates and dgx
+  int ldgh = 0;  // the row width of dgh: GP (LSTM: dgh is dgx) or GHp (GRU: a buffer of its own)
   int b0 = 0, Bs = 0;  // the batch rows [b0, b0 + Bs) this launch computes
   Split sp;
   const int32_t* lens = nullptr;  // [B], 1..T
@@ -59,15 +61,22 @@ struct Args {
   const void* wr[kMaxRows] = {};     // E [H, GH]: recurrent kernel
   const float* bias[kMaxRows] = {};  // [GH], GRU [2, GH] (input, recurrent)
   // forward
-  const float* xproj = nullptr;  // [D][T, B, GH]: the first layer's input times its kernel (no bias)
+  const void* xproj = nullptr;   // E [D][T, B, GH]: the first layer's input times its kernel (no bias)
   void* hseq[kMaxRows] = {};     // per layer, E [T, B, D, Hp]: outputs, zero-padded to Hp (read back)
   void* out[kMaxRows] = {};      // per layer, E [T, B, D*H]: outputs (may be hseq itself when Hp == H)
   void* hy = nullptr;            // E [D, B, H]: the last layer's final states, or null
-  float* gates[kMaxRows] = {};   // per row, [T, B, 4H]: LSTM i,f,g,o; GRU z,r,h~,(h U_h + b_h) (training)
-  float* state[kMaxRows] = {};   // per row, [T, B, H]: LSTM c_t; GRU h_{t-1} (training)
-  // backward
-  void* dgx[kMaxRows] = {};      // per row, E [T, B, GHp]: gradients of the input-side pre-activations
-  void* dgh[kMaxRows] = {};      // per row, recurrent side (GRU; LSTM: = dgx)
+  // Training keeps, per row, E [T, B, GP] gates: LSTM i,f,g,o; GRU z,r,h~,(h U_h + b_h); E [T, B, H]
+  // state: LSTM c_t, GRU h_{t-1}.
+  void* gates[kMaxRows] = {};
+  void* state[kMaxRows] = {};
+  // backward: per row, the gradients of the input-side pre-activations (dgx: E [T, B, GP]) and, for
+  // the first design, of the recurrent side (dgh: GRU, E [T, B, ldgh]; LSTM: = dgx). The second
+  // design writes a GRU's recurrent-side candidate gradient to columns 3H..4H of dgx (its z and r are
+  // dgx's). dgx shares the gates' memory one step over: dG of step t fills the slot of the step the
+  // backward did before it (wavefront.cpp: gates), whose gates every CTA of the row has read before
+  // any can start step t. The first design reads columns up to GHp and writes GH..GHp as zeros.
+  void* dgx[kMaxRows] = {};
+  void* dgh[kMaxRows] = {};
   const void* dy = nullptr;      // E [T, B, D*H]: gradient of the last layer's outputs, or
   const float* dy32 = nullptr;   // FP32 [T, B, D*H] (from the layers above the launch)
   const void* dhy = nullptr;     // E [D, B, H]: gradient of the last layer's final states, or null

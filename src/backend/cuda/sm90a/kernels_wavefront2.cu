@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
     E* out = static_cast<E*>(a.out[l]);
     const int ldh = a.D * a.Hp, nu = H - jb;  // nu: how many of the thread's units exist
     const bool last = l == a.L - 1;
-    float* xs = xs_all + tid * (R + 4);
+    float* xs = xs_all + tid * (R + 4);  // layer 0: in the half type, P values at the start of each P floats
     float st[P][2] = {};  // LSTM c, GRU h, of units jb + p, rows 16w + lane/4 (+ 8)
     int len[2];           // the lengths of the thread's two rows (T past the slice: never read)
     for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[a.b0 + row_of(2 * hh)] : T;
@@ -226,10 +226,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         for (int hh = 0; hh < 2; ++hh) {
           const int m = row_of(2 * hh);
           if (m >= Bs) continue;
-          const float* row = a.xproj + ((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH;
+          const E* row = static_cast<const E*>(a.xproj) + ((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH;
           for (int g = 0; g < 4; ++g) {
             const int gc = gate_col<GRU>(g, H, true);
-            if (gc >= 0) copy_floats_async<P>(xs + (hh * 4 + g) * P, row + gc + jb, nu);
+            if (gc >= 0) copy_halves_async<E, P>(reinterpret_cast<E*>(xs + (hh * 4 + g) * P), row + gc + jb, nu);
           }
         }
       } else {
@@ -250,6 +250,16 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       for (int i = 0; i < R; i += 4) {
         const float4 v = *reinterpret_cast<const float4*>(xs + i);
         x[i] = v.x, x[i + 1] = v.y, x[i + 2] = v.z, x[i + 3] = v.w;
+      }
+      if (l == 0) {  // the P halves of a group are the bits of its first P / 2 floats
+        float h[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const uint32_t w = __float_as_uint(x[i / P * P + i % P / 2]);
+          h[i] = half_bits<E>(i % 2 ? w >> 16 : w);
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) x[i] = h[i];
       }
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = x[slot<U>(i)] + bias[col_of(i)];
@@ -313,19 +323,19 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         const size_t bt = static_cast<size_t>(t) * B + b;
         float v[P];
         if (valid && a.gates[ci]) {
-          float* gs = a.gates[ci] + bt * 4 * H + jb;  // LSTM i, f, g, o; GRU z, r, h~, h U_h + b_h
+          E* gs = static_cast<E*>(a.gates[ci]) + bt * a.GP + jb;  // LSTM i, f, g, o; GRU z, r, h~, h U_h + b_h
 #pragma unroll
           for (int g = 0; g < 4; ++g) {
             const int from = GRU && g >= 2 ? 5 - g : g;  // GRU: h~ sits in gate 3's place, h U_h in gate 2's
 #pragma unroll
             for (int p = 0; p < P; ++p) v[p] = acc[elem(hh, from, p)];
-            store_floats<P>(gs + g * H, v, nu);
+            store_halves<E, P>(gs + g * H, v, nu);
           }
         }
         if (a.state[ci]) {  // LSTM c_t (0 on padded steps: read as the previous c by the backward); GRU h_{t-1}
 #pragma unroll
           for (int p = 0; p < P; ++p) v[p] = !valid ? 0.0f : GRU ? prev[hh][p] : st[p][hh];
-          store_floats<P>(a.state[ci] + bt * H + jb, v, nu);
+          store_halves<E, P>(static_cast<E*>(a.state[ci]) + bt * H + jb, v, nu);
         }
         if (valid && last && a.hy && t == (d == 0 ? len[hh] - 1 : 0))
           store_halves<E, P>(static_cast<E*>(a.hy) + (static_cast<size_t>(d) * B + b) * H + jb, hn[hh], nu);

@@ -125,22 +125,6 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity
   while (!mbar_wait_cluster_try(bar, parity)) check_stuck(t0);
 }
 
-// n (at most P) consecutive floats into v, 0 past n: vectors where whole and aligned.
-template <int P>
-__device__ __forceinline__ void load_floats(float (&v)[P], const float* src, int n) {
-  if constexpr (P >= 4) {
-    if (n >= P && aligned<16>(src)) {
-#pragma unroll
-      for (int p = 0; p < P; p += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(src + p);
-        v[p] = x.x, v[p + 1] = x.y, v[p + 2] = x.z, v[p + 3] = x.w;
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int p = 0; p < P; ++p) v[p] = p < n ? src[p] : 0.0f;
-}
 // The bits of n (at most P) consecutive values (half type, or float) into v, 0 past n: no instruction
 // waits for them until from_bits reads them.
 template <typename T, int P>
@@ -153,9 +137,32 @@ __device__ __forceinline__ void load_bits(uint32_t (&v)[P], const T* src, int n)
 }
 template <typename E>
 __device__ __forceinline__ float from_bits(uint32_t v, bool half) {
-  if (!half) return __uint_as_float(v);
-  if constexpr (std::is_same_v<E, __half>) return __half2float(__ushort_as_half(static_cast<unsigned short>(v)));
-  else return __uint_as_float(v << 16);
+  return half ? half_bits<E>(v) : __uint_as_float(v);
+}
+// n (at most P, which is even) consecutive values of the half type into v, two to a word, 0 past n: one
+// vector where whole and aligned. As load_bits, nothing waits for them until half_at reads one.
+template <typename E, int P>
+__device__ __forceinline__ void load_halves(uint32_t (&v)[P / 2], const E* src, int n) {
+  if (n >= P && aligned<2 * P>(src)) {
+    if constexpr (P == 8) {
+      const uint4 x = *reinterpret_cast<const uint4*>(src);
+      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else if constexpr (P == 4) {
+      const uint2 x = *reinterpret_cast<const uint2*>(src);
+      v[0] = x.x, v[1] = x.y;
+    } else {
+      v[0] = *reinterpret_cast<const uint32_t*>(src);
+    }
+    return;
+  }
+  const unsigned short* raw = reinterpret_cast<const unsigned short*>(src);
+#pragma unroll
+  for (int p = 0; p < P / 2; ++p)
+    v[p] = (2 * p < n ? uint32_t{raw[2 * p]} : 0u) | (2 * p + 1 < n ? uint32_t{raw[2 * p + 1]} << 16 : 0u);
+}
+template <typename E, int W>
+__device__ __forceinline__ float half_at(const uint32_t (&v)[W], int p) {
+  return half_bits<E>(p % 2 ? v[p / 2] >> 16 : v[p / 2]);
 }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
@@ -325,7 +332,8 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     const bool top = l == a.L - 1;
     const int q = tid % 4, jb = j0 + P * q, nu = H - jb, DH = a.D * H;  // nu: how many of the thread's units exist
     E* dgx = static_cast<E*>(a.dgx[ci]);
-    E* dgh = static_cast<E*>(a.dgh[ci]);
+    const E* gates = static_cast<const E*>(a.gates[ci]);
+    const E* state = static_cast<const E*>(a.state[ci]);
     E* gcore = static_cast<E*>(a.gcore[ci]) + rank * slice;
     float carry[2][P] = {};  // LSTM dc, GRU dh carried to the step before, of units jb + p
     int len[2];              // the lengths of the thread's two rows (0 past the slice: every step padded)
@@ -334,7 +342,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       const int t = d == 0 ? T - 1 - s : s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before t
       // The output gradient of step t and what the cell reads: loads on their way during the products.
       uint32_t dy[2][P];  // the bits: half (a.dy) or float (dy32, an input row's sums)
-      float gs[2][4][P], st[2][P], sp[2][P];
+      uint32_t gs[2][4][P / 2], st[2][P / 2], sp[2][P / 2];  // gates, state, the step before's state
       if (!top) wait_flag(done_in + l * 16 + rank, s + 1);
       const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R;
 #pragma unroll
@@ -351,9 +359,9 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
           for (int p = 0; p < P; ++p) dy[hh][p] = __float_as_uint(from[elem(hh, p)]);
         }
 #pragma unroll
-        for (int g = 0; g < 4; ++g) load_floats<P>(gs[hh][g], a.gates[ci] + bt * 4 * H + g * H + jb, n);
-        load_floats<P>(st[hh], a.state[ci] + bt * H + jb, n);
-        if (!GRU) load_floats<P>(sp[hh], a.state[ci] + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
+        for (int g = 0; g < 4; ++g) load_halves<E, P>(gs[hh][g], gates + bt * a.GP + g * H + jb, n);
+        load_halves<E, P>(st[hh], state + bt * H + jb, n);
+        if (!GRU) load_halves<E, P>(sp[hh], state + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
       }
       // The next step's into L2 meanwhile.
       if (s + 1 < T) {
@@ -361,8 +369,8 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         for (int hh = 0; hh < 2 && nu > 0; ++hh) {
           if (tn >= len[hh]) continue;
           const size_t bt = static_cast<size_t>(tn) * B + a.b0 + row_of(2 * hh);
-          for (int g = 0; g < 4; ++g) prefetch_l2(a.gates[ci] + bt * 4 * H + g * H + jb);
-          prefetch_l2(a.state[ci] + bt * H + jb);
+          for (int g = 0; g < 4; ++g) prefetch_l2(gates + bt * a.GP + g * H + jb);
+          prefetch_l2(state + bt * H + jb);
           if (top && a.dy) prefetch_l2(static_cast<const E*>(a.dy) + bt * DH + d * H + jb);
           if (top && !a.dy) prefetch_l2(a.dy32 + bt * DH + d * H + jb);
         }
@@ -398,34 +406,35 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
           if (!valid) continue;
           if constexpr (GRU) {
             dh += carry[hh][p];
-            const float z = gs[hh][0][p], r = gs[hh][1][p], hc = gs[hh][2][p], hu = gs[hh][3][p], hp = st[hh][p];
+            const float z = half_at<E>(gs[hh][0], p), r = half_at<E>(gs[hh][1], p), hc = half_at<E>(gs[hh][2], p);
+            const float hu = half_at<E>(gs[hh][3], p), hp = half_at<E>(st[hh], p);
             const float dhc = dh * (1.0f - z) * (1.0f - hc * hc);
             v[0][p] = dh * (hp - hc) * z * (1.0f - z);
             v[1][p] = dhc * hu * r * (1.0f - r);
             v[2][p] = dhc, v[3][p] = dhc * r;
             carry[hh][p] = dh * z;
           } else {
-            const float ig = gs[hh][0][p], fg = gs[hh][1][p], gg = gs[hh][2][p], og = gs[hh][3][p];
-            const float tc = tanhf(st[hh][p]);
+            const float ig = half_at<E>(gs[hh][0], p), fg = half_at<E>(gs[hh][1], p);
+            const float gg = half_at<E>(gs[hh][2], p), og = half_at<E>(gs[hh][3], p);
+            const float tc = tanhf(half_at<E>(st[hh], p));
             const float dc = carry[hh][p] + dh * og * (1.0f - tc * tc);
             carry[hh][p] = dc * fg;
             v[0][p] = dc * gg * ig * (1.0f - ig);
-            v[1][p] = dc * sp[hh][p] * fg * (1.0f - fg);
+            v[1][p] = dc * half_at<E>(sp[hh], p) * fg * (1.0f - fg);
             v[2][p] = dc * ig * (1.0f - gg * gg);
             v[3][p] = dh * tc * og * (1.0f - og);
           }
         }
-        // The slice for the rows (every row and unit: zero where there is none), then the GEMMs' copy:
-        // dgx the input side's gates, dgh (GRU) the recurrent side's.
+        // The slice for the rows (every row and unit: zero where there is none), then the GEMMs' copy
+        // in dgx: the input side's gates and, for a GRU, the candidate's recurrent side after them (its
+        // z and r are the input side's).
 #pragma unroll
         for (int g = 0; g < 4; ++g) store_halves<E, P>(core_t + a_at(m, g * U + P * q), v[g], P);
         if (m < Bs && nu > 0) {
           const size_t bt = static_cast<size_t>(t) * B + b;
 #pragma unroll
-          for (int g = 0; g < G; ++g) {
-            store_halves<E, P>(dgx + bt * a.GHp + g * H + jb, v[g], nu);
-            if (GRU) store_halves<E, P>(dgh + bt * a.GHp + g * H + jb, v[g == 2 ? 3 : g], nu);
-          }
+          for (int g = 0; g < G; ++g) store_halves<E, P>(dgx + bt * a.GP + g * H + jb, v[g], nu);
+          if (GRU) store_halves<E, P>(dgx + bt * a.GP + 3 * H + jb, v[3], nu);
         }
       }
       fence_async_global();  // the slice is read by bulk copies (the async proxy)

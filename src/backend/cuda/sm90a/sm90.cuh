@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/kernels_common.cuh"
 
@@ -204,43 +205,32 @@ __device__ __forceinline__ bool aligned(const void* p) { return (reinterpret_cas
 
 // Asynchronous copies into the thread's own shared memory (cp.async; waited for by the same thread).
 template <int BYTES>
-__device__ __forceinline__ void copy_async(float* dst, const float* src) {
+__device__ __forceinline__ void copy_async(void* dst, const void* src) {
   if constexpr (BYTES == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr(dst)), "l"(src) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(saddr(dst)), "l"(src), "n"(BYTES) : "memory");
 }
-// n (at most P) consecutive floats: as vectors where whole and aligned.
-template <int P>
-__device__ __forceinline__ void copy_floats_async(float* dst, const float* src, int n) {
-  constexpr int V = P >= 4 ? 4 : P;
-  if (n >= P && aligned<4 * V>(src)) {
-#pragma unroll
-    for (int p = 0; p < P; p += V) copy_async<4 * V>(dst + p, src + p);
-  } else {
-    for (int p = 0; p < n && p < P; ++p) copy_async<4>(dst + p, src + p);
+// n (at most P, which is even) consecutive values of the half type: one copy where whole and aligned,
+// else loaded and stored by the thread (0 past n).
+template <typename E, int P>
+__device__ __forceinline__ void copy_halves_async(E* dst, const E* src, int n) {
+  if (n >= P && aligned<2 * P>(src)) {
+    copy_async<2 * P>(dst, src);
+    return;
   }
+  for (int p = 0; p < P; ++p) dst[p] = p < n ? src[p] : from_f<E>(0.0f);
+}
+// The value of the half type whose bits are v's low 16.
+template <typename E>
+__device__ __forceinline__ float half_bits(uint32_t v) {
+  if constexpr (std::is_same_v<E, __half>) return __half2float(__ushort_as_half(static_cast<unsigned short>(v)));
+  else return __uint_as_float(v << 16);
 }
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// n (at most P) consecutive values to global memory: vectors where whole and aligned.
-template <int P>
-__device__ __forceinline__ void store_floats(float* dst, const float (&v)[P], int n) {
-  if constexpr (P >= 4) {
-    if (n >= P && aligned<16>(dst)) {
-#pragma unroll
-      for (int p = 0; p < P; p += 4) *reinterpret_cast<float4*>(dst + p) = make_float4(v[p], v[p + 1], v[p + 2], v[p + 3]);
-      return;
-    }
-  } else {
-    if (n >= 2 && aligned<8>(dst)) {
-      *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
-      return;
-    }
-  }
-  for (int p = 0; p < n && p < P; ++p) dst[p] = v[p];
-}
+// n (at most P) consecutive values to global memory, in the half type: a vector where whole and aligned.
 template <typename E, int P>
 __device__ __forceinline__ void store_halves(E* dst, const float (&v)[P], int n) {
   if (n >= P && aligned<2 * P>(dst)) {
