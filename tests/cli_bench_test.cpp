@@ -97,6 +97,30 @@ TEST(Bench, EmbeddingModelWithNoneTimesteps) {
   std::filesystem::remove_all(tmp);
 }
 
+// OpenMP's threads (oneDNN's stacks) spin 5000 pauses after a parallel region unless the user chose
+// (backend/cpu/blas_env.h); the bench header says what the run had. RNNTRAIN_PROFILE on the CPU prints
+// the time of every layer's forward and backward, the loss and the optimizer.
+TEST(Bench, OpenMpSpinAndCpuProfileAreReported) {
+  auto tmp = scratch("bench_spin");
+  const std::string bench =
+      std::string(RNNTRAIN_BINARY) + " bench configs/quickstart.yaml device=cpu --steps 2 --repeats 3 --warmup 1";
+  CmdResult d = run_command("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY RNNTRAIN_PROFILE=1 " + bench, tmp);
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.out.find("GOMP_SPINCOUNT 5000"), std::string::npos) << d.out;
+  EXPECT_NE(d.err.find("profile: "), std::string::npos) << d.err;
+  for (const char* phase : {"lstm forward", "dense forward", "loss and metrics", "dense backward", "lstm backward",
+                            "optimizer"})
+    EXPECT_NE(d.err.find(phase), std::string::npos) << phase << "\n" << d.err;
+  CmdResult u = run_command("env GOMP_SPINCOUNT=123 " + bench, tmp);
+  ASSERT_EQ(u.code, 0) << u.err;
+  EXPECT_NE(u.out.find("GOMP_SPINCOUNT 123"), std::string::npos) << "the user's value stays\n" << u.out;
+  EXPECT_EQ(u.err.find("profile: "), std::string::npos) << "no profile unless asked\n" << u.err;
+  CmdResult p = run_command("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive " + bench, tmp);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("GOMP_SPINCOUNT unset"), std::string::npos) << "a wait policy is the user's choice\n" << p.out;
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Bench, BadArgumentsAreUsageErrors) {
   auto tmp = scratch("bench_args");
   EXPECT_EQ(run_rnntrain("bench configs/quickstart.yaml --repeats 2", tmp).code, 2);

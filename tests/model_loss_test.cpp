@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -435,5 +438,57 @@ TEST(Loss, WeightsScaleEachPositionsLossAndGradient) {
       ASSERT_NEAR(g1[e], g0[e] * per_step[e / 5], 1e-6 * (1 + std::fabs(g0[e]))) << label(s) << " element " << e;
     Tensor wrong({5});
     EXPECT_THROW(compute_loss(s, c.pred, c.target, &m, nullptr, &wrong), DataError) << label(s);
+  }
+}
+
+// The CPU engine runs the loss's chunks of positions on several threads (core/chunks.h):
+// every loss gives the same value and gradient, bit for bit, whichever way the chunks run, and the
+// first bad label is the one named.
+TEST(Loss, ChunksRunInAnyOrderGiveTheSameBits) {
+  int backwards_runs = 0;
+  const ChunkRunner backwards = [&](int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    ++backwards_runs;
+    for (int64_t c = chunks - 1; c >= 0; --c) fn(c, c + 1);
+  };
+  const ChunkRunner halves = [](int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    std::exception_ptr later;  // as cpu::parallel_rows: the first half's error first
+    std::thread t([&] {
+      try {
+        fn(chunks / 2, chunks);
+      } catch (...) {
+        later = std::current_exception();
+      }
+    });
+    try {
+      fn(0, chunks / 2);
+    } catch (...) {
+      t.join();
+      throw;
+    }
+    t.join();
+    if (later) std::rethrow_exception(later);
+  };
+  for (const LossSpec& s : all_specs()) {
+    Case c = make_case(s, {20, 151, 6}, 5);  // 3020 positions: 48 chunks, the last one partial
+    Tensor m({20, 151}, 1.0f);
+    for (int64_t i = 0; i < m.numel(); i += 9) m[i] = 0.0f;
+    Tensor g0, g1, g2;
+    const LossValue a = compute_loss(s, c.pred, c.target, &m, &g0);
+    const LossValue b = compute_loss(s, c.pred, c.target, &m, &g1, nullptr, &backwards);
+    const LossValue d = compute_loss(s, c.pred, c.target, &m, &g2, nullptr, &halves);
+    EXPECT_EQ(a.sum, b.sum) << label(s);
+    EXPECT_EQ(a.sum, d.sum) << label(s);
+    EXPECT_EQ(a.count, d.count) << label(s);
+    EXPECT_EQ(g0.data, g1.data) << label(s);
+    EXPECT_EQ(g0.data, g2.data) << label(s);
+  }
+  EXPECT_EQ(backwards_runs, static_cast<int>(all_specs().size())) << "the runner ran every loss";
+  Tensor p({6000, 3}, 0.3f), l({6000}, 1.0f);  // wide enough for the runner (kLossWide)
+  l[100] = 5.0f, l[5000] = 7.0f;
+  try {
+    compute_loss(spec_of(LossKind::SparseCategoricalCrossentropy), p, l, nullptr, nullptr, nullptr, &halves);
+    FAIL() << "no DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 5 at sample 100"), std::string::npos) << e.what();
   }
 }

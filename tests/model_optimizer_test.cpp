@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -577,4 +580,55 @@ TEST(Optimizer, MoreThanOneClipIsAConfigError) {
   s.clipvalue = 1.0;
   Model m;
   EXPECT_THROW(make_optimizer(s, m.ptrs()), ConfigError);
+}
+
+// The CPU engine runs the elementwise updates in chunks on several threads (Optimizer::set_chunks):
+// every kind gives the same bits, steps and slots, whichever way the chunks ran, on parameters wider
+// than a chunk.
+TEST(Optimizer, ChunksOnSeveralThreadsGiveTheSameBits) {
+  const ChunkRunner halves = [](int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    std::thread t([&] { fn(chunks / 2, chunks); });
+    fn(0, chunks / 2);
+    t.join();
+  };
+  int backwards_runs = 0;
+  const ChunkRunner backwards = [&](int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    ++backwards_runs;
+    for (int64_t c = chunks - 1; c >= 0; --c) fn(c, c + 1);
+  };
+  for (int k = 0; k <= static_cast<int>(OptimizerKind::Muon); ++k) {
+    OptimizerSpec spec = optimizer_defaults(static_cast<OptimizerKind>(k));
+    spec.weight_decay = 0.01;
+    std::vector<std::vector<Param>> runs(3);
+    std::vector<std::unique_ptr<Optimizer>> opts;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      runs[r].push_back({"kernel", Tensor({300, 130}), Tensor({300, 130})});  // 39000 elements: 3 chunks
+      runs[r].push_back({"bias", Tensor({130}), Tensor({130})});
+      int64_t j = 0;
+      for (Param& p : runs[r])
+        for (float& x : p.value.data) x = static_cast<float>(0.3 * std::cos(1.7 * static_cast<double>(j++)));
+      opts.push_back(make_optimizer(spec, {&runs[r][0], &runs[r][1]}));
+    }
+    opts[1]->set_chunks(&halves);
+    opts[2]->set_chunks(&backwards);
+    for (int t = 1; t <= 3; ++t)
+      for (size_t r = 0; r < runs.size(); ++r) {
+        int64_t j = 0;
+        for (Param& p : runs[r])
+          for (float& g : p.grad.data) g = static_cast<float>(grad_at(j++, t, 0.7));
+        opts[r]->step(0.01);
+      }
+    int64_t unmoved = 0, j = 0;  // every chunk ran: the kernel's elements have moved (Adadelta's tiny
+    for (float x : runs[0][0].value.data)  // steps leave one in float rounding; a chunk is 16384)
+      unmoved += x == static_cast<float>(0.3 * std::cos(1.7 * static_cast<double>(j++)));
+    EXPECT_LT(unmoved, 100) << optimizer_name(spec.kind);
+    for (size_t r = 1; r < runs.size(); ++r) {
+      for (size_t i = 0; i < runs[0].size(); ++i)
+        EXPECT_EQ(runs[r][i].value.data, runs[0][i].value.data) << optimizer_name(spec.kind) << " run " << r;
+      const std::vector<NamedTensor> a = opts[0]->slots(), b = opts[r]->slots();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t s = 0; s < a.size(); ++s) EXPECT_EQ(a[s].tensor->data, b[s].tensor->data) << a[s].name;
+    }
+  }
+  EXPECT_GT(backwards_runs, 0) << "the elementwise kinds ran their chunks through the runner";
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -309,8 +310,9 @@ void print_report(const Bench& b) {
   if (a.stream)
     std::printf("stream: %zu batches in turn, %s, padding share %.3f\n", b.batches.size(),
                 b.cfg.train.bucketing ? "bucketed by length (train.bucketing)" : "not bucketed", b.padding);
-  std::printf("model FLOPs per step %.4g (%s of the recurrent layers); BLAS threads %d\n", b.flops,
-              a.inference ? "the forward" : "3 x forward", blas_threads());
+  const char* spin = std::getenv("GOMP_SPINCOUNT");  // blas_env.h: what OpenMP's threads spin, set at start
+  std::printf("model FLOPs per step %.4g (%s of the recurrent layers); BLAS threads %d; GOMP_SPINCOUNT %s\n", b.flops,
+              a.inference ? "the forward" : "3 x forward", blas_threads(), spin ? spin : "unset");
   std::printf("%-30s %-30s %10s %9s %9s %10s %8s %9s %11s %7s %9s\n", "candidate", "plan", "ms/step", "min", "max",
               "seq/s", "TFLOP/s", "host MiB", "device MiB", "graphs", "captures");
   for (const auto& c : b.cands) {

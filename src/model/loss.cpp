@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 #include "model/targets.h"
 
@@ -18,7 +21,7 @@ int64_t positions_per_weight(const Tensor& w, int64_t n) {
 }
 
 LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& target, const Tensor* mask,
-                       Tensor* dpred, const Tensor* weight) {
+                       Tensor* dpred, const Tensor* weight, const ChunkRunner* chunks) {
   const char* who = loss_name(spec.kind);
   const bool sparse = loss_info(spec.kind).targets == Targets::Labels;
   const TargetView v = sparse ? check_sparse_targets(who, pred, target, mask)
@@ -38,31 +41,37 @@ LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& t
   const int64_t per = weight ? positions_per_weight(*weight, v.n) : 1;
 
   // pred: [N, K]; target: [N, K] or labels [N]; mask: [N]. Masked positions keep a zero gradient.
-  LossValue out;
-  with_loss(spec.kind, [&](auto d) {
-    using D = decltype(d);
-    for (int64_t i = 0; i < v.n; ++i) {
-      if (mask_weight(mask, i) == 0.0) continue;
-      const double w = weight ? static_cast<double>((*weight)[i / per]) : 1.0;
-      const float* p = pred.ptr() + i * K;
-      float* g = dpred ? dpred->ptr() + i * K : nullptr;
-      if constexpr (D::kRows) {
-        const float* t = sparse ? nullptr : target.ptr() + i * K;
-        const int64_t label = sparse ? checked_label(who, pred, target, i, K) : -1;
-        out.sum += w * D::row(p, t, label, K, params, g, gscale * w);
-      } else {
-        const float* t = target.ptr() + i * K;
-        double sum = 0.0;
-        for (int64_t j = 0; j < K; ++j) {
-          double l = 0.0, dl = 0.0;
-          D::element(static_cast<double>(p[j]), static_cast<double>(t[j]), params, l, dl);
-          sum += l;
-          if (g) g[j] = static_cast<float>(dl * inv_k * gscale * w);
+  std::vector<double> sums(static_cast<size_t>((v.n + kLossChunk - 1) / kLossChunk), 0.0);
+  auto run = [&](int64_t c0, int64_t c1) {
+    with_loss(spec.kind, [&](auto d) {
+      using D = decltype(d);
+      for (int64_t i = c0 * kLossChunk; i < std::min(v.n, c1 * kLossChunk); ++i) {
+        if (mask_weight(mask, i) == 0.0) continue;
+        const double w = weight ? static_cast<double>((*weight)[i / per]) : 1.0;
+        const float* p = pred.ptr() + i * K;
+        float* g = dpred ? dpred->ptr() + i * K : nullptr;
+        double& sum = sums[static_cast<size_t>(i / kLossChunk)];
+        if constexpr (D::kRows) {
+          const float* t = sparse ? nullptr : target.ptr() + i * K;
+          const int64_t label = sparse ? checked_label(who, pred, target, i, K) : -1;
+          sum += w * D::row(p, t, label, K, params, g, gscale * w);
+        } else {
+          const float* t = target.ptr() + i * K;
+          double row = 0.0;
+          for (int64_t j = 0; j < K; ++j) {
+            double l = 0.0, dl = 0.0;
+            D::element(static_cast<double>(p[j]), static_cast<double>(t[j]), params, l, dl);
+            row += l;
+            if (g) g[j] = static_cast<float>(dl * inv_k * gscale * w);
+          }
+          sum += w * row * inv_k;
         }
-        out.sum += w * sum * inv_k;
       }
-    }
-  });
+    });
+  };
+  run_chunks(v.n * K >= kLossWide ? chunks : nullptr, static_cast<int64_t>(sums.size()), run);
+  LossValue out;
+  for (double s : sums) out.sum += s;
   out.count = count;
   return out;
 }

@@ -1,6 +1,7 @@
 // Keras losses with the "sum over batch size" reduction: per-sample (or per-timestep) losses are
 // averaged over the unmasked samples. Forward and gradient in one call.
 #pragma once
+#include "core/chunks.h"
 #include "core/tensor.h"
 #include "spec/config.h"
 
@@ -23,8 +24,11 @@ struct LossValue {
 // weight: null, or Batch::w (per sample, or per position): each position's loss and gradient times
 // its weight, the count unweighted (Keras' sum_over_batch_size with sample_weight).
 // Bad targets (a shape that does not fit pred, a sparse label outside [0, K)) throw DataError.
+// The positions run in chunks of kLossChunk, their sums added in order; through `chunks` (core/chunks.h)
+// where the loss has at least kLossWide values, else here.
+inline constexpr int64_t kLossChunk = 64, kLossWide = 16384;
 LossValue compute_loss(const LossSpec& spec, const Tensor& pred, const Tensor& target, const Tensor* mask,
-                       Tensor* dpred, const Tensor* weight = nullptr);
+                       Tensor* dpred, const Tensor* weight = nullptr, const ChunkRunner* chunks = nullptr);
 
 // Positions per weight of Batch::w for n output positions (1: per position, T: per sample of a
 // sequence output); DataError when w does not fit.

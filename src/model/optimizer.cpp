@@ -36,6 +36,10 @@ class RuleOptimizer : public Optimizer {
     }
     if (kinds_.trust_ratio)
       for (Param* p : params_) scratch_.emplace_back(p->value.shape);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      for (int64_t j = 0; j < params_[i]->value.numel(); j += kChunk) work_.push_back({i, j});
+      total_ += params_[i]->value.numel();
+    }
   }
 
   void step(double lr) override {
@@ -48,22 +52,33 @@ class RuleOptimizer : public Optimizer {
     for (Param* p : params_) decay_weights(p->value, lr, spec_.weight_decay);
     const StepScalars scalars = D::scalars(spec_, lr, t);
     const typename D::Rule rule = rule_;  // a local: the stores through p and s cannot change it
-    for (size_t i = 0; i < params_.size(); ++i) {
+    // Parameter i's elements [j0, j1): the rule, each element on its own.
+    auto update = [&](size_t i, int64_t j0, int64_t j1) {
       float* s[SlotKinds::kMax] = {};
       for (size_t k = 0; k < slots_.size(); ++k) s[k] = slots_[k].second[i].ptr();
       if (kinds_.trust_ratio) s[kinds_.n] = scratch_[i].ptr();
       float* p = params_[i]->value.ptr();
       const float* g = params_[i]->grad.ptr();
-      const int64_t n = params_[i]->value.numel();
-      for (int64_t j = 0; j < n; ++j) rule(p[j], g[j], s, j, scalars);
-      if (kinds_.trust_ratio) {
-        const float* u = s[kinds_.n];
-        double pp = 0.0, uu = 0.0;
-        for (int64_t j = 0; j < n; ++j) pp += static_cast<double>(p[j]) * p[j], uu += static_cast<double>(u[j]) * u[j];
-        const float r = pp > 0 && uu > 0 ? static_cast<float>(std::sqrt(pp) / std::sqrt(uu)) : 1.0f;
-        const float f = r * scalars.lr;
-        for (int64_t j = 0; j < n; ++j) p[j] -= f * u[j];
+      for (int64_t j = j0; j < j1; ++j) rule(p[j], g[j], s, j, scalars);
+    };
+    auto update_chunks = [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const auto [i, j0] = work_[static_cast<size_t>(c)];
+        update(i, j0, std::min(j0 + kChunk, params_[i]->value.numel()));
       }
+    };
+    if (!kinds_.trust_ratio)  // on several threads where there are several chunks' worth
+      run_chunks(total_ >= 2 * kChunk ? chunks_ : nullptr, static_cast<int64_t>(work_.size()), update_chunks);
+    for (size_t i = 0; kinds_.trust_ratio && i < params_.size(); ++i) {  // its sums run over whole tensors
+      const int64_t n = params_[i]->value.numel();
+      update(i, 0, n);
+      float* p = params_[i]->value.ptr();
+      const float* u = scratch_[i].ptr();
+      double pp = 0.0, uu = 0.0;
+      for (int64_t j = 0; j < n; ++j) pp += static_cast<double>(p[j]) * p[j], uu += static_cast<double>(u[j]) * u[j];
+      const float r = pp > 0 && uu > 0 ? static_cast<float>(std::sqrt(pp) / std::sqrt(uu)) : 1.0f;
+      const float f = r * scalars.lr;
+      for (int64_t j = 0; j < n; ++j) p[j] -= f * u[j];
     }
     iterations_ = t;
   }
@@ -81,6 +96,9 @@ class RuleOptimizer : public Optimizer {
   SlotKinds kinds_;
   std::vector<Param*> params_;
   std::vector<Tensor> scratch_;  // the update before the trust ratio (SlotKinds::trust_ratio), per parameter
+  static constexpr int64_t kChunk = 16384;  // elements of one parameter a chunk of step()'s work
+  std::vector<std::pair<size_t, int64_t>> work_;  // the chunks: (parameter, first element)
+  int64_t total_ = 0;  // elements of all parameters
   std::vector<std::pair<std::string, std::vector<Tensor>>> slots_;  // per slot kind: one tensor per parameter
 };
 

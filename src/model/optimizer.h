@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chunks.h"
 #include "model/params.h"
 
 namespace rnntrain {
@@ -26,9 +27,13 @@ class Optimizer {
   void set_iterations(int64_t n) { iterations_ = n; }
   // Every slot tensor, in a fixed order; checkpoints save and restore them in place.
   virtual std::vector<NamedTensor> slots() = 0;
+  // Where step() may run its elementwise updates, chunks of the parameters' elements, on several
+  // threads (core/chunks.h; the CPU engine's BLAS threads); null: here. The same bits either way.
+  void set_chunks(const ChunkRunner* run) { chunks_ = run; }
 
  protected:
   int64_t iterations_ = 0;
+  const ChunkRunner* chunks_ = nullptr;
 };
 
 // The parameters must outlive the optimizer. Throws ConfigError when more than one of clipnorm,

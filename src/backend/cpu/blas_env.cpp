@@ -15,6 +15,10 @@ void configure_cpu_libraries(char** argv) {
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);  // 2^4 cycles: OpenBLAS's minimum
     changed = true;
   }
+  if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY")) {
+    setenv("GOMP_SPINCOUNT", "5000", 1);
+    changed = true;
+  }
   const std::string core = openblas_get_corename();
   if (!std::getenv("OPENBLAS_CORETYPE") && (core == "Prescott" || core == "prescott")) {
     __builtin_cpu_init();

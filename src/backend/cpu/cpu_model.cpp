@@ -9,6 +9,7 @@
 
 #include "backend/cpu/onednn_stack.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/profile.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "spec/layers.h"
@@ -98,6 +99,12 @@ void add_activity_grad(const Regularizer& r, const Tensor& y, float inv_b, Tenso
 
 }  // namespace
 
+std::string CpuModel::phase_name(size_t i, const char* pass) const {
+  const std::string& first = model_.spec.layers[i].name;
+  if (layers_[i]->cover == 0) return fmt::format("{} {}", first, pass);
+  return fmt::format("{} .. {} {}", first, model_.spec.layers[i + layers_[i]->cover].name, pass);
+}
+
 Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, bool training, Rng& rng,
                          ForwardContext* ctx, Tensor* out_mask, double* activity) {
   check_input_batch(model_.spec.layers[0], x);
@@ -136,6 +143,7 @@ Tensor CpuModel::forward(const Tensor& x, const std::vector<int32_t>* lengths, b
     if (ctx) c->acts[i - 1] = std::move(cur);
     for (size_t k = 0; k < layers_[i]->cover; ++k)  // computed inside the op: no outputs of their own
       if (ctx) c->acts[i + k] = Tensor();
+    if (ctx && profile_ && profile_->on()) profile_->mark(phase_name(i, "forward"));
     i += layers_[i]->cover;  // the planner ends a stack at a layer with an activity regularizer
     const Regularizer& r = activity_regularizer_of(model_.spec.layers[i]);
     if (activity && r.active() && B > 0) *activity += activity_sum(r, y) / static_cast<double>(B);
@@ -170,6 +178,7 @@ Tensor CpuModel::backward(ForwardContext& ctx, const Tensor& dy) {
     if (const Regularizer& r = activity_regularizer_of(model_.spec.layers[last]); r.active() && B > 0)
       add_activity_grad(r, c.acts[last], 1.0f / static_cast<float>(B), g);
     g = layers_[i]->op->backward(params_.layers[i], c.saved[i].get(), c.acts[i - 1], c.acts[i + layers_[i]->cover], g);
+    if (profile_ && profile_->on()) profile_->mark(phase_name(i, "backward"));
     if (g.empty()) break;  // Embedding: token ids have no gradient
   }
   if (c.token_input) return Tensor();

@@ -12,6 +12,10 @@
 
 namespace rnntrain {
 
+namespace cpu {
+class Profile;
+}
+
 // What forward() keeps for backward(): per-layer activations, masks and dropout masks.
 struct ForwardContext {
   struct Impl;
@@ -48,6 +52,8 @@ class CpuModel {
   Tensor backward(ForwardContext& ctx, const Tensor& dy);
 
   const ResolvedModel& model() const { return model_; }
+  // Where forward (with a ctx) and backward mark each layer's time (RNNTRAIN_PROFILE), or null.
+  void set_profile(cpu::Profile* p) { profile_ = p; }
   const std::vector<LayerShape>& shapes() const { return model_.shapes; }
 
  private:
@@ -56,6 +62,8 @@ class CpuModel {
   const ResolvedModel model_;
   Params& params_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  cpu::Profile* profile_ = nullptr;
+  std::string phase_name(size_t i, const char* pass) const;  // layer i's op ("a .. c" for a stack)
 };
 
 }  // namespace rnntrain

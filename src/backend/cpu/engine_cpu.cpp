@@ -6,8 +6,10 @@
 #include <chrono>
 #include <optional>
 
+#include "backend/cpu/cpu_math.h"
 #include "backend/cpu/cpu_model.h"
 #include "backend/cpu/onednn_stack.h"
+#include "backend/cpu/profile.h"
 #include "backend/cpu/thread_governor.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -28,6 +30,8 @@ class CpuEngine final : public Engine {
     if (dp_) refuse_activity_regularizers(cfg_.model, dp_->describe());
     // train.threads 0 (under data parallelism DataParallel::for_engine has set each rank's share)
     if (cfg_.train.threads == 0) governor_.emplace(cpu::ThreadGovernor::for_this_machine());
+    model_.set_profile(&profile_);
+    opt_->set_chunks(&chunks_);
   }
 
   std::string device_name() const override { return "cpu"; }
@@ -40,8 +44,10 @@ class CpuEngine final : public Engine {
   // The regularizers' gradients join the summed ones (every rank holds the same weights).
   LossValue train_step(const Batch& b, double lr, const std::vector<Metric*>& metrics) override {
     const auto start = std::chrono::steady_clock::now();
+    profile_.start_step();
     ForwardContext& ctx = ctx_;
     params_.zero_grad();
+    profile_.mark("zero gradients");
     LossValue lv;
     Tensor dpred;
     double activity = 0.0;
@@ -49,8 +55,9 @@ class CpuEngine final : public Engine {
     if (rows) {
       Tensor mask;
       Tensor pred = model_.forward(b.x, lengths(b), true, rng_, &ctx, &mask, &activity);
-      lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred, weights(b));
+      lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, &dpred, weights(b), &chunks_);
       for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
+      profile_.mark("loss and metrics");
     }
     if (dp_) {
       double sc[2] = {lv.sum, lv.count};
@@ -62,9 +69,13 @@ class CpuEngine final : public Engine {
     if (rows) model_.backward(ctx, dpred);
     if (dp_) allreduce_grads();
     lv.penalty = activity + weight_penalty(regs_, params_.all(), true);
+    profile_.mark(dp_ ? "all-reduce, regularizers" : "regularizers");
     opt_->step(lr);
+    profile_.mark("optimizer");
     apply_constraints(constraints_, params_.all());
     lv.params_finite = params_.first_nonfinite().empty();
+    profile_.mark("constraints, finite check");
+    profile_.end_step();
     if (governor_ && rows)  // the step's seconds per batch row and timestep, on this thread count
       governor_->update(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                         static_cast<double>(b.x.dim(0)) * (b.x.rank() > 1 ? b.x.dim(1) : 1));
@@ -75,7 +86,8 @@ class CpuEngine final : public Engine {
     Tensor mask;
     double activity = 0.0;
     Tensor pred = model_.forward(b.x, lengths(b), false, rng_, nullptr, &mask, &activity);
-    LossValue lv = compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr, weights(b));
+    LossValue lv =
+        compute_loss(cfg_.train.loss, pred, b.y, mask.empty() ? nullptr : &mask, nullptr, weights(b), &chunks_);
     for (Metric* m : metrics) m->update(pred, b.y, mask.empty() ? nullptr : &mask);
     lv.penalty = activity + weight_penalty(regs_, params_.all(), false);
     return lv;
@@ -127,6 +139,11 @@ class CpuEngine final : public Engine {
   std::vector<Regularizer> regs_;  // per parameter (Params::all() order)
   std::vector<Constraint> constraints_;  // likewise, applied after each update
   std::optional<cpu::ThreadGovernor> governor_;  // train.threads 0: the thread count for a shared machine
+  cpu::Profile profile_;  // RNNTRAIN_PROFILE
+  // The loss's and the optimizer's chunks over the BLAS threads (cpu::parallel_rows), a chunk a slice.
+  const ChunkRunner chunks_ = [](int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    cpu::parallel_rows(chunks, 1, fn);
+  };
 };
 
 }  // namespace

@@ -29,7 +29,11 @@ struct CategoricalCrossentropy {
       double m = p[0];
       for (int64_t j = 1; j < K; ++j) m = fmax(m, static_cast<double>(p[j]));
       double z = 0.0;
-      for (int64_t j = 0; j < K; ++j) z += exp(p[j] - m);
+      for (int64_t j = 0; j < K; ++j) {  // g keeps exp(x_j - m) for the gradient: one exp an element
+        const double e = exp(p[j] - m);
+        z += e;
+        if (g) g[j] = static_cast<float>(e);
+      }
       const double lse = m + log(z);
       double ysum = 0.0;
       for (int64_t j = 0; j < K; ++j) {
@@ -39,7 +43,7 @@ struct CategoricalCrossentropy {
       }
       if (g)
         for (int64_t j = 0; j < K; ++j)
-          g[j] = static_cast<float>((ysum * exp(p[j] - lse) - target(t, label, j, K, ls)) * gscale);
+          g[j] = static_cast<float>((ysum * (static_cast<double>(g[j]) / z) - target(t, label, j, K, ls)) * gscale);
       return l;
     }
     double s = 0.0;

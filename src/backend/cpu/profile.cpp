@@ -1,0 +1,45 @@
+#include "backend/cpu/profile.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "core/log.h"
+
+namespace rnntrain::cpu {
+
+Profile::Profile() {
+  const char* v = std::getenv("RNNTRAIN_PROFILE");
+  on_ = v && *v && std::string(v) != "0";
+}
+
+void Profile::start_step() {
+  if (on_) at_ = step0_ = Clock::now();
+}
+
+void Profile::mark(const std::string& phase) {
+  if (!on_) return;
+  const Clock::time_point now = Clock::now();
+  auto [it, added] = ms_.try_emplace(phase, 0.0);
+  if (added) order_.push_back(phase);
+  it->second += std::chrono::duration<double, std::milli>(now - at_).count();
+  at_ = now;
+}
+
+void Profile::end_step() {
+  if (!on_) return;
+  step_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - step0_).count();
+  ++steps_;
+}
+
+Profile::~Profile() {
+  if (!on_ || steps_ == 0) return;
+  const double n = static_cast<double>(steps_);
+  std::string table = fmt::format("profile: {} training steps on the CPU, {:.3f} ms/step; wall time per step by phase:",
+                                  steps_, step_ms_ / n);
+  for (const std::string& p : order_)
+    table += fmt::format("\n  {:<40} {:9.3f} ms {:5.1f}%", p, ms_[p] / n, 100.0 * ms_[p] / step_ms_);
+  log_info("{}", table);
+}
+
+}  // namespace rnntrain::cpu

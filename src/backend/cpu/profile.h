@@ -1,0 +1,35 @@
+// RNNTRAIN_PROFILE=1 on the CPU: the wall time per training step of each phase (zeroing the
+// gradients, every layer's forward and backward, the loss, the optimizer), printed when the engine
+// closes, with each phase's share of the step. The CPU runs a step's work synchronously, so a phase is
+// the time from the previous mark to its own; measuring costs a clock read per phase.
+#pragma once
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rnntrain::cpu {
+
+class Profile {
+ public:
+  Profile();
+  ~Profile();
+  Profile(const Profile&) = delete;
+  Profile& operator=(const Profile&) = delete;
+
+  bool on() const { return on_; }
+  void start_step();                     // a training step begins
+  void mark(const std::string& phase);  // the phase that ends now
+  void end_step();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_ = false;
+  Clock::time_point at_{}, step0_{};
+  std::map<std::string, double> ms_;
+  std::vector<std::string> order_;  // phases in the order first seen
+  double step_ms_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace rnntrain::cpu
