@@ -16,7 +16,7 @@ void configure_cpu_libraries(char** argv) {
     changed = true;
   }
   if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY")) {
-    setenv("GOMP_SPINCOUNT", "5000", 1);
+    setenv("GOMP_SPINCOUNT", "1000", 1);
     changed = true;
   }
   const std::string core = openblas_get_corename();

@@ -10,8 +10,10 @@
 //   300000 pause instructions by default, milliseconds on CPUs whose pause takes ~100 cycles, during
 //   which they hold every core the stack ran on while OpenBLAS's threads run the GEMMs after it. On
 //   the GPU machine's 16-core Xeon at 16 threads the Dense layer after a stack took 5.7 ms instead of
-//   0.45. GOMP_SPINCOUNT=5000 (unless it or OMP_WAIT_POLICY is set) still spans the gaps between a
-//   stack's time steps, so oneDNN's steps do not sleep.
+//   0.3-0.45 with 5000. rnntrain sets GOMP_SPINCOUNT=1000 (unless it or OMP_WAIT_POLICY is set): as
+//   fast alone here, and two trainings with a fixed train.threads sharing 2 cores slow each other down
+//   in proportion to the spin (charlm_small: 85 ms a step with 1000, 267 with 5000, 120 with libgomp's
+//   default; bench/PROFILE_CPU.md).
 #pragma once
 #include "backend/engine.h"
 
