@@ -14,11 +14,13 @@ Profile::Profile() {
 }
 
 void Profile::start_step() {
-  if (on_) at_ = step0_ = Clock::now();
+  if (!on_) return;
+  at_ = step0_ = Clock::now();
+  in_step_ = true;
 }
 
 void Profile::mark(const std::string& phase) {
-  if (!on_) return;
+  if (!in_step_) return;
   const Clock::time_point now = Clock::now();
   auto [it, added] = ms_.try_emplace(phase, 0.0);
   if (added) order_.push_back(phase);
@@ -27,7 +29,8 @@ void Profile::mark(const std::string& phase) {
 }
 
 void Profile::end_step() {
-  if (!on_) return;
+  if (!in_step_) return;
+  in_step_ = false;
   step_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - step0_).count();
   ++steps_;
 }

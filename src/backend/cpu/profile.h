@@ -19,12 +19,12 @@ class Profile {
 
   bool on() const { return on_; }
   void start_step();                     // a training step begins
-  void mark(const std::string& phase);  // the phase that ends now
+  void mark(const std::string& phase);  // the phase that ends now (ignored outside a training step)
   void end_step();
 
  private:
   using Clock = std::chrono::steady_clock;
-  bool on_ = false;
+  bool on_ = false, in_step_ = false;
   Clock::time_point at_{}, step0_{};
   std::map<std::string, double> ms_;
   std::vector<std::string> order_;  // phases in the order first seen

@@ -29,7 +29,7 @@ struct CategoricalCrossentropy {
       double m = p[0];
       for (int64_t j = 1; j < K; ++j) m = fmax(m, static_cast<double>(p[j]));
       double z = 0.0;
-      for (int64_t j = 0; j < K; ++j) {  // g keeps exp(x_j - m) for the gradient: one exp an element
+      for (int64_t j = 0; j < K; ++j) {  // g (never p itself) keeps exp(x_j - m): one exp an element
         const double e = exp(p[j] - m);
         z += e;
         if (g) g[j] = static_cast<float>(e);
