@@ -251,15 +251,14 @@ void make_candidates(Bench& b) {
     // The CPU's oneDNN stacks take bf16 too (backend/cpu/onednn_stack.h): timed beside FP32 when asked for.
     const bool bf16 = b.cfg.plan.precision == Precision::Bf16 ||
                       std::find(filter.precisions.begin(), filter.precisions.end(), Precision::Bf16) != filter.precisions.end();
-    if (!gpu && bf16) {
+    const std::string plan = plan_summary(make_plan(b.cfg.model, c.fuse));
+    if (!gpu && bf16)
       for (Precision p : {Precision::Fp32, Precision::Bf16}) {
         c.precision = p;
-        b.cands.push_back({c, fmt::format("cpu/{}", precision_name(p)), plan_summary(make_plan(b.cfg.model, c.fuse)), {},
-                           0, 0, 0});
+        b.cands.push_back({c, fmt::format("cpu/{}", precision_name(p)), plan, {}, 0, 0, 0});
       }
-    } else {
-      b.cands.push_back({c, "configured", plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
-    }
+    else
+      b.cands.push_back({c, "configured", plan, {}, 0, 0, 0});
   }
 }
 

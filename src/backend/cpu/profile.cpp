@@ -19,11 +19,14 @@ void Profile::start_step() {
   in_step_ = true;
 }
 
-void Profile::mark(const std::string& phase) {
+void Profile::mark(std::string_view phase) {
   if (!in_step_) return;
   const Clock::time_point now = Clock::now();
-  auto [it, added] = ms_.try_emplace(phase, 0.0);
-  if (added) order_.push_back(phase);
+  auto it = ms_.find(phase);
+  if (it == ms_.end()) {
+    it = ms_.emplace(std::string(phase), 0.0).first;
+    order_.emplace_back(phase);
+  }
   it->second += std::chrono::duration<double, std::milli>(now - at_).count();
   at_ = now;
 }

@@ -4,8 +4,10 @@
 // the time from the previous mark to its own; measuring costs a clock read per phase.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rnntrain::cpu {
@@ -19,14 +21,14 @@ class Profile {
 
   bool on() const { return on_; }
   void start_step();                     // a training step begins
-  void mark(const std::string& phase);  // the phase that ends now (ignored outside a training step)
+  void mark(std::string_view phase);  // the phase that ends now (ignored outside a training step)
   void end_step();
 
  private:
   using Clock = std::chrono::steady_clock;
   bool on_ = false, in_step_ = false;
   Clock::time_point at_{}, step0_{};
-  std::map<std::string, double> ms_;
+  std::map<std::string, double, std::less<>> ms_;
   std::vector<std::string> order_;  // phases in the order first seen
   double step_ms_ = 0;
   int64_t steps_ = 0;
