@@ -306,7 +306,7 @@ enum class Precision { Fp32, Tf32, Fp16, Bf16, Auto };
 enum class RnnAlgo { Standard, PersistStatic, PersistDynamic, Wavefront, Auto };
 // The CPU backend's recurrent stacks: oneDNN's RNN primitives where they can run (the default; the
 // reference path elsewhere, and in builds without oneDNN), or the reference path only.
-enum class CpuRnn { Onednn, Reference };
+enum class CpuRnn { Onednn, Reference, Own };
 struct PlanSpec {
   FuseMode fuse = FuseMode::Auto;
   Precision precision = Precision::Fp32;

@@ -240,11 +240,11 @@ nlohmann::json read_cache(const std::string& path, bool& usable) {
 Config resolve_plan(const Config& cfg, const Params& init, int64_t T, Workload workload) {
   Config out = cfg;
   const bool gpu = trains_on_gpu(cfg);
-  if (!gpu) {  // the CPU: FP32, or bf16 on its oneDNN stacks (backend/cpu/onednn_stack.h)
-    const bool bf16 = cfg.plan.precision == Precision::Bf16 && cfg.plan.cpu == CpuRnn::Onednn;
+  if (!gpu) {  // the CPU: FP32, or bf16 on its oneDNN stacks or the own engine (backend/cpu/recurrent.h)
+    const bool bf16 = cfg.plan.precision == Precision::Bf16 && cfg.plan.cpu != CpuRnn::Reference;
     if (cfg.plan.precision != Precision::Fp32 && cfg.plan.precision != Precision::Auto && !bf16)
-      log_warn("plan.precision: {} applies to the GPU's cuDNN stacks (the CPU's oneDNN stacks take bf16); the CPU "
-               "computes in FP32", precision_name(cfg.plan.precision));
+      log_warn("plan.precision: {} applies to the GPU's cuDNN stacks (the CPU takes bf16 on plan.cpu onednn or own); "
+               "the CPU computes in FP32", precision_name(cfg.plan.precision));
     out.plan.precision = bf16 ? Precision::Bf16 : Precision::Fp32, out.plan.algo = RnnAlgo::Standard;
     return out;
   }

@@ -10,6 +10,7 @@
 #include "backend/cpu/onednn_stack.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/profile.h"
+#include "backend/cpu/recurrent.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "spec/layers.h"
@@ -42,6 +43,7 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
     : model_(std::move(model)), params_(params) {
   const ModelSpec& spec = model_.spec;
   check_params_fit(params, model_.shapes);
+  const cpu::RnnMath math = cpu::rnn_math(plan ? plan->cpu : CpuRnn::Reference, plan && plan->precision == Precision::Bf16);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     auto layer = std::make_unique<Layer>();
@@ -50,9 +52,9 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
       case LayerKind::Embedding: layer->op = cpu::make_embedding(l); break;
       case LayerKind::Masking: layer->op = cpu::make_masking(l); break;
       default:  // the recurrent cells (spec/cells.h), and the layers of sequence_layers.cpp
-        layer->op = is_recurrent(l.kind) ? cpu::make_recurrent(l) : cpu::make_sequence_layer(l);
+        layer->op = is_recurrent(l.kind) ? cpu::make_recurrent(l, math) : cpu::make_sequence_layer(l);
         break;
-      case LayerKind::Bidirectional: layer->op = cpu::make_bidirectional(l); break;
+      case LayerKind::Bidirectional: layer->op = cpu::make_bidirectional(l, math); break;
       case LayerKind::Dropout: layer->op = cpu::make_dropout(l); break;
       case LayerKind::Dense: layer->op = cpu::make_dense(l, l); break;
       case LayerKind::TimeDistributed:  // wrapping a Dense or a Dropout (infer_shapes checked)

@@ -26,9 +26,9 @@ void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, int64_t b0
         for (int64_t r = 0; r < nb; ++r) std::memcpy(rec.data() + r * G3, a.b_rec, sizeof(float) * G3);
         beta = 1.0f;
       }
-      gemm(false, false, nb, G3, H, 1.0f, hin, H, a.U, G3, beta, rec.data(), G3);
+      step_gemm(a, G3, false, 0, G3, nb, hin, H, beta != 0.0f, rec.data(), G3);
     } else {
-      gemm(false, false, nb, 2 * H, H, 1.0f, hin, H, a.U, G3, 0.0f, rec.data(), G3);
+      step_gemm(a, G3, false, 0, 2 * H, nb, hin, H, false, rec.data(), G3);
     }
     for (int64_t b = b0; b < b1; ++b) {
       float* z = zs + b * G3;
@@ -51,8 +51,7 @@ void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, int64_t b0
     }
     if (!reset_after) {
       // rec[:, 2H:] = (r*h) @ U_h, then hh = act(x_h + that).
-      gemm(false, false, nb, H, H, 1.0f, tape.rh.ptr() + s * BH + b0 * H, H, a.U + 2 * H, G3, 0.0f, rec.data() + 2 * H,
-           G3);
+      step_gemm(a, G3, false, 2 * H, H, nb, tape.rh.ptr() + s * BH + b0 * H, H, false, rec.data() + 2 * H, G3);
       for (int64_t b = b0; b < b1; ++b) {
         float* zh = zs + b * G3 + 2 * H;
         const float* q = rec.data() + (b - b0) * G3 + 2 * H;
@@ -118,10 +117,10 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
     }
     if (reset_after) {
       // d hin = dzr @ U^T
-      gemm(false, true, nb, H, G3, 1.0f, dzrs + b0 * G3, G3, a.U, G3, 0.0f, dhr.data(), H);
+      step_gemm(a, G3, true, 0, G3, nb, dzrs + b0 * G3, G3, false, dhr.data(), H);
     } else {
       // d(r*hin) = d hh_pre @ U_h^T, then d r and d hin.
-      gemm(false, true, nb, H, H, 1.0f, dzs + b0 * G3 + 2 * H, G3, a.U + 2 * H, G3, 0.0f, dhr.data(), H);
+      step_gemm(a, G3, true, 2 * H, H, nb, dzs + b0 * G3 + 2 * H, G3, false, dhr.data(), H);
       for (int64_t b = b0; b < b1; ++b) {
         if (!tape.used(s, b)) continue;
         const float* z = zs + b * G3;
@@ -135,7 +134,7 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
         }
         mul_act_grad(a.ract, z, d, 2 * H);
       }
-      gemm(false, true, nb, H, 2 * H, 1.0f, dzs + b0 * G3, G3, a.U, G3, 1.0f, dhr.data(), H);  // + d[z,r] @ U_zr^T
+      step_gemm(a, G3, true, 0, 2 * H, nb, dzs + b0 * G3, G3, true, dhr.data(), H);  // + d[z,r] @ U_zr^T
     }
     for (int64_t b = b0; b < b1; ++b) {
       if (!tape.used(s, b)) continue;  // h was carried over: dh passes through unchanged
@@ -155,6 +154,8 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
 }  // namespace
 
 void gru_forward(const CellArgs& a, RnnTape& tape) {
+  if (a.own && a.reset_after) a.own->need(false, a.U, a.H, 3 * a.H, 0, 3 * a.H);
+  if (a.own && !a.reset_after) a.own->need(false, a.U, a.H, 3 * a.H, 0, 2 * a.H), a.own->need(false, a.U, a.H, 3 * a.H, 2 * a.H, a.H);
   if (a.reset_after) resize(tape.aux, {a.T, a.B, a.H});
   else resize(tape.rh, {a.T, a.B, a.H});
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
@@ -163,17 +164,19 @@ void gru_forward(const CellArgs& a, RnnTape& tape) {
 void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec) {
   const bool reset_after = a.reset_after;
   const int64_t B = a.B, H = a.H, G3 = 3 * H, T = a.T;
+  if (a.own && reset_after) a.own->need(true, a.U, H, G3, 0, G3);
+  if (a.own && !reset_after) a.own->need(true, a.U, H, G3, 0, 2 * H), a.own->need(true, a.U, H, G3, 2 * H, H);
   Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
   if (reset_after) dzr = Tensor({T, B, G3});
   parallel_rows(B, kSliceRows,
                 [&](int64_t b0, int64_t b1) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), b0, b1); });
   // The recurrent weight gradients over all steps, one GEMM each on every BLAS thread.
   if (reset_after) {
-    gemm(true, false, H, G3, T * B, 1.0f, tape.h_in(), H, dzr.ptr(), G3, 1.0f, dU, G3);
+    steps_gemm(a.own, true, false, H, G3, T * B, tape.h_in(), H, dzr.ptr(), G3, true, dU, G3);
     if (db_rec) add_colsum(dzr.ptr(), T * B, G3, G3, db_rec);
   } else {
-    gemm(true, false, H, 2 * H, T * B, 1.0f, tape.h_in(), H, dz, G3, 1.0f, dU, G3);
-    gemm(true, false, H, H, T * B, 1.0f, tape.rh.ptr(), H, dz + 2 * H, G3, 1.0f, dU + 2 * H, G3);
+    steps_gemm(a.own, true, false, H, 2 * H, T * B, tape.h_in(), H, dz, G3, true, dU, G3);
+    steps_gemm(a.own, true, false, H, H, T * B, tape.rh.ptr(), H, dz + 2 * H, G3, true, dU + 2 * H, G3);
   }
 }
 

@@ -22,7 +22,7 @@ void forward_rows(const CellArgs& a, RnnTape& tape, int64_t b0, int64_t b1) {
     float* zs = tape.z.ptr() + s * B * G4;  // [B, 4H]
     float* act_c = tape.aux.ptr() + s * BH;
     const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
-    gemm(false, false, b1 - b0, G4, H, 1.0f, hin, H, a.U, G4, 1.0f, zs + b0 * G4, G4);  // zs += hin @ U
+    step_gemm(a, G4, false, 0, G4, b1 - b0, hin, H, true, zs + b0 * G4, G4);  // zs += hin @ U
     for (int64_t b = b0; b < b1; ++b) {
       float* z = zs + b * G4;
       const float* cp = cprev + b * H;
@@ -93,7 +93,7 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
       mul_act_grad(a.ract, o, d + 3 * H, H);
     }
     // d h_{t-1} = dz @ U^T (times the recurrent dropout mask) where the step was used.
-    gemm(false, true, b1 - b0, H, G4, 1.0f, dzs + b0 * G4, G4, a.U, G4, 0.0f, dhr.data(), H);
+    step_gemm(a, G4, true, 0, G4, b1 - b0, dzs + b0 * G4, G4, false, dhr.data(), H);
     for (int64_t b = b0; b < b1; ++b) {
       if (!tape.used(s, b)) continue;
       carry_dh(tape, b, H, dhr.data() + (b - b0) * H, dh.data() + (b - b0) * H);
@@ -107,13 +107,15 @@ void lstm_forward(const CellArgs& a, RnnTape& tape) {
   resize(tape.c, {a.T + 1, a.B, a.H});
   std::fill(tape.c.data.begin(), tape.c.data.begin() + a.B * a.H, 0.0f);
   resize(tape.aux, {a.T, a.B, a.H});
+  if (a.own) a.own->need(false, a.U, a.H, 4 * a.H, 0, 4 * a.H);
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
 }
 
 void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float*) {
+  if (a.own) a.own->need(true, a.U, a.H, 4 * a.H, 0, 4 * a.H);
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]), one GEMM on every BLAS thread.
-  gemm(true, false, a.H, 4 * a.H, a.T * a.B, 1.0f, tape.h_in(), a.H, dz, 4 * a.H, 1.0f, dU, 4 * a.H);
+  steps_gemm(a.own, true, false, a.H, 4 * a.H, a.T * a.B, tape.h_in(), a.H, dz, 4 * a.H, true, dU, 4 * a.H);
 }
 
 }  // namespace rnntrain::cpu

@@ -12,6 +12,9 @@
 #include <map>
 #include <tuple>
 
+#include "backend/cpu/packed_gemm.h"
+#include "backend/cpu/recurrent.h"
+#include "spec/sections.h"
 #include "core/error.h"
 #include "spec/shapes.h"
 
@@ -86,9 +89,17 @@ CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan) {
 }
 
 std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode, bool bf16) {
-  std::string out = fmt::format("CPU (plan.cpu: {}{}):\n", mode == CpuRnn::Onednn ? "onednn" : "reference",
-                                bf16 && mode == CpuRnn::Onednn ? ", plan.precision: bf16" : "");
+  std::string out = fmt::format("CPU (plan.cpu: {}{}):\n", spec::enum_name(spec::cpu_rnns(), mode),
+                                bf16 && mode != CpuRnn::Reference ? ", plan.precision: bf16" : "");
   if (mode == CpuRnn::Reference) return out + "  every layer on the reference ops\n";
+  if (mode == CpuRnn::Own) {
+    if (std::string why = own_gemm_refusal(false); !why.empty()) return out + "  every layer on the reference ops: " + why + "\n";
+    std::string how = "  the recurrent layers on rnntrain's own engine (packed AVX-512 GEMMs, batch rows spread over the "
+                      "threads, the reference's cell loops), ";
+    if (!bf16) return out + how + "in FP32\n";
+    const std::string why = own_gemm_refusal(true);
+    return out + how + (why.empty() ? "in bf16 (FP32 sums and cell state)\n" : "in FP32: " + why + "\n");
+  }
   const CpuPlan cp = plan_cpu(model, plan);
   const std::vector<LayerShape> shapes = infer_shapes(model);
   // A Masking layer or an Embedding with mask_zero masks every batch from there on, unless a layer
@@ -191,8 +202,8 @@ class OnednnStack : public Op {
     std::vector<const LayerSpec*> layers_;
     for (size_t i = first; i < first + count; ++i) {
       layers_.push_back(&m.layers[i]);
-      ref_.push_back(m.layers[i].kind == LayerKind::Bidirectional ? make_bidirectional(m.layers[i])
-                                                                  : make_recurrent(m.layers[i]));
+      ref_.push_back(m.layers[i].kind == LayerKind::Bidirectional ? make_bidirectional(m.layers[i], RnnMath::Reference)
+                                                                  : make_recurrent(m.layers[i], RnnMath::Reference));
     }
     const LayerSpec& c = cell_of(*layers_[0]);
     gru_ = c.kind == LayerKind::GRU;

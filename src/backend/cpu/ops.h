@@ -44,8 +44,10 @@ std::unique_ptr<Op> make_masking(const LayerSpec& l);
 std::unique_ptr<Op> make_dropout(const LayerSpec& l);
 // l: the Dense itself, or the TimeDistributed wrapping it (d = *l.inner).
 std::unique_ptr<Op> make_dense(const LayerSpec& l, const LayerSpec& d);
-std::unique_ptr<Op> make_recurrent(const LayerSpec& l);
-std::unique_ptr<Op> make_bidirectional(const LayerSpec& l);
+// math: who makes their GEMMs (recurrent.h: OpenBLAS, or the own engine in FP32 or bf16).
+enum class RnnMath;
+std::unique_ptr<Op> make_recurrent(const LayerSpec& l, RnnMath math);
+std::unique_ptr<Op> make_bidirectional(const LayerSpec& l, RnnMath math);
 // Conv1D, the 1D poolings, the global poolings, LayerNormalization, Flatten, SpatialDropout1D and
 // Activation (sequence_layers.cpp).
 std::unique_ptr<Op> make_sequence_layer(const LayerSpec& l);

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_math.h"
+#include "backend/engine.h"
 #include "core/error.h"
 #include "spec/shapes.h"
 
@@ -44,8 +46,56 @@ void resize(Tensor& t, Shape s) {
   t.data.resize(shape_numel(t.shape));
 }
 
-RnnDirection::RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_masked_outputs)
-    : spec_(spec), go_backwards_(go_backwards), zero_masked_outputs_(zero_masked_outputs),
+RnnMath rnn_math(CpuRnn cpu, bool bf16) {
+  if (cpu != CpuRnn::Own || !own_gemm_refusal(false).empty()) return RnnMath::Reference;
+  return bf16 && own_gemm_refusal(true).empty() ? RnnMath::OwnBf16 : RnnMath::Own;
+}
+
+void OwnGemms::need(bool t, const float* U, int64_t H, int64_t G, int64_t c0, int64_t w) {
+  for (const Entry& e : u_)
+    if (e.t == t && e.c0 == c0) return;
+  u_.push_back({t, c0, {}});
+  // U[:, c0:c0+w] is [H, w] with row stride G; its transpose is [w, H], read as that block with tb.
+  u_.back().b.pack(bf16_, t, U + c0, G, t ? w : H, t ? H : w);
+}
+
+const PackedB& OwnGemms::get(bool t, int64_t c0) const {
+  for (const Entry& e : u_)
+    if (e.t == t && e.c0 == c0) return e.b;
+  throw RuntimeError("internal: a recurrent GEMM block the cell loop did not pack");
+}
+
+const PackedB& OwnGemms::steps_b(bool tb, const float* b, int64_t ldb, int64_t k, int64_t n) {
+  if (last_.b != b || last_.tb != tb || last_.ldb != ldb || last_.k != k || last_.n != n) {
+    steps_.pack(bf16_, tb, b, ldb, k, n);
+    last_ = {tb, b, ldb, k, n};
+  }
+  return steps_;
+}
+
+void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
+               bool accumulate, float* c, int64_t ldc) {
+  if (a.own) gemm_packed(n, false, x, ldx, a.own->get(t, c0), accumulate, c, ldc);
+  else if (t) gemm(false, true, n, a.H, w, 1.0f, x, ldx, a.U + c0, G, accumulate ? 1.0f : 0.0f, c, ldc);
+  else gemm(false, false, n, w, a.H, 1.0f, x, ldx, a.U + c0, G, accumulate ? 1.0f : 0.0f, c, ldc);
+}
+
+void steps_gemm(OwnGemms* own, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  if (!own) {
+    gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+    return;
+  }
+  const PackedB& pb = own->steps_b(tb, b, ldb, k, n);
+  // One run of rows per thread, whole blocks of 8: gemm_packed passes each panel of B over all of them.
+  const int64_t threads = std::max(1, blas_threads()), slice = ((m + threads - 1) / threads + 7) / 8 * 8;
+  parallel_rows(m, slice, [&](int64_t r0, int64_t r1) {
+    gemm_packed(r1 - r0, ta, ta ? a + r0 : a + r0 * lda, lda, pb, accumulate, c + r0 * ldc, ldc);
+  });
+}
+
+RnnDirection::RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_masked_outputs, RnnMath math)
+    : spec_(spec), go_backwards_(go_backwards), zero_masked_outputs_(zero_masked_outputs), math_(math),
       gates_(cell_traits(spec.kind).gates), loops_(loops_of(spec.kind)) {}
 
 RnnWeights RnnDirection::weights(const LayerSpec& owner, LayerParams& p, size_t first, int64_t input) const {
@@ -101,14 +151,17 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
     for (int64_t r = 0; r < T * B; ++r) std::memcpy(tape.z.ptr() + r * GH, bx, sizeof(float) * GH);
     beta = 1.0f;
   }
-  gemm(false, false, T * B, GH, I, 1.0f, tape.xp.ptr(), I, w.kernel->value.ptr(), GH, beta, tape.z.ptr(), GH);
+  std::optional<OwnGemms> own;
+  if (math_ != RnnMath::Reference) own.emplace(math_ == RnnMath::OwnBf16);
+  OwnGemms* og = own ? &*own : nullptr;
+  steps_gemm(og, false, false, T * B, GH, I, tape.xp.ptr(), I, w.kernel->value.ptr(), GH, beta != 0.0f, tape.z.ptr(), GH);
 
   resize(tape.h, {T + 1, B, H});
   std::fill(tape.h.data.begin(), tape.h.data.begin() + B * H, 0.0f);
   if (tape.rec_drop.empty()) tape.hd = Tensor();
   else resize(tape.hd, {T, B, H});
 
-  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr};
+  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
   if (bias_rows(spec_) == 2) a.b_rec = w.bias->value.ptr() + GH;
   loops_->forward(a, tape);
 
@@ -145,7 +198,10 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
     std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
   }
 
-  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr};
+  std::optional<OwnGemms> own;
+  if (math_ != RnnMath::Reference) own.emplace(math_ == RnnMath::OwnBf16);
+  OwnGemms* og = own ? &*own : nullptr;
+  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
   float* db_rec = nullptr;
   if (bias_rows(spec_) == 2) {
     a.b_rec = w.bias->value.ptr() + GH;
@@ -155,12 +211,12 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   loops_->backward(a, tape, dyp.ptr(), dz.ptr(), w.recurrent->grad.ptr(), db_rec);
 
   // dW += xp^T dz over all steps; db_x += column sums of dz.
-  gemm(true, false, I, GH, T * B, 1.0f, tape.xp.ptr(), I, dz.ptr(), GH, 1.0f, w.kernel->grad.ptr(), GH);
+  steps_gemm(og, true, false, I, GH, T * B, tape.xp.ptr(), I, dz.ptr(), GH, true, w.kernel->grad.ptr(), GH);
   if (w.bias) add_colsum(dz.ptr(), T * B, GH, GH, w.bias->grad.ptr());
 
   // dx: dxp = dz @ W^T ([T*B, I]), back to [B, T, I] time order, times the input dropout mask.
   Tensor dxp({T, B, I});
-  gemm(false, true, T * B, I, GH, 1.0f, dz.ptr(), GH, w.kernel->value.ptr(), GH, 0.0f, dxp.ptr(), I);
+  steps_gemm(og, false, true, T * B, I, GH, dz.ptr(), GH, w.kernel->value.ptr(), GH, false, dxp.ptr(), I);
   Tensor dx({B, T, I});
   for (int64_t s = 0; s < T; ++s) {
     for (int64_t b = 0; b < B; ++b) {

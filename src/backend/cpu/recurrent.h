@@ -7,8 +7,45 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/packed_gemm.h"
 
 namespace rnntrain::cpu {
+
+// Who makes a recurrent layer's GEMMs: OpenBLAS (the reference, the spec), or the own engine
+// (plan.cpu: own) with its packed weights (packed_gemm.h) in FP32 or bf16. The loops are the same.
+enum class RnnMath { Reference, Own, OwnBf16 };
+// The math plan.cpu and plan.precision ask for on this CPU: the own engine under plan.cpu: own, in
+// bf16 where asked and the CPU has AVX512-BF16, FP32 otherwise; the reference where the CPU has no
+// AVX-512 (describe_cpu_plan says so) or plan.cpu is not own.
+RnnMath rnn_math(CpuRnn cpu, bool bf16);
+
+// The own engine's packed operands for one direction's forward or backward, made once per call.
+class OwnGemms {
+ public:
+  explicit OwnGemms(bool bf16) : bf16_(bf16) {}
+  // Packs U[:, c0:c0+w] of a [H, G] recurrent kernel (its transpose when t) for step_gemm. Call it
+  // before the loop's threads start: they only read.
+  void need(bool t, const float* U, int64_t H, int64_t G, int64_t c0, int64_t w);
+  const PackedB& get(bool t, int64_t c0) const;
+  // op(b) ([k, n]) packed as the B of an all-steps GEMM; the same b, ldb, k, n and tb again (a
+  // direction's backward multiplies by dz twice) reuse the packing.
+  const PackedB& steps_b(bool tb, const float* b, int64_t ldb, int64_t k, int64_t n);
+
+ private:
+  struct Entry {
+    bool t;
+    int64_t c0;
+    PackedB b;
+  };
+  bool bf16_;
+  std::vector<Entry> u_;
+  struct {
+    bool tb = false;
+    const float* b = nullptr;
+    int64_t ldb = 0, k = 0, n = 0;
+  } last_;
+  PackedB steps_;
+};
 
 struct RnnWeights {
   Param* kernel;     // [I, G*H]
@@ -42,7 +79,17 @@ struct CellArgs {
   int64_t B, T, H;
   const float* U;      // [H, G*H]
   const float* b_rec;  // the second bias row (GRU reset_after): [3H] recurrent bias, else null
+  OwnGemms* own = nullptr;  // the own engine's GEMMs, or null for OpenBLAS
 };
+
+// A step's recurrent GEMM over n batch rows, U being [H, G] (a.U): c[n, w] (+)= x[n, H] @ U[:, c0:c0+w],
+// or, when t, c[n, H] (+)= x[n, w] @ U[:, c0:c0+w]^T. OpenBLAS, or the own engine's packing of that block.
+void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
+               bool accumulate, float* c, int64_t ldc);
+// An all-steps GEMM, c[m, n] (+)= op(a) @ op(b): one OpenBLAS call on every BLAS thread, or the own
+// engine's packed GEMM with the rows of c spread over the threads.
+void steps_gemm(OwnGemms* own, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
 
 // Gives t the shape, keeping its buffer when possible; contents are unspecified.
 void resize(Tensor& t, Shape s);
@@ -81,7 +128,7 @@ void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dy
 class RnnDirection {
  public:
   // spec: the LSTM/GRU/SimpleRNN spec (its go_backwards is ignored: pass the direction here).
-  RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_masked_outputs);
+  RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_masked_outputs, RnnMath math = RnnMath::Reference);
 
   // x: [B, T, I]; mask: [B, T] (time order) or empty. Returns [B, T, H] in processing order
   // (return_sequences) or [B, H] (the state after the last step).
@@ -96,6 +143,7 @@ class RnnDirection {
   LayerSpec spec_;
   bool go_backwards_;
   bool zero_masked_outputs_;
+  RnnMath math_;
   int gates_;
   const CellLoops* loops_;
 };

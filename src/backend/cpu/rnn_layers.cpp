@@ -31,7 +31,9 @@ struct RecurrentSaved : Saved {
 
 class RecurrentOp : public Op {
  public:
-  explicit RecurrentOp(const LayerSpec& l) : spec_(l), dir_(l, l.go_backwards, false) { check_recurrent_spec(l, l); }
+  RecurrentOp(const LayerSpec& l, RnnMath math) : spec_(l), dir_(l, l.go_backwards, false, math) {
+    check_recurrent_spec(l, l);
+  }
 
   Tensor forward(LayerParams& p, const Tensor& x, Mask& mask, bool training, Rng& rng,
                  std::unique_ptr<Saved>& saved) override {
@@ -72,11 +74,11 @@ class BidirectionalOp : public Op {
  public:
   // Keras: the backward layer runs with go_backwards flipped, and both zero masked outputs when
   // they return sequences (zero_output_for_mask = return_sequences).
-  explicit BidirectionalOp(const LayerSpec& l)
+  BidirectionalOp(const LayerSpec& l, RnnMath math)
       : spec_(l),
         inner_(*l.inner),
-        fwd_(*l.inner, l.inner->go_backwards, l.inner->return_sequences),
-        bwd_(*l.inner, !l.inner->go_backwards, l.inner->return_sequences) {
+        fwd_(*l.inner, l.inner->go_backwards, l.inner->return_sequences, math),
+        bwd_(*l.inner, !l.inner->go_backwards, l.inner->return_sequences, math) {
     check_recurrent_spec(l, inner_);
   }
 
@@ -167,8 +169,10 @@ class BidirectionalOp : public Op {
 
 }  // namespace
 
-std::unique_ptr<Op> make_recurrent(const LayerSpec& l) { return std::make_unique<RecurrentOp>(l); }
+std::unique_ptr<Op> make_recurrent(const LayerSpec& l, RnnMath math) { return std::make_unique<RecurrentOp>(l, math); }
 
-std::unique_ptr<Op> make_bidirectional(const LayerSpec& l) { return std::make_unique<BidirectionalOp>(l); }
+std::unique_ptr<Op> make_bidirectional(const LayerSpec& l, RnnMath math) {
+  return std::make_unique<BidirectionalOp>(l, math);
+}
 
 }  // namespace rnntrain::cpu

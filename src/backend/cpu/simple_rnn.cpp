@@ -17,7 +17,7 @@ void forward_rows(const CellArgs& a, RnnTape& tape, int64_t b0, int64_t b1) {
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * BH;  // [B, H]: x@W + b, becomes h
     const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
-    gemm(false, false, b1 - b0, H, H, 1.0f, hin, H, a.U, H, 1.0f, zs + b0 * H, H);
+    step_gemm(a, H, false, 0, H, b1 - b0, hin, H, true, zs + b0 * H, H);
     for (int64_t b = b0; b < b1; ++b) {
       float* hn = hnext + b * H;
       if (!tape.used(s, b)) {
@@ -49,7 +49,7 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
       std::memcpy(d, dh.data() + (b - b0) * H, sizeof(float) * H);
       mul_act_grad(a.act, zs + b * H, d, H);
     }
-    gemm(false, true, b1 - b0, H, H, 1.0f, dzs + b0 * H, H, a.U, H, 0.0f, dhr.data(), H);
+    step_gemm(a, H, true, 0, H, b1 - b0, dzs + b0 * H, H, false, dhr.data(), H);
     for (int64_t b = b0; b < b1; ++b) {
       if (!tape.used(s, b)) continue;
       carry_dh(tape, b, H, dhr.data() + (b - b0) * H, dh.data() + (b - b0) * H);
@@ -60,13 +60,15 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
 }  // namespace
 
 void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
+  if (a.own) a.own->need(false, a.U, a.H, a.H, 0, a.H);
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
 }
 
 void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float*) {
+  if (a.own) a.own->need(true, a.U, a.H, a.H, 0, a.H);
   parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, H]), one GEMM on every BLAS thread.
-  gemm(true, false, a.H, a.H, a.T * a.B, 1.0f, tape.h_in(), a.H, dz, a.H, 1.0f, dU, a.H);
+  steps_gemm(a.own, true, false, a.H, a.H, a.T * a.B, tape.h_in(), a.H, dz, a.H, true, dU, a.H);
 }
 
 }  // namespace rnntrain::cpu

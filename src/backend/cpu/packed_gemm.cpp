@@ -1,0 +1,241 @@
+// The own engine's GEMM (packed_gemm.h). One micro-kernel per type: up to 8 rows of A against one
+// 32-column panel of B, the 8 x 32 sums held in 16 AVX-512 registers for the whole of K. Only the
+// kernels are compiled for AVX-512 (function target attributes, not a file-wide flag, so no inline
+// code of the rest of the program is built for it); own_gemm_refusal() checks the CPU first.
+#include "backend/cpu/packed_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+#define RNNTRAIN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define RNNTRAIN_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace rnntrain::cpu {
+namespace {
+
+constexpr int64_t kPanel = 32;  // columns per panel: two registers of 16 floats
+constexpr int kRows = 8;        // rows per block: 16 sums and 2 panel registers of the 32
+
+// The bf16 bits of x, rounded to nearest even; NaN stays NaN, and subnormals become zero as
+// AVX512-BF16's conversion makes them.
+uint16_t to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);  // zero, subnormal
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN, quiet
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Masks of the columns [0, n) of a panel, per register.
+struct PanelMask {
+  __mmask16 lo, hi;
+  explicit PanelMask(int64_t n)
+      : lo(n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1)),
+        hi(n >= 32 ? __mmask16(0xffff) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0)) {}
+};
+
+// c[r, 0..n) (+)= sum_k a[r * sr + k * sk] * panel[k, 0..n) for r < R; the panel is [K, 32].
+template <int R>
+RNNTRAIN_AVX512 void tile_f32(int64_t K, const float* a, int64_t sr, int64_t sk, const float* panel, float* c,
+                              int64_t ldc, PanelMask mask, bool accumulate) {
+  __m512 lo[R], hi[R];
+  for (int r = 0; r < R; ++r) {
+    lo[r] = accumulate ? _mm512_maskz_loadu_ps(mask.lo, c + r * ldc) : _mm512_setzero_ps();
+    hi[r] = accumulate ? _mm512_maskz_loadu_ps(mask.hi, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(panel + k * kPanel), b1 = _mm512_loadu_ps(panel + k * kPanel + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * sr + k * sk]);
+      lo[r] = _mm512_fmadd_ps(x, b0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(x, b1, hi[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, mask.lo, lo[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, mask.hi, hi[r]);
+  }
+}
+
+// The same in bf16: a holds pairs of bf16 (32-bit words), row r's pair i at a[r * sr + i * si];
+// the panel is [K/2, 32, 2].
+template <int R>
+RNNTRAIN_AVX512BF16 void tile_bf16(int64_t pairs, const uint32_t* a, int64_t sr, int64_t si, const uint16_t* panel,
+                                   float* c, int64_t ldc, PanelMask mask, bool accumulate) {
+  __m512 lo[R], hi[R];
+  for (int r = 0; r < R; ++r) {
+    lo[r] = accumulate ? _mm512_maskz_loadu_ps(mask.lo, c + r * ldc) : _mm512_setzero_ps();
+    hi[r] = accumulate ? _mm512_maskz_loadu_ps(mask.hi, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < pairs; ++i) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + i * 2 * kPanel);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + i * 2 * kPanel + kPanel);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * sr + i * si]));
+      lo[r] = _mm512_dpbf16_ps(lo[r], x, b0);
+      hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, mask.lo, lo[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, mask.hi, hi[r]);
+  }
+}
+
+template <typename F>
+void for_rows(int rows, F&& f) {  // f(std::integral_constant<int, rows>)
+  switch (rows) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    case 7: f(std::integral_constant<int, 7>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
+  }
+}
+
+// out[j] = the bf16 pair (even[j], odd[j]) as one word, the even one in the low half, for j < n; odd
+// null reads as zeros.
+RNNTRAIN_AVX512BF16 void pair_rows(const float* even, const float* odd, int64_t n, uint32_t* out) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(even + j)));
+    const __m512i hi = odd ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(odd + j)))
+                           : _mm512_setzero_si512();
+    _mm512_storeu_si512(out + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+  for (; j < n; ++j) out[j] = to_bf16(even[j]) | (odd ? static_cast<uint32_t>(to_bf16(odd[j])) << 16 : 0u);
+}
+
+// Rows r0..r0+R of op(a) in bf16 pairs, into out: row-major [R, pairs] (sr = pairs, si = 1) from
+// rows of a, or pair-major [pairs, R] (sr = 1, si = R) from columns of a (ta), each read contiguously.
+// (sr, si: the strides tile_bf16 reads it with.)
+RNNTRAIN_AVX512BF16 void convert_block(int R, bool ta, const float* a, int64_t lda, int64_t r0, int64_t K,
+                                       uint32_t* out) {
+  const int64_t pairs = (K + 1) / 2;
+  if (!ta) {
+    for (int r = 0; r < R; ++r) {
+      const float* src = a + (r0 + r) * lda;
+      auto* dst = reinterpret_cast<uint16_t*>(out + r * pairs);
+      int64_t k = 0;
+      for (; k + 16 <= K; k += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + k)));
+      for (; k < K; ++k) dst[k] = to_bf16(src[k]);
+      if (K % 2) dst[K] = 0;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < pairs; ++i) {
+    const float* even = a + 2 * i * lda + r0;
+    pair_rows(even, 2 * i + 1 < K ? even + lda : nullptr, R, out + i * R);
+  }
+}
+
+RNNTRAIN_AVX512 void gemm_f32(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate,
+                              float* c, int64_t ldc) {
+  const int64_t sr = ta ? 1 : lda, sk = ta ? lda : 1, panels = (b.N + kPanel - 1) / kPanel;
+  for (int64_t r0 = 0; r0 < m; r0 += kRows) {
+    const int R = static_cast<int>(std::min<int64_t>(kRows, m - r0));
+    const float* ar = a + r0 * sr;
+    for (int64_t p = 0; p < panels; ++p) {
+      const PanelMask mask(std::min(kPanel, b.N - p * kPanel));
+      const float* panel = b.f.data() + p * b.K * kPanel;
+      float* cp = c + r0 * ldc + p * kPanel;
+      for_rows(R, [&](auto rows) { tile_f32<rows()>(b.K, ar, sr, sk, panel, cp, ldc, mask, accumulate); });
+    }
+  }
+}
+
+// Every block of 8 rows of op(a) is converted first, then each panel of B meets all of them while it
+// is in cache: the all-steps GEMMs' B (K = T * B rows) is too large to stream once per block.
+RNNTRAIN_AVX512BF16 void gemm_bf16(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b,
+                                   bool accumulate, float* c, int64_t ldc) {
+  thread_local std::vector<uint32_t> buf;
+  const int64_t pairs = (b.K + 1) / 2, panels = (b.N + kPanel - 1) / kPanel, blocks = (m + kRows - 1) / kRows;
+  buf.resize(static_cast<size_t>(blocks * kRows * pairs));
+  for (int64_t k = 0; k < blocks; ++k)
+    convert_block(static_cast<int>(std::min<int64_t>(kRows, m - k * kRows)), ta, a, lda, k * kRows, b.K,
+                  buf.data() + k * kRows * pairs);
+  for (int64_t p = 0; p < panels; ++p) {
+    const PanelMask mask(std::min(kPanel, b.N - p * kPanel));
+    const uint16_t* panel = b.h.data() + p * pairs * 2 * kPanel;
+    for (int64_t k = 0; k < blocks; ++k) {
+      const int R = static_cast<int>(std::min<int64_t>(kRows, m - k * kRows));
+      const int64_t sr = ta ? 1 : pairs, si = ta ? R : 1;  // convert_block's layout
+      float* cp = c + k * kRows * ldc + p * kPanel;
+      const uint32_t* ab = buf.data() + k * kRows * pairs;
+      for_rows(R, [&](auto rows) { tile_bf16<rows()>(pairs, ab, sr, si, panel, cp, ldc, mask, accumulate); });
+    }
+  }
+}
+
+}  // namespace
+
+std::string own_gemm_refusal(bool bf16) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    return "this CPU has no AVX-512 (the own engine's kernels need AVX-512F/BW/VL/DQ); use plan.cpu: onednn";
+  if (bf16 && !__builtin_cpu_supports("avx512bf16")) return "this CPU has no AVX512-BF16";
+  return "";
+}
+
+float round_bf16(float x) {
+  const uint32_t u = static_cast<uint32_t>(to_bf16(x)) << 16;
+  float y;
+  std::memcpy(&y, &u, sizeof y);
+  return y;
+}
+
+void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k, int64_t n) {
+  K = k, N = n, bf16 = as_bf16;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  auto at = [&](int64_t r, int64_t col) { return tb ? b[col * ldb + r] : b[r * ldb + col]; };
+  if (!as_bf16) {
+    h.clear();
+    f.assign(static_cast<size_t>(panels * k * kPanel), 0.0f);
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t j = 0; j < std::min(kPanel, n - p * kPanel); ++j) f[(p * k + r) * kPanel + j] = at(r, p * kPanel + j);
+    return;
+  }
+  f.clear();
+  const int64_t pairs = (k + 1) / 2;
+  h.assign(static_cast<size_t>(panels * pairs * 2 * kPanel), 0);
+  auto* words = reinterpret_cast<uint32_t*>(h.data());  // panel p, pair i, column j at (p * pairs + i) * 32 + j
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t cols = std::min(kPanel, n - p * kPanel);
+    for (int64_t i = 0; i < pairs; ++i) {
+      uint32_t* dst = words + (p * pairs + i) * kPanel;
+      if (!tb) {  // rows 2i and 2i+1 of b, contiguous
+        const float* even = b + 2 * i * ldb + p * kPanel;
+        pair_rows(even, 2 * i + 1 < k ? even + ldb : nullptr, cols, dst);
+        continue;
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        dst[j] = to_bf16(at(2 * i, p * kPanel + j)) |
+                 (2 * i + 1 < k ? static_cast<uint32_t>(to_bf16(at(2 * i + 1, p * kPanel + j))) << 16 : 0u);
+    }
+  }
+}
+
+void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
+                 int64_t ldc) {
+  if (m <= 0 || b.N <= 0) return;
+  if (b.K == 0) {
+    if (!accumulate)
+      for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + b.N, 0.0f);
+    return;
+  }
+  if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, c, ldc);
+  else gemm_f32(m, ta, a, lda, b, accumulate, c, ldc);
+}
+
+}  // namespace rnntrain::cpu

@@ -1,0 +1,251 @@
+// The own CPU engine (plan.cpu: own, issue 35): its packed GEMM against a plain double-precision
+// product over every shape edge (rows past a block of 8, columns past a panel of 32, odd K, either
+// operand transposed, accumulate or overwrite, nothing written past N); and whole models against the
+// reference path: LSTM, GRU (reset_after both ways) and SimpleRNN, one direction and both (every
+// merge mode), 1 to 3 layers, return_sequences both ways, go_backwards, dropout, masked batches
+// (lengths with an empty sequence, a mask with a gap): FP32 to float rounding, bf16 within bf16's
+// rounding and not equal to FP32; and Adam training in bf16 ending near the FP32 reference run.
+// Skips with the reason on a CPU without AVX-512 (or AVX512-BF16 for the bf16 cases).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "backend/cpu/cpu_model.h"
+#include "backend/cpu/onednn_stack.h"
+#include "backend/cpu/packed_gemm.h"
+#include "backend/engine.h"
+#include "backend_helpers.h"
+#include "spec/parse.h"
+
+namespace rnntrain {
+namespace {
+
+using namespace rnntrain::testing;
+
+#define SKIP_WITHOUT_OWN(bf16)                                                           \
+  do {                                                                                   \
+    if (const std::string why = cpu::own_gemm_refusal(bf16); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+// op(a) @ op(b) in double, each operand first rounded as the GEMM rounds it.
+std::vector<double> naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const std::vector<float>& a,
+                          const std::vector<float>& b, bool bf16) {
+  auto r = [&](float v) { return static_cast<double>(bf16 ? cpu::round_bf16(v) : v); };
+  std::vector<double> c(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t q = 0; q < k; ++q) c[i * n + j] += r(ta ? a[q * m + i] : a[i * k + q]) * r(tb ? b[j * k + q] : b[q * n + j]);
+  return c;
+}
+
+TEST(OwnGemm, MatchesAPlainProductOnEveryEdge) {
+  SKIP_WITHOUT_OWN(false);
+  const bool has_bf16 = cpu::own_gemm_refusal(true).empty();
+  Rng rng(3);
+  int cases = 0;
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !has_bf16) continue;
+    for (int64_t m : {1, 3, 8, 13, 37})
+      for (int64_t k : {1, 5, 16, 37, 128})
+        for (int64_t n : {1, 17, 32, 45, 130})
+          for (int flags = 0; flags < 8; ++flags) {
+            const bool ta = flags & 1, tb = flags & 2, acc = flags & 4;
+            std::vector<float> a(m * k), b(k * n);
+            for (float& v : a) v = static_cast<float>(rng.uniform(-1, 1));
+            for (float& v : b) v = static_cast<float>(rng.uniform(-1, 1));
+            cpu::PackedB pb;
+            pb.pack(bf16, tb, b.data(), tb ? k : n, k, n);
+            const int64_t ldc = n + 3;  // 3 columns past N that must stay as they are
+            std::vector<float> c(m * ldc);
+            for (float& v : c) v = static_cast<float>(rng.uniform(-1, 1));
+            const std::vector<float> before = c;
+            cpu::gemm_packed(m, ta, a.data(), ta ? m : k, pb, acc, c.data(), ldc);
+            const std::vector<double> want = naive(ta, tb, m, n, k, a, b, bf16);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                const double w = want[i * n + j] + (acc ? before[i * ldc + j] : 0.0);
+                ASSERT_NEAR(c[i * ldc + j], w, 1e-5 * (1.0 + std::sqrt(static_cast<double>(k))))
+                    << fmt::format("bf16 {} m {} n {} k {} ta {} tb {} accumulate {} at [{}, {}]", bf16, m, n, k, ta, tb,
+                                   acc, i, j);
+              }
+              for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], before[i * ldc + j]) << "written past N";
+            }
+            ++cases;
+          }
+  }
+  std::printf("%d GEMM cases (bf16 %s)\n", cases, has_bf16 ? "included" : "skipped: no AVX512-BF16");
+}
+
+TEST(OwnGemm, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(cpu::round_bf16(1.0f), 1.0f);
+  EXPECT_EQ(cpu::round_bf16(1.0f + 1.0f / 256), 1.0f);  // halfway: to the even neighbour
+  EXPECT_EQ(cpu::round_bf16(1.0f + 3.0f / 256), 1.0f + 4.0f / 256);
+  EXPECT_EQ(cpu::round_bf16(-2.5f), -2.5f);
+  EXPECT_TRUE(std::isnan(cpu::round_bf16(std::nanf(""))));
+  EXPECT_TRUE(std::isinf(cpu::round_bf16(INFINITY)));
+}
+
+struct Case {
+  std::string name, layers;  // YAML list items after the Input
+  int64_t features = 6;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+Config config_of(const Case& c, bool bf16) {
+  Config cfg = parse_config("model:\n  layers: [{type: Input, shape: [null, " + std::to_string(c.features) + "]}, " +
+                                c.layers.substr(1) + "\n",
+                            c.name + ".yaml");
+  cfg.plan.cpu = CpuRnn::Own;
+  cfg.plan.precision = bf16 ? Precision::Bf16 : Precision::Fp32;
+  return cfg;
+}
+
+// max |a - b| / max |b| (the absolute difference where b is all zero).
+double rel_err(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape, b.shape);
+  double d = 0, m = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+    m = std::max(m, static_cast<double>(std::fabs(b[i])));
+  }
+  return m > 0 ? d / m : d;
+}
+
+struct Errors {
+  double out = 0, dx = 0, grad = 0;
+  Tensor y;
+};
+
+// One training batch (dropout draws the same masks on both) forward and backward on the own engine
+// and on the reference path from the same weights.
+Errors against_reference(const Case& c, const std::vector<int32_t>& lengths, bool bf16, Tensor x = {}) {
+  const Config cfg = config_of(c, bf16);
+  Params p1 = random_params(cfg.model, 3, 0.5), p2 = p1;
+  CpuModel ref(cfg.model, p1), own(cfg.model, p2, &cfg.plan);
+  Rng rng(5);
+  const int64_t B = 13, T = 9;
+  if (x.empty()) x = random_tensor({B, T, c.features}, rng);
+  const std::vector<int32_t>* lens = lengths.empty() ? nullptr : &lengths;
+  ForwardContext c1, c2;
+  Rng r1(1), r2(1);
+  const Tensor y1 = ref.forward(x, lens, true, r1, &c1), y2 = own.forward(x, lens, true, r2, &c2);
+  const Tensor dy = random_tensor(y1.shape, rng);
+  const Tensor dx1 = ref.backward(c1, dy), dx2 = own.backward(c2, dy);
+  Errors e{rel_err(y2, y1), rel_err(dx2, dx1), 0, y2};
+  const std::vector<Param*> g1 = p1.all(), g2 = p2.all();
+  for (size_t i = 0; i < g1.size(); ++i) e.grad = std::max(e.grad, rel_err(g2[i]->grad, g1[i]->grad));
+  return e;
+}
+
+const std::vector<int32_t> kLengths = {9, 3, 9, 0, 5, 1, 9, 8, 2, 9, 4, 7, 6};  // batch 13, T 9
+
+class OwnEngine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OwnEngine, Fp32MatchesTheReferencePath) {
+  SKIP_WITHOUT_OWN(false);
+  for (const auto& lens : {std::vector<int32_t>{}, kLengths}) {
+    const Errors e = against_reference(GetParam(), lens, false);
+    const std::string what = GetParam().name + (lens.empty() ? "" : " (masked)");
+    EXPECT_LT(e.out, 1e-5) << what << ": outputs";
+    EXPECT_LT(e.dx, 1e-5) << what << ": input gradient";
+    EXPECT_LT(e.grad, 1e-5) << what << ": weight gradients";
+  }
+}
+
+TEST_P(OwnEngine, Bf16MatchesTheReferenceWithinBf16) {
+  SKIP_WITHOUT_OWN(true);
+  for (const auto& lens : {std::vector<int32_t>{}, kLengths}) {
+    const Errors e = against_reference(GetParam(), lens, true), f = against_reference(GetParam(), lens, false);
+    const std::string what = GetParam().name + (lens.empty() ? "" : " (masked)");
+    EXPECT_LT(e.out, 2e-2) << what << ": outputs";
+    EXPECT_LT(e.dx, 5e-2) << what << ": input gradient";
+    EXPECT_LT(e.grad, 5e-2) << what << ": weight gradients";
+    EXPECT_NE(e.y.data, f.y.data) << what << ": the bf16 run computed what FP32 does";
+    std::printf("bf16 %s: output %.3g, dx %.3g, weight gradients %.3g (relative to the largest)\n", what.c_str(),
+                e.out, e.dx, e.grad);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cells, OwnEngine,
+    ::testing::Values(
+        Case{"lstm3", "[{type: LSTM, units: 8, return_sequences: true}, {type: LSTM, units: 8, return_sequences: "
+                      "true}, {type: LSTM, units: 8, return_sequences: true}]"},
+        Case{"lstm37_odd_input", "[{type: LSTM, units: 37, return_sequences: true}, {type: LSTM, units: 37}]", 11},
+        Case{"gru_reset_after_last_state", "[{type: GRU, units: 9, return_sequences: true}, {type: GRU, units: 9}]"},
+        Case{"gru_reset_before", "[{type: GRU, units: 7, reset_after: false, return_sequences: true}]"},
+        Case{"simple_rnn2", "[{type: SimpleRNN, units: 10, return_sequences: true}, {type: SimpleRNN, units: 5}]"},
+        Case{"bilstm_concat", "[{type: Bidirectional, layer: {type: LSTM, units: 5, return_sequences: true}}]"},
+        Case{"bigru_sum_last_state", "[{type: Bidirectional, merge_mode: sum, layer: {type: GRU, units: 6}}]"},
+        Case{"bilstm_mul", "[{type: Bidirectional, merge_mode: mul, layer: {type: LSTM, units: 4, return_sequences: "
+                           "true}}]"},
+        Case{"bisimple_ave", "[{type: Bidirectional, merge_mode: ave, layer: {type: SimpleRNN, units: 4, "
+                             "return_sequences: true}}]"},
+        Case{"lstm_go_backwards", "[{type: LSTM, units: 6, go_backwards: true, return_sequences: true}]"},
+        Case{"lstm_dropout", "[{type: LSTM, units: 6, dropout: 0.3, recurrent_dropout: 0.2, return_sequences: true}, "
+                             "{type: Dense, units: 2}]"},
+        Case{"gru_no_bias", "[{type: GRU, units: 5, use_bias: false, return_sequences: true}]"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(OwnEngine, AMaskWithAGapMatchesTheReferencePath) {
+  SKIP_WITHOUT_OWN(false);
+  // Masking makes the mask from the data: sample 1 has a masked step between used ones.
+  const Case c{"gap", "[{type: Masking, mask_value: 0.0}, {type: LSTM, units: 4, return_sequences: true}, {type: GRU, "
+                      "units: 4}]"};
+  Rng rng(7);
+  Tensor x = random_tensor({13, 9, 6}, rng);
+  for (int64_t j = 0; j < 6; ++j) x[(1 * 9 + 2) * 6 + j] = 0.0f;  // sample 1, step 2
+  const Errors e = against_reference(c, {}, false, x);
+  EXPECT_LT(e.out, 1e-5);
+  EXPECT_LT(e.dx, 1e-5);
+  EXPECT_LT(e.grad, 1e-5);
+}
+
+TEST(OwnEngine, ThePlanSaysWhatRuns) {
+  const Config cfg = config_of(Case{"p", "[{type: LSTM, units: 4}]"}, true);
+  const std::string text = cpu::describe_cpu_plan(cfg.model, make_plan(cfg.model, FuseMode::Auto), CpuRnn::Own, true);
+  if (const std::string why = cpu::own_gemm_refusal(false); !why.empty())
+    EXPECT_NE(text.find("every layer on the reference ops: " + why), std::string::npos) << text;
+  else if (const std::string why16 = cpu::own_gemm_refusal(true); !why16.empty())
+    EXPECT_NE(text.find("in FP32: " + why16), std::string::npos) << text;
+  else
+    EXPECT_NE(text.find("own engine") , std::string::npos) << text;
+  EXPECT_NE(text.find("CPU (plan.cpu: own, plan.precision: bf16)"), std::string::npos) << text;
+}
+
+// bf16 training (Adam) ends near the FP32 reference run: bf16's rounding does not derail it.
+TEST(OwnEngine, Bf16TrainingEndsNearTheFp32ReferenceRun) {
+  SKIP_WITHOUT_OWN(true);
+  Config cfg = parse_config(
+      "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: "
+      "GRU, units: 16}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\n",
+      "train.yaml");
+  cfg.device = Device::Cpu;
+  Config ref = cfg;
+  ref.plan.cpu = CpuRnn::Reference;
+  cfg.plan.cpu = CpuRnn::Own;
+  cfg.plan.precision = Precision::Bf16;
+  const Params init = random_params(cfg.model, 2, 0.3);
+  Rng r1(1), r2(1);
+  auto own = make_engine(cfg, init, r1);
+  auto base = make_engine(ref, init, r2);
+  double l_own = 0, l_ref = 0, first = 0;
+  for (int s = 0; s < 30; ++s) {
+    Rng rng(100 + s % 3);
+    Batch batch;
+    batch.x = random_tensor({8, 9, 4}, rng);
+    batch.y = random_tensor({8, 3}, rng);
+    l_own = own->train_step(batch, 0.01, {}).mean();
+    l_ref = base->train_step(batch, 0.01, {}).mean();
+    if (s == 0) first = l_ref;
+  }
+  EXPECT_LT(l_ref, 0.8 * first) << "the reference run learns";
+  EXPECT_NEAR(l_own, l_ref, 0.03 * l_ref) << "after 30 Adam steps";
+  EXPECT_NE(l_own, l_ref) << "the own engine ran in bf16";
+  std::printf("30 Adam steps: own bf16 loss %.6g, FP32 reference %.6g (first %.6g)\n", l_own, l_ref, first);
+}
+
+}  // namespace
+}  // namespace rnntrain
