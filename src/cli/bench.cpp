@@ -29,6 +29,7 @@
 #include "dist/comm.h"
 #include "io/checkpoint.h"
 #include "plan/plan.h"
+#include "spec/sections.h"
 #include "spec/shapes.h"
 #include "train/autotune.h"
 #include "train/batching.h"
@@ -41,6 +42,7 @@ namespace {
 
 struct Candidate {
   PlanChoice choice;
+  CpuRnn cpu = CpuRnn::Onednn;  // the CPU: plan.cpu
   std::string name;  // "configured" on the CPU, else choice.name()
   std::string plan;  // stage summary: "3 stages: layer, cudnn(2), layer"
   Timing t;
@@ -88,6 +90,8 @@ std::vector<E> parse_list(const std::string& text, const char* option, std::span
 // What a candidate can be timed with (auto is a choice among these, not a candidate).
 constexpr Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
 constexpr RnnAlgo kAlgos[] = {RnnAlgo::Standard, RnnAlgo::PersistStatic, RnnAlgo::PersistDynamic, RnnAlgo::Wavefront};
+constexpr CpuRnn kCpuPaths[] = {CpuRnn::Onednn, CpuRnn::Reference, CpuRnn::Own};
+const char* cpu_path_name(CpuRnn c) { return spec::enum_name(spec::cpu_rnns(), c); }
 
 // Model FLOPs of one training step (../shared/docs/perf-anchors.md): 3 x forward, forward = sum over
 // recurrent layers of 2*G*H*(in+H)*B*T, doubled for Bidirectional. Embedding and Dense not counted.
@@ -243,7 +247,7 @@ void make_candidates(Bench& b) {
         log_warn("{}: skipped; with --min-length the batch is padded, and padded batches run on standard", c.name());
       continue;
     }
-    b.cands.push_back({c, c.name(), plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
+    b.cands.push_back({c, b.cfg.plan.cpu, c.name(), plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
   }
   if (b.cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
     PlanChoice c{b.cfg.plan.fuse, gpu && b.cfg.plan.precision != Precision::Auto ? b.cfg.plan.precision : Precision::Fp32,
@@ -252,13 +256,20 @@ void make_candidates(Bench& b) {
     const bool bf16 = b.cfg.plan.precision == Precision::Bf16 ||
                       std::find(filter.precisions.begin(), filter.precisions.end(), Precision::Bf16) != filter.precisions.end();
     const std::string plan = plan_summary(make_plan(b.cfg.model, c.fuse));
-    if (!gpu && bf16)
-      for (Precision p : {Precision::Fp32, Precision::Bf16}) {
-        c.precision = p;
-        b.cands.push_back({c, fmt::format("cpu/{}", precision_name(p)), plan, {}, 0, 0, 0});
-      }
-    else
-      b.cands.push_back({c, "configured", plan, {}, 0, 0, 0});
+    std::vector<CpuRnn> paths = parse_list<CpuRnn>(a.cpu_paths, "--cpu", kCpuPaths, cpu_path_name);
+    if (paths.empty()) paths = {b.cfg.plan.cpu};
+    for (CpuRnn path : paths) {
+      // Named cpu/PRECISION as before when only the configured path runs, cpu/PATH/PRECISION otherwise.
+      const std::string prefix = a.cpu_paths.empty() ? "cpu" : fmt::format("cpu/{}", cpu_path_name(path));
+      if (!gpu && bf16)
+        for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+          c.precision = p;
+          b.cands.push_back({c, path, fmt::format("{}/{}", prefix, precision_name(p)), plan, {}, 0, 0, 0});
+        }
+      else
+        b.cands.push_back({c, path, a.cpu_paths.empty() ? "configured" : prefix, plan, {}, 0, 0, 0});
+      if (gpu) break;
+    }
   }
 }
 
@@ -271,7 +282,9 @@ void time_candidates(Bench& b) {
   Comm& comm = *a.world;
   const Params init = initial_params(b.cfg, "");
   auto timed = [&](const Candidate& c, Comm* ranks, Workload w) {
-    return time_plan(b.cfg, c.choice, init, b.batches, b.warmup, a.repeats, a.steps, ranks, w);
+    Config cfg = b.cfg;
+    cfg.plan.cpu = c.cpu;
+    return time_plan(cfg, c.choice, init, b.batches, b.warmup, a.repeats, a.steps, ranks, w);
   };
   for (auto& c : b.cands) {
     log_info("bench candidate={} steps={} repeats={} warmup={}", c.name, a.steps, a.repeats, b.warmup);
@@ -340,6 +353,7 @@ nlohmann::ordered_json candidate_json(const Candidate& c, int ranks) {
   cj["fuse"] = fuse_mode_name(c.choice.fuse);
   cj["precision"] = precision_name(c.choice.precision);
   cj["algo"] = rnn_algo_name(c.choice.algo);
+  cj["cpu"] = cpu_path_name(c.cpu);
   cj["plan"] = c.plan;
   cj["status"] = c.t.error.empty() ? "ok" : "failed: " + c.t.error;
   if (!c.t.error.empty()) {

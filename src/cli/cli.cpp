@@ -117,6 +117,8 @@ void add_bench_command(CLI::App& app, BenchArgs& ba) {
                   "Time evaluation steps (forward and loss, each read back, as eval and predict run them) instead "
                   "of training steps");
   bench->add_option("--precision", ba.precisions, "GPU candidates' precisions, comma-separated (fp32,tf32,fp16,bf16)");
+  bench->add_option("--cpu", ba.cpu_paths,
+                    "On the CPU, the plan.cpu paths to time, comma-separated (onednn,reference,own; default: the configured one)");
   bench->add_option("--algo", ba.algos,
                     "GPU candidates' RNN algorithms, comma-separated (standard, persist_static, persist_dynamic, "
                     "wavefront; default: standard, plus persist_static and wavefront for fp16/bf16)");

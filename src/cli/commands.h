@@ -38,6 +38,7 @@ struct BenchArgs {
   bool stream = false;            // a new batch each step, drawn from a pool (train.bucketing applies)
   bool inference = false;         // time evaluation steps (forward and loss) instead of training steps
   std::string precisions, algos;  // comma lists of candidate precisions / algorithms ("" = defaults)
+  std::string cpu_paths;           // comma list of plan.cpu values to time on the CPU ("" = the configured one)
   std::string json_file;          // --json FILE
   Comm* world = nullptr;          // as CommandArgs::world
 };

@@ -31,6 +31,12 @@ uint16_t to_bf16(float x) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// What a tile's sums start from: c itself (accumulate), the panel's part of a bias row, or zero.
+struct Start {
+  bool c;
+  const float* bias;
+};
+
 // Masks of the columns [0, n) of a panel, per register.
 struct PanelMask {
   __mmask16 lo, hi;
@@ -42,11 +48,12 @@ struct PanelMask {
 // c[r, 0..n) (+)= sum_k a[r * sr + k * sk] * panel[k, 0..n) for r < R; the panel is [K, 32].
 template <int R>
 RNNTRAIN_AVX512 void tile_f32(int64_t K, const float* a, int64_t sr, int64_t sk, const float* panel, float* c,
-                              int64_t ldc, PanelMask mask, bool accumulate) {
+                              int64_t ldc, PanelMask mask, Start start) {
   __m512 lo[R], hi[R];
   for (int r = 0; r < R; ++r) {
-    lo[r] = accumulate ? _mm512_maskz_loadu_ps(mask.lo, c + r * ldc) : _mm512_setzero_ps();
-    hi[r] = accumulate ? _mm512_maskz_loadu_ps(mask.hi, c + r * ldc + 16) : _mm512_setzero_ps();
+    const float* from = start.c ? c + r * ldc : start.bias;
+    lo[r] = from ? _mm512_maskz_loadu_ps(mask.lo, from) : _mm512_setzero_ps();
+    hi[r] = from ? _mm512_maskz_loadu_ps(mask.hi, from + 16) : _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < K; ++k) {
     const __m512 b0 = _mm512_loadu_ps(panel + k * kPanel), b1 = _mm512_loadu_ps(panel + k * kPanel + 16);
@@ -66,11 +73,12 @@ RNNTRAIN_AVX512 void tile_f32(int64_t K, const float* a, int64_t sr, int64_t sk,
 // the panel is [K/2, 32, 2].
 template <int R>
 RNNTRAIN_AVX512BF16 void tile_bf16(int64_t pairs, const uint32_t* a, int64_t sr, int64_t si, const uint16_t* panel,
-                                   float* c, int64_t ldc, PanelMask mask, bool accumulate) {
+                                   float* c, int64_t ldc, PanelMask mask, Start start) {
   __m512 lo[R], hi[R];
   for (int r = 0; r < R; ++r) {
-    lo[r] = accumulate ? _mm512_maskz_loadu_ps(mask.lo, c + r * ldc) : _mm512_setzero_ps();
-    hi[r] = accumulate ? _mm512_maskz_loadu_ps(mask.hi, c + r * ldc + 16) : _mm512_setzero_ps();
+    const float* from = start.c ? c + r * ldc : start.bias;
+    lo[r] = from ? _mm512_maskz_loadu_ps(mask.lo, from) : _mm512_setzero_ps();
+    hi[r] = from ? _mm512_maskz_loadu_ps(mask.hi, from + 16) : _mm512_setzero_ps();
   }
   for (int64_t i = 0; i < pairs; ++i) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + i * 2 * kPanel);
@@ -139,7 +147,7 @@ RNNTRAIN_AVX512BF16 void convert_block(int R, bool ta, const float* a, int64_t l
 }
 
 RNNTRAIN_AVX512 void gemm_f32(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate,
-                              float* c, int64_t ldc) {
+                              const float* bias, float* c, int64_t ldc) {
   const int64_t sr = ta ? 1 : lda, sk = ta ? lda : 1, panels = (b.N + kPanel - 1) / kPanel;
   for (int64_t r0 = 0; r0 < m; r0 += kRows) {
     const int R = static_cast<int>(std::min<int64_t>(kRows, m - r0));
@@ -148,7 +156,8 @@ RNNTRAIN_AVX512 void gemm_f32(int64_t m, bool ta, const float* a, int64_t lda, c
       const PanelMask mask(std::min(kPanel, b.N - p * kPanel));
       const float* panel = b.f.data() + p * b.K * kPanel;
       float* cp = c + r0 * ldc + p * kPanel;
-      for_rows(R, [&](auto rows) { tile_f32<rows()>(b.K, ar, sr, sk, panel, cp, ldc, mask, accumulate); });
+      const Start start{accumulate, bias ? bias + p * kPanel : nullptr};
+      for_rows(R, [&](auto rows) { tile_f32<rows()>(b.K, ar, sr, sk, panel, cp, ldc, mask, start); });
     }
   }
 }
@@ -156,7 +165,7 @@ RNNTRAIN_AVX512 void gemm_f32(int64_t m, bool ta, const float* a, int64_t lda, c
 // Every block of 8 rows of op(a) is converted first, then each panel of B meets all of them while it
 // is in cache: the all-steps GEMMs' B (K = T * B rows) is too large to stream once per block.
 RNNTRAIN_AVX512BF16 void gemm_bf16(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b,
-                                   bool accumulate, float* c, int64_t ldc) {
+                                   bool accumulate, const float* bias, float* c, int64_t ldc) {
   thread_local std::vector<uint32_t> buf;
   const int64_t pairs = (b.K + 1) / 2, panels = (b.N + kPanel - 1) / kPanel, blocks = (m + kRows - 1) / kRows;
   buf.resize(static_cast<size_t>(blocks * kRows * pairs));
@@ -166,12 +175,13 @@ RNNTRAIN_AVX512BF16 void gemm_bf16(int64_t m, bool ta, const float* a, int64_t l
   for (int64_t p = 0; p < panels; ++p) {
     const PanelMask mask(std::min(kPanel, b.N - p * kPanel));
     const uint16_t* panel = b.h.data() + p * pairs * 2 * kPanel;
+    const Start start{accumulate, bias ? bias + p * kPanel : nullptr};
     for (int64_t k = 0; k < blocks; ++k) {
       const int R = static_cast<int>(std::min<int64_t>(kRows, m - k * kRows));
       const int64_t sr = ta ? 1 : pairs, si = ta ? R : 1;  // convert_block's layout
       float* cp = c + k * kRows * ldc + p * kPanel;
       const uint32_t* ab = buf.data() + k * kRows * pairs;
-      for_rows(R, [&](auto rows) { tile_bf16<rows()>(pairs, ab, sr, si, panel, cp, ldc, mask, accumulate); });
+      for_rows(R, [&](auto rows) { tile_bf16<rows()>(pairs, ab, sr, si, panel, cp, ldc, mask, start); });
     }
   }
 }
@@ -227,15 +237,17 @@ void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k
 }
 
 void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
-                 int64_t ldc) {
+                 int64_t ldc, const float* bias) {
   if (m <= 0 || b.N <= 0) return;
+  if (accumulate) bias = nullptr;
   if (b.K == 0) {
     if (!accumulate)
-      for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + b.N, 0.0f);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < b.N; ++j) c[r * ldc + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, c, ldc);
-  else gemm_f32(m, ta, a, lda, b, accumulate, c, ldc);
+  if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, bias, c, ldc);
+  else gemm_f32(m, ta, a, lda, b, accumulate, bias, c, ldc);
 }
 
 }  // namespace rnntrain::cpu

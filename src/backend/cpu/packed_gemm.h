@@ -25,10 +25,11 @@ struct PackedB {
   void pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k, int64_t n);
 };
 
-// c: [m, N] (row stride ldc) = op(a) @ b, or += when accumulate. op(a): [m, K]; a is [K, m] when ta.
-// Single-threaded; the caller spreads rows over threads (parallel_rows).
+// c: [m, N] (row stride ldc) = op(a) @ b, or += when accumulate, or = bias + op(a) @ b with a bias row
+// [N] (ignored when accumulate). op(a): [m, K]; a is [K, m] when ta. Single-threaded; the caller
+// spreads rows over threads (parallel_rows).
 void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
-                 int64_t ldc);
+                 int64_t ldc, const float* bias = nullptr);
 
 // Rounds to the nearest bf16 (ties to even) and back: what the bf16 GEMM multiplies (tests).
 float round_bf16(float x);

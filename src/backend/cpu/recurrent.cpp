@@ -81,8 +81,12 @@ void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int6
 }
 
 void steps_gemm(OwnGemms* own, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* bias) {
   if (!own) {
+    if (bias && !accumulate) {
+      for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc, bias, sizeof(float) * n);
+      accumulate = true;
+    }
     gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
     return;
   }
@@ -90,7 +94,7 @@ void steps_gemm(OwnGemms* own, bool ta, bool tb, int64_t m, int64_t n, int64_t k
   // One run of rows per thread, whole blocks of 8: gemm_packed passes each panel of B over all of them.
   const int64_t threads = std::max(1, blas_threads()), slice = ((m + threads - 1) / threads + 7) / 8 * 8;
   parallel_rows(m, slice, [&](int64_t r0, int64_t r1) {
-    gemm_packed(r1 - r0, ta, ta ? a + r0 : a + r0 * lda, lda, pb, accumulate, c + r0 * ldc, ldc);
+    gemm_packed(r1 - r0, ta, ta ? a + r0 : a + r0 * lda, lda, pb, accumulate, c + r0 * ldc, ldc, bias);
   });
 }
 
@@ -145,16 +149,11 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
 
   // z: [T*B, G*H] = b_x + xp @ W, all steps in one GEMM.
   resize(tape.z, {T, B, GH});
-  float beta = 0.0f;
-  if (w.bias) {
-    const float* bx = w.bias->value.ptr();  // row 0 of a two-row bias
-    for (int64_t r = 0; r < T * B; ++r) std::memcpy(tape.z.ptr() + r * GH, bx, sizeof(float) * GH);
-    beta = 1.0f;
-  }
   std::optional<OwnGemms> own;
   if (math_ != RnnMath::Reference) own.emplace(math_ == RnnMath::OwnBf16);
   OwnGemms* og = own ? &*own : nullptr;
-  steps_gemm(og, false, false, T * B, GH, I, tape.xp.ptr(), I, w.kernel->value.ptr(), GH, beta != 0.0f, tape.z.ptr(), GH);
+  const float* bx = w.bias ? w.bias->value.ptr() : nullptr;  // row 0 of a two-row bias
+  steps_gemm(og, false, false, T * B, GH, I, tape.xp.ptr(), I, w.kernel->value.ptr(), GH, false, tape.z.ptr(), GH, bx);
 
   resize(tape.h, {T + 1, B, H});
   std::fill(tape.h.data.begin(), tape.h.data.begin() + B * H, 0.0f);

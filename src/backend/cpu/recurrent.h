@@ -86,10 +86,11 @@ struct CellArgs {
 // or, when t, c[n, H] (+)= x[n, w] @ U[:, c0:c0+w]^T. OpenBLAS, or the own engine's packing of that block.
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
                bool accumulate, float* c, int64_t ldc);
-// An all-steps GEMM, c[m, n] (+)= op(a) @ op(b): one OpenBLAS call on every BLAS thread, or the own
-// engine's packed GEMM with the rows of c spread over the threads.
+// An all-steps GEMM, c[m, n] (+)= op(a) @ op(b), or = bias + op(a) @ op(b) with a bias row [n]: one
+// OpenBLAS call on every BLAS thread, or the own engine's packed GEMM with the rows of c spread over the
+// threads.
 void steps_gemm(OwnGemms* own, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
+                const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc, const float* bias = nullptr);
 
 // Gives t the shape, keeping its buffer when possible; contents are unspecified.
 void resize(Tensor& t, Shape s);
