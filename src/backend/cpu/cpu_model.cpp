@@ -69,7 +69,7 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
 
 // Each run of recurrent layers that plan_cpu() gives to oneDNN becomes one op at its first layer.
 void CpuModel::use_onednn(bool bf16) {
-  for (const cpu::CpuPlan::Run& r : cpu::plan_cpu(model_.spec, model_.plan).runs) {
+  for (const cpu::CpuPlan::Run& r : cpu::plan_cpu(model_.spec, model_.plan, bf16).runs) {
     const int64_t input = model_.shapes[r.first].in.back();
     layers_[r.first]->op = cpu::make_onednn_stack(model_.spec, r.first, r.count, input, params_, bf16);
     layers_[r.first]->cover = r.count - 1;

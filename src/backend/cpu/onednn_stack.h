@@ -24,7 +24,8 @@ std::string onednn_ineligible(const LayerSpec& l, int64_t input);
 
 // How the CPU runs a model's recurrent layers under plan.cpu: onednn: within each planner stack, the
 // runs of consecutive layers oneDNN can run (a Dropout between layers ends a run) are one oneDNN op
-// each; every other recurrent layer runs on the reference ops, with the reason.
+// each; every other recurrent layer runs on the reference ops (in bf16: the own engine, and oneDNN's
+// FP32-only cells go there too), with the reason.
 struct CpuPlan {
   struct Run {
     size_t first = 0, count = 0;
@@ -32,7 +33,7 @@ struct CpuPlan {
   std::vector<Run> runs;
   std::vector<std::pair<size_t, std::string>> reference;  // layer index, why not oneDNN
 };
-CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan);
+CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan, bool bf16 = false);
 // The CPU lines of `rnntrain plan`: "CPU (plan.cpu: onednn): ..." per run and per reference layer.
 std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode, bool bf16 = false);
 

@@ -47,6 +47,7 @@ void resize(Tensor& t, Shape s) {
 }
 
 RnnMath rnn_math(CpuRnn cpu, bool bf16) {
+  if (cpu == CpuRnn::Onednn) return bf16 && own_gemm_refusal(true).empty() ? RnnMath::OwnBf16 : RnnMath::Reference;
   if (cpu != CpuRnn::Own || !own_gemm_refusal(false).empty()) return RnnMath::Reference;
   return bf16 && own_gemm_refusal(true).empty() ? RnnMath::OwnBf16 : RnnMath::Own;
 }

@@ -15,8 +15,9 @@ namespace rnntrain::cpu {
 // (plan.cpu: own) with its packed weights (packed_gemm.h) in FP32 or bf16. The loops are the same.
 enum class RnnMath { Reference, Own, OwnBf16 };
 // The math plan.cpu and plan.precision ask for on this CPU: the own engine under plan.cpu: own, in
-// bf16 where asked and the CPU has AVX512-BF16, FP32 otherwise; the reference where the CPU has no
-// AVX-512 (describe_cpu_plan says so) or plan.cpu is not own.
+// bf16 where asked and the CPU has AVX512-BF16, FP32 otherwise; under plan.cpu: onednn, for the layers
+// oneDNN does not run, the own engine where bf16 is asked and the CPU has it; else the reference
+// (describe_cpu_plan says which).
 RnnMath rnn_math(CpuRnn cpu, bool bf16);
 
 // The own engine's packed operands for one direction's forward or backward, made once per call.
