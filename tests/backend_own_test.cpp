@@ -4,10 +4,12 @@
 // reference path: LSTM, GRU (reset_after both ways) and SimpleRNN, one direction and both (every
 // merge mode), 1 to 3 layers, return_sequences both ways, go_backwards, dropout, masked batches
 // (lengths with an empty sequence, a mask with a gap): FP32 to float rounding, bf16 within bf16's
-// rounding and not equal to FP32; and Adam training in bf16 ending near the FP32 reference run.
+// rounding and not equal to FP32; the same bits on any thread count; and Adam training in bf16 ending
+// near the FP32 reference run.
 // Skips with the reason on a CPU without AVX-512 (or AVX512-BF16 for the bf16 cases).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <cblas.h>
 
 #include <cmath>
 #include <cstdio>
@@ -188,6 +190,37 @@ INSTANTIATE_TEST_SUITE_P(
                              "{type: Dense, units: 2}]"},
         Case{"gru_no_bias", "[{type: GRU, units: 5, use_bias: false, return_sequences: true}]"}),
     [](const auto& info) { return info.param.name; });
+
+// Each batch row is one slice's, its sums in a fixed order: 1, 2 or 6 threads (slices of 13, 7 or 3
+// rows) give the same bits, in FP32 and bf16, masked or not.
+TEST(OwnEngine, AnyThreadCountGivesTheSameBits) {
+  SKIP_WITHOUT_OWN(false);
+  const Case c{"mix", "[{type: LSTM, units: 9, return_sequences: true}, {type: Bidirectional, layer: {type: GRU, units: "
+                      "5, return_sequences: true}}, {type: SimpleRNN, units: 3}]"};
+  const int before = openblas_get_num_threads();
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !cpu::own_gemm_refusal(true).empty()) continue;
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2, 6}) {
+      openblas_set_num_threads(threads);
+      const Config cfg = config_of(c, bf16);
+      Params p = random_params(cfg.model, 3, 0.5);
+      CpuModel own(cfg.model, p, &cfg.plan);
+      Rng rng(5), r(1);
+      const Tensor x = random_tensor({13, 9, 6}, rng);
+      ForwardContext ctx;
+      const Tensor y = own.forward(x, &kLengths, true, r, &ctx);
+      std::vector<float> all = y.data;
+      const Tensor dx = own.backward(ctx, random_tensor(y.shape, rng));
+      all.insert(all.end(), dx.data.begin(), dx.data.end());
+      for (const Param* q : p.all()) all.insert(all.end(), q->grad.data.begin(), q->grad.data.end());
+      runs.push_back(std::move(all));
+    }
+    EXPECT_EQ(runs[1], runs[0]) << (bf16 ? "bf16" : "FP32") << ": 2 threads against 1";
+    EXPECT_EQ(runs[2], runs[0]) << (bf16 ? "bf16" : "FP32") << ": 6 threads against 1";
+  }
+  openblas_set_num_threads(before);
+}
 
 TEST(OwnEngine, AMaskWithAGapMatchesTheReferencePath) {
   SKIP_WITHOUT_OWN(false);

@@ -158,7 +158,7 @@ void gru_forward(const CellArgs& a, RnnTape& tape) {
   if (a.own && !a.reset_after) a.own->need(false, a.U, a.H, 3 * a.H, 0, 2 * a.H), a.own->need(false, a.U, a.H, 3 * a.H, 2 * a.H, a.H);
   if (a.reset_after) resize(tape.aux, {a.T, a.B, a.H});
   else resize(tape.rh, {a.T, a.B, a.H});
-  parallel_rows(a.B, kSliceRows, [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
+  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
 }
 
 void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec) {
@@ -168,7 +168,7 @@ void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, floa
   if (a.own && !reset_after) a.own->need(true, a.U, H, G3, 0, 2 * H), a.own->need(true, a.U, H, G3, 2 * H, H);
   Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
   if (reset_after) dzr = Tensor({T, B, G3});
-  parallel_rows(B, kSliceRows,
+  parallel_rows(B, slice_rows(a),
                 [&](int64_t b0, int64_t b1) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), b0, b1); });
   // The recurrent weight gradients over all steps, one GEMM each on every BLAS thread.
   if (reset_after) {

@@ -74,6 +74,12 @@ const PackedB& OwnGemms::steps_b(bool tb, const float* b, int64_t ldb, int64_t k
   return steps_;
 }
 
+int64_t slice_rows(const CellArgs& a) {
+  if (!a.own) return kSliceRows;
+  const int64_t threads = std::max(1, blas_threads());
+  return std::clamp<int64_t>((a.B + threads - 1) / threads, 2, kSliceRows);
+}
+
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
                bool accumulate, float* c, int64_t ldc) {
   if (a.own) gemm_packed(n, false, x, ldx, a.own->get(t, c0), accumulate, c, ldc);

@@ -83,6 +83,12 @@ struct CellArgs {
   OwnGemms* own = nullptr;  // the own engine's GEMMs, or null for OpenBLAS
 };
 
+// The rows per slice of a cell's time loops: kSliceRows on OpenBLAS; on the own engine fewer where the
+// threads outnumber the slices (16 threads, batch 32: 2 rows each instead of 4 threads of 8), down to
+// 2, since its GEMM keeps its rate there (one core here, [M, 128] x [128, 512] bf16: 207 GFLOP/s at
+// M = 8, 213 at 4, 158 at 2).
+int64_t slice_rows(const CellArgs& a);
+
 // A step's recurrent GEMM over n batch rows, U being [H, G] (a.U): c[n, w] (+)= x[n, H] @ U[:, c0:c0+w],
 // or, when t, c[n, H] (+)= x[n, w] @ U[:, c0:c0+w]^T. OpenBLAS, or the own engine's packing of that block.
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
