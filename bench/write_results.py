@@ -414,6 +414,12 @@ def graphs_section(d, out):
     out.append("")
 
 
+def cpu_label(c):
+    """" (own)" or " (onednn)" where the candidate names its plan.cpu path (rnntrain bench --cpu)."""
+    parts = c["name"].split("/") if c else []
+    return f" ({parts[1]})" if len(parts) == 3 and parts[0] == "cpu" else ""
+
+
 def cpu_section(d, out, targets):
     m = load_machine(os.path.join(d, "machine.txt"))
     tj = load_json(os.path.join(d, "torch.json")) or {}
@@ -455,7 +461,7 @@ def cpu_section(d, out, targets):
             targets.append((f"CPU {w}: rnntrain at least {need}x as fast as {what}", res))
             cells.append(f"{r:.2f}x: {res}" if r else res)
         f, p = by_impl.get("fused"), by_impl.get("per-layer")
-        out.append(f"| {w} | {fmt_ms(rn and rn['ms'])} | {fmt_ms(f and f['ms'])} | {fmt_ms(p and p['ms'])} | "
+        out.append(f"| {w} | {fmt_ms(rn and rn['ms'])}{cpu_label(rn)} | {fmt_ms(f and f['ms'])} | {fmt_ms(p and p['ms'])} | "
                    f"{fmt_ms(kb and kb['ms'])} | {fmt_mib(rn and rn['host'])} / {fmt_mib(tb and tb['peak'])} / "
                    f"{fmt_mib(kb and kb['peak'])} | {cells[0]} | {cells[1]} |")
         # Issue 35: fp32 against fp32 and bf16 against bf16 (autocast), where both ran a half precision.
@@ -465,12 +471,12 @@ def cpu_section(d, out, targets):
                 r = ratio(tk and tk["ms"], rk and rk["ms"])
                 res = at_least(r, CPU_VS_TORCH)
                 targets.append((f"CPU {w}, {k}: rnntrain at least {CPU_VS_TORCH}x as fast as PyTorch's {k}", res))
-                per_class.append(f"| {w} | {k} | {fmt_ms(rk and rk['ms'])} | {fmt_ms(tk and tk['ms'])} "
+                per_class.append(f"| {w} | {k} | {fmt_ms(rk and rk['ms'])}{cpu_label(rk)} | {fmt_ms(tk and tk['ms'])} "
                                  f"({torch_label(tk)}) | " + (f"{r:.2f}x: {res} |" if r else "n/a |"))
     out.append("")
     if per_class:
-        out.append("Per precision (rnntrain's `plan.precision: bf16` runs its LSTM stacks in bf16; PyTorch's bf16 is "
-                   "autocast):\n")
+        out.append("Per precision (rnntrain's `plan.precision: bf16` runs its recurrent GEMMs in bf16, on oneDNN's "
+                   "stacks or the own engine as the bracket says; PyTorch's bf16 is autocast):\n")
         out.append("| workload | precision | rnntrain ms/step | PyTorch ms/step | target: 1.3x |")
         out.append("|---|---|---|---|---|")
         out.extend(per_class)

@@ -54,9 +54,10 @@ fail=0
 for w in charlm_small blog_small gru_small maskzero_small; do
   lens=()  # maskzero_small: a new batch every step, long-tailed lengths (as torch_bench.py and keras_bench.py)
   [ "$w" = maskzero_small ] && lens=(--lognormal 30,0.6 --min-length 5 --stream)
-  # FP32 and bf16 (the oneDNN LSTM stacks in bf16 where the CPU has AVX512-BF16; issue 35 item 3)
+  # FP32 and bf16 (AVX512-BF16 where the CPU has it; issue 35 item 3) on oneDNN's stacks and on the
+  # own engine (plan.cpu: own, issue 35 item 2)
   if ! table=$("$BUILD/rnntrain" bench "bench/configs/$w.yaml" device=cpu train.threads="$THREADS" "${lens[@]}" \
-      --precision fp32,bf16 --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/rnntrain_$w.json" \
+      --cpu onednn,own --precision fp32,bf16 --steps "$STEPS" --repeats "$REPEATS" --warmup "$WARMUP" --json "$RES/rnntrain_$w.json" \
       2>>"$LOG"); then
     say "FAIL: rnntrain bench $w"
     fail=1

@@ -261,8 +261,11 @@ void make_candidates(Bench& b) {
     for (CpuRnn path : paths) {
       // Named cpu/PRECISION as before when only the configured path runs, cpu/PATH/PRECISION otherwise.
       const std::string prefix = a.cpu_paths.empty() ? "cpu" : fmt::format("cpu/{}", cpu_path_name(path));
+      // --precision bf16 alone times bf16 alone (fp32 only where asked for or configured).
+      const bool only_bf16 = filter.precisions.size() == 1 && filter.precisions[0] == Precision::Bf16;
       if (!gpu && bf16)
         for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+          if (only_bf16 && p == Precision::Fp32) continue;
           c.precision = p;
           b.cands.push_back({c, path, fmt::format("{}/{}", prefix, precision_name(p)), plan, {}, 0, 0, 0});
         }

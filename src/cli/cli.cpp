@@ -116,7 +116,7 @@ void add_bench_command(CLI::App& app, BenchArgs& ba) {
   bench->add_flag("--inference", ba.inference,
                   "Time evaluation steps (forward and loss, each read back, as eval and predict run them) instead "
                   "of training steps");
-  bench->add_option("--precision", ba.precisions, "GPU candidates' precisions, comma-separated (fp32,tf32,fp16,bf16)");
+  bench->add_option("--precision", ba.precisions, "Candidates' precisions, comma-separated (fp32,tf32,fp16,bf16; the CPU times fp32 and bf16, bf16 alone when only bf16 is given)");
   bench->add_option("--cpu", ba.cpu_paths,
                     "On the CPU, the plan.cpu paths to time, comma-separated (onednn,reference,own; default: the configured one)");
   bench->add_option("--algo", ba.algos,
