@@ -181,6 +181,27 @@ std::vector<RnnParam> all_rnn_params() {
 
 INSTANTIATE_TEST_SUITE_P(Cells, RecurrentGrad, ::testing::ValuesIn(all_rnn_params()), rnn_name);
 
+// Steps that no row of the batch uses (the time loops skip them whole, GEMM included): the last one
+// by lengths, the first in processing order with go_backwards, and a hole a Masking layer makes in
+// every row.
+TEST(Gradcheck, StepsNoRowUses) {
+  for (LayerKind k : {LayerKind::LSTM, LayerKind::GRU, LayerKind::SimpleRNN})
+    for (bool reset_after : {true, false}) {
+      if (k != LayerKind::GRU && !reset_after) continue;
+      for (bool bw : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << layer_kind_name(k) << " reset_after " << reset_after << " go_backwards " << bw);
+        Case c = features_case({rnn(k, true, bw, reset_after)});
+        c.lengths = {3, 1};
+        gradcheck(c);
+        Case h = features_case({masking(0.0), rnn(k, true, bw, reset_after)});
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < I; ++i) h.x[(b * T + 1) * I + i] = 0.0f;  // step 1 of every row
+        h.skip_x = [](int64_t e) { return (e / I) % T == 1; };
+        gradcheck(h);
+      }
+    }
+}
+
 TEST(Gradcheck, BidirectionalEveryMergeMode) {
   for (MergeMode m : {MergeMode::Concat, MergeMode::Sum, MergeMode::Mul, MergeMode::Ave}) {
     for (bool seq : {true, false}) {

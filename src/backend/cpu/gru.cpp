@@ -20,6 +20,11 @@ void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, int64_t b0
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * B * G3;  // [B, 3H]: x@W + b_x, becomes z, r, hh
     const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
+    if (!tape.any_used(s, b0, b1)) {  // every row carries h over
+      std::memcpy(hnext + b0 * H, hprev + b0 * H, sizeof(float) * nb * H);
+      if (!reset_after) std::memset(tape.rh.ptr() + s * BH + b0 * H, 0, sizeof(float) * nb * H);  // read by dU's GEMM
+      continue;
+    }
     if (reset_after) {
       float beta = 0.0f;
       if (a.b_rec) {
@@ -86,6 +91,11 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
     const float* hin = tape.h_in() + s * BH;
     float* dzs = dz + s * B * G3;
     float* dzrs = reset_after ? dzr + s * B * G3 : nullptr;
+    if (!tape.any_used(s, b0, b1)) {  // every row carried h over: dh passes through
+      std::memset(dzs + b0 * G3, 0, sizeof(float) * nb * G3);
+      if (dzrs) std::memset(dzrs + b0 * G3, 0, sizeof(float) * nb * G3);
+      continue;
+    }
     // d z (before ract'), d hh -> d(x_h + ...) for every used row.
     for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * G3;

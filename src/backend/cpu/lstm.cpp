@@ -22,6 +22,11 @@ void forward_rows(const CellArgs& a, RnnTape& tape, int64_t b0, int64_t b1) {
     float* zs = tape.z.ptr() + s * B * G4;  // [B, 4H]
     float* act_c = tape.aux.ptr() + s * BH;
     const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
+    if (!tape.any_used(s, b0, b1)) {  // every row carries h and c over
+      std::memcpy(hnext + b0 * H, hprev + b0 * H, sizeof(float) * (b1 - b0) * H);
+      std::memcpy(cnext + b0 * H, cprev + b0 * H, sizeof(float) * (b1 - b0) * H);
+      continue;
+    }
     step_gemm(a, G4, false, 0, G4, b1 - b0, hin, H, true, zs + b0 * G4, G4);  // zs += hin @ U
     for (int64_t b = b0; b < b1; ++b) {
       float* z = zs + b * G4;
@@ -62,6 +67,10 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
     for (int64_t k = 0; k < nh; ++k) dh[k] += dys[k];
     const float* zs = tape.z.ptr() + s * B * G4;
     float* dzs = dz + s * B * G4;
+    if (!tape.any_used(s, b0, b1)) {  // every row carried h and c over: their gradients pass through
+      std::memset(dzs + b0 * G4, 0, sizeof(float) * (b1 - b0) * G4);
+      continue;
+    }
     for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * G4;
       if (!tape.used(s, b)) {  // h and c were carried over: their gradients pass through

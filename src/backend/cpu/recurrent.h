@@ -71,6 +71,14 @@ struct RnnTape {
 
   const float* h_in() const { return hd.empty() ? h.ptr() : hd.ptr(); }  // [T, B, H] what U multiplies
   bool used(int64_t s, int64_t b) const { return step_mask.empty() || step_mask[s * B + b]; }
+  // Whether any of rows [b0, b1) uses step s; the loops skip a step none uses (its GEMM included), so a
+  // slice of short sequences does not pay for the batch's longest.
+  bool any_used(int64_t s, int64_t b0, int64_t b1) const {
+    if (step_mask.empty()) return true;
+    for (int64_t b = b0; b < b1; ++b)
+      if (step_mask[s * B + b]) return true;
+    return false;
+  }
 };
 
 // What every cell loop reads.

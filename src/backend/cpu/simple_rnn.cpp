@@ -17,6 +17,10 @@ void forward_rows(const CellArgs& a, RnnTape& tape, int64_t b0, int64_t b1) {
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * BH;  // [B, H]: x@W + b, becomes h
     const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
+    if (!tape.any_used(s, b0, b1)) {  // every row carries h over
+      std::memcpy(hnext + b0 * H, hprev + b0 * H, sizeof(float) * (b1 - b0) * H);
+      continue;
+    }
     step_gemm(a, H, false, 0, H, b1 - b0, hin, H, true, zs + b0 * H, H);
     for (int64_t b = b0; b < b1; ++b) {
       float* hn = hnext + b * H;
@@ -40,6 +44,10 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
     for (int64_t k = 0; k < nh; ++k) dh[k] += dys[k];
     const float* zs = tape.z.ptr() + s * BH;
     float* dzs = dz + s * BH;
+    if (!tape.any_used(s, b0, b1)) {  // every row carried h over: dh passes through
+      std::memset(dzs + b0 * H, 0, sizeof(float) * (b1 - b0) * H);
+      continue;
+    }
     for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * H;
       if (!tape.used(s, b)) {
