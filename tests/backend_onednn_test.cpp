@@ -37,10 +37,12 @@ struct StackCase {
 
 void PrintTo(const StackCase& c, std::ostream* os) { *os << c.name; }
 
+// plan.cpu: onednn (the default, auto, is the own engine on CPUs with AVX-512).
 Config config_of(const StackCase& c) {
-  return parse_config("model:\n  layers: [{type: Input, shape: [null, " + std::to_string(c.features) + "]}, " +
-                          c.layers.substr(1) + "\n",
-                      c.name + ".yaml");
+  Config cfg = parse_config("model:\n  layers: [{type: Input, shape: [null, " + std::to_string(c.features) + "]}, " +
+                                c.layers.substr(1) + "\nplan: {cpu: onednn}\n",
+                            c.name + ".yaml");
+  return cfg;
 }
 
 double max_abs(const Tensor& t) {
@@ -235,7 +237,7 @@ TEST(Onednn, Bf16TrainingEndsNearTheFp32ReferenceRun) {
   SKIP_WITHOUT_BF16();
   Config cfg = parse_config(
       "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: "
-      "LSTM, units: 16}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\n",
+      "LSTM, units: 16}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\nplan: {cpu: onednn}\n",
       "train.yaml");
   cfg.device = Device::Cpu;
   Config ref = cfg;
@@ -320,7 +322,7 @@ TEST(Onednn, TrainingEndsWhereTheReferenceRunEnds) {
   Config cfg = parse_config(
       "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: Bidirectional, layer: {type: GRU, units: 8, "
       "return_sequences: true}}, {type: Bidirectional, layer: {type: GRU, units: 8, return_sequences: true}}, {type: "
-      "LSTM, units: 8}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\n",
+      "LSTM, units: 8}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\nplan: {cpu: onednn}\n",
       "train.yaml");
   cfg.device = Device::Cpu;
   Config ref = cfg;

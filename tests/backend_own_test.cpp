@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_model.h"
 #include "backend/cpu/onednn_stack.h"
 #include "backend/cpu/packed_gemm.h"
+#include "backend/cpu/recurrent.h"
 #include "backend/engine.h"
 #include "backend_helpers.h"
 #include "spec/parse.h"
@@ -246,6 +247,26 @@ TEST(OwnEngine, ThePlanSaysWhatRuns) {
   else
     EXPECT_NE(text.find("own engine") , std::string::npos) << text;
   EXPECT_NE(text.find("CPU (plan.cpu: own, plan.precision: bf16)"), std::string::npos) << text;
+}
+
+// plan.cpu's default, auto, is the own engine on a CPU with AVX-512 (the same bits as plan.cpu: own),
+// oneDNN elsewhere; the plan says which.
+TEST(OwnEngine, AutoIsTheOwnEngineWhereTheCpuHasAvx512) {
+  Config def = parse_config("model:\n  layers: [{type: Input, shape: [null, 6]}, {type: LSTM, units: 7}]\n", "d.yaml");
+  ASSERT_EQ(def.plan.cpu, CpuRnn::Auto);
+  const bool own = cpu::own_gemm_refusal(false).empty();
+  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto), own ? CpuRnn::Own : CpuRnn::Onednn);
+  const std::string text = cpu::describe_cpu_plan(def.model, make_plan(def.model, FuseMode::Auto), CpuRnn::Auto);
+  EXPECT_NE(text.find(own ? "CPU (plan.cpu: auto, here own)" : "CPU (plan.cpu: auto, here onednn)"), std::string::npos)
+      << text;
+  if (!own) return;
+  Config pinned = def;
+  pinned.plan.cpu = CpuRnn::Own;
+  Params p1 = random_params(def.model, 3, 0.5), p2 = p1;
+  CpuModel a(def.model, p1, &def.plan), b(pinned.model, p2, &pinned.plan);
+  Rng rng(5), r1(1), r2(1);
+  const Tensor x = random_tensor({13, 9, 6}, rng);
+  EXPECT_EQ(a.forward(x, nullptr, false, r1).data, b.forward(x, nullptr, false, r2).data);
 }
 
 // bf16 training (Adam) ends near the FP32 reference run: bf16's rounding does not derail it.

@@ -90,7 +90,7 @@ std::vector<E> parse_list(const std::string& text, const char* option, std::span
 // What a candidate can be timed with (auto is a choice among these, not a candidate).
 constexpr Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16};
 constexpr RnnAlgo kAlgos[] = {RnnAlgo::Standard, RnnAlgo::PersistStatic, RnnAlgo::PersistDynamic, RnnAlgo::Wavefront};
-constexpr CpuRnn kCpuPaths[] = {CpuRnn::Onednn, CpuRnn::Reference, CpuRnn::Own};
+constexpr CpuRnn kCpuPaths[] = {CpuRnn::Onednn, CpuRnn::Reference, CpuRnn::Own, CpuRnn::Auto};
 const char* cpu_path_name(CpuRnn c) { return spec::enum_name(spec::cpu_rnns(), c); }
 
 // Model FLOPs of one training step (../shared/docs/perf-anchors.md): 3 x forward, forward = sum over

@@ -118,7 +118,7 @@ void add_bench_command(CLI::App& app, BenchArgs& ba) {
                   "of training steps");
   bench->add_option("--precision", ba.precisions, "Candidates' precisions, comma-separated (fp32,tf32,fp16,bf16; the CPU times fp32 and bf16, bf16 alone when only bf16 is given)");
   bench->add_option("--cpu", ba.cpu_paths,
-                    "On the CPU, the plan.cpu paths to time, comma-separated (onednn,reference,own; default: the configured one)");
+                    "On the CPU, the plan.cpu paths to time, comma-separated (onednn,reference,own,auto; default: the configured one)");
   bench->add_option("--algo", ba.algos,
                     "GPU candidates' RNN algorithms, comma-separated (standard, persist_static, persist_dynamic, "
                     "wavefront; default: standard, plus persist_static and wavefront for fp16/bf16)");

@@ -90,7 +90,7 @@ constexpr Choice<RnnAlgo> kAlgos[] = {{"standard", RnnAlgo::Standard},
                                       {"persist_dynamic", RnnAlgo::PersistDynamic},
                                       {"wavefront", RnnAlgo::Wavefront},
                                       {"auto", RnnAlgo::Auto}};
-constexpr Choice<CpuRnn> kCpuRnns[] = {{"onednn", CpuRnn::Onednn}, {"reference", CpuRnn::Reference}, {"own", CpuRnn::Own}};
+constexpr Choice<CpuRnn> kCpuRnns[] = {{"onednn", CpuRnn::Onednn}, {"reference", CpuRnn::Reference}, {"own", CpuRnn::Own}, {"auto", CpuRnn::Auto}};
 constexpr Choice<Device> kDevices[] = {{"auto", Device::Auto}, {"cpu", Device::Cpu}, {"cuda", Device::Cuda}};
 
 }  // namespace

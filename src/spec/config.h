@@ -304,9 +304,10 @@ enum class Precision { Fp32, Tf32, Fp16, Bf16, Auto };
 // batch size); rnntrain's own wavefront kernels (fp16/bf16 LSTM and GRU, backend/cuda/wavefront.h;
 // stacks they cannot run use standard); or auto (measured; needs plan.autotune).
 enum class RnnAlgo { Standard, PersistStatic, PersistDynamic, Wavefront, Auto };
-// The CPU backend's recurrent stacks: oneDNN's RNN primitives where they can run (the default; the
-// reference path elsewhere, and in builds without oneDNN), or the reference path only.
-enum class CpuRnn { Onednn, Reference, Own };
+// The CPU backend's recurrent layers: oneDNN's RNN primitives where they can run (the reference path
+// elsewhere, and in builds without oneDNN), the reference path only, the own engine
+// (backend/cpu/recurrent.h), or auto (the default: the own engine where the CPU has AVX-512, else oneDNN).
+enum class CpuRnn { Onednn, Reference, Own, Auto };
 struct PlanSpec {
   FuseMode fuse = FuseMode::Auto;
   Precision precision = Precision::Fp32;
@@ -314,7 +315,7 @@ struct PlanSpec {
   bool autotune = false;  // time the candidate plans on the first batch and train with the fastest
   std::string cache;      // autotune's cache file; "" = $XDG_CACHE_HOME/rnntrain/autotune.json
   bool graphs = true;     // GPU: replay repeated training steps as CUDA graphs (backend/cuda/session.h)
-  CpuRnn cpu = CpuRnn::Onednn;
+  CpuRnn cpu = CpuRnn::Auto;
 };
 // As written in configs: "fp16", "persist_static", "never".
 const char* precision_name(Precision p);

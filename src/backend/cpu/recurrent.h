@@ -19,6 +19,10 @@ enum class RnnMath { Reference, Own, OwnBf16 };
 // oneDNN does not run, the own engine where bf16 is asked and the CPU has it; else the reference
 // (describe_cpu_plan says which).
 RnnMath rnn_math(CpuRnn cpu, bool bf16);
+// What plan.cpu auto means on this CPU: the own engine where it has AVX-512 (at 2 threads here it
+// matched or beat oneDNN on every CPU workload, FP32 and bf16, and two runs at once on 2 cores took
+// 1.9x one alone against oneDNN's 4.6x: bench/PROFILE_CPU.md), else oneDNN. Other values stay.
+CpuRnn cpu_path(CpuRnn configured);
 
 // The own engine's packed operands for one direction's forward or backward, made once per call.
 class OwnGemms {
