@@ -115,6 +115,11 @@ RnnDirection::RnnDirection(const LayerSpec& spec, bool go_backwards, bool zero_m
     : spec_(spec), go_backwards_(go_backwards), zero_masked_outputs_(zero_masked_outputs), math_(math),
       gates_(cell_traits(spec.kind).gates), loops_(loops_of(spec.kind)) {}
 
+std::optional<OwnGemms> RnnDirection::own_gemms() const {
+  if (math_ == RnnMath::Reference) return std::nullopt;
+  return OwnGemms(math_ == RnnMath::OwnBf16);
+}
+
 RnnWeights RnnDirection::weights(const LayerSpec& owner, LayerParams& p, size_t first, int64_t input) const {
   const int64_t h = spec_.units, gh = gates_ * h;
   RnnWeights w{};
@@ -162,8 +167,7 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
 
   // z: [T*B, G*H] = b_x + xp @ W, all steps in one GEMM.
   resize(tape.z, {T, B, GH});
-  std::optional<OwnGemms> own;
-  if (math_ != RnnMath::Reference) own.emplace(math_ == RnnMath::OwnBf16);
+  std::optional<OwnGemms> own = own_gemms();
   OwnGemms* og = own ? &*own : nullptr;
   const float* bx = w.bias ? w.bias->value.ptr() : nullptr;  // row 0 of a two-row bias
   steps_gemm(og, false, false, T * B, GH, I, tape.xp.ptr(), I, w.kernel->value.ptr(), GH, false, tape.z.ptr(), GH, bx);
@@ -210,8 +214,7 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
     std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
   }
 
-  std::optional<OwnGemms> own;
-  if (math_ != RnnMath::Reference) own.emplace(math_ == RnnMath::OwnBf16);
+  std::optional<OwnGemms> own = own_gemms();
   OwnGemms* og = own ? &*own : nullptr;
   CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
   float* db_rec = nullptr;

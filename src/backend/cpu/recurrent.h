@@ -4,6 +4,7 @@
 // simple_rnn.cpp). Not the layer wrappers (Bidirectional, merge): rnn_layers.cpp.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/ops.h"
@@ -160,6 +161,8 @@ class RnnDirection {
   RnnWeights weights(const LayerSpec& owner, LayerParams& p, size_t first, int64_t input) const;
 
  private:
+  std::optional<OwnGemms> own_gemms() const;  // a pass's packings on the own engine, none on OpenBLAS
+
   LayerSpec spec_;
   bool go_backwards_;
   bool zero_masked_outputs_;
