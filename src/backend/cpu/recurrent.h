@@ -20,9 +20,10 @@ enum class RnnMath { Reference, Own, OwnBf16 };
 // oneDNN does not run, the own engine where bf16 is asked and the CPU has it; else the reference
 // (describe_cpu_plan says which).
 RnnMath rnn_math(CpuRnn cpu, bool bf16);
-// What plan.cpu auto means on this CPU: the own engine where it has AVX-512 (at 2 threads here it
-// matched or beat oneDNN on every CPU workload, FP32 and bf16, and two runs at once on 2 cores took
-// 1.9x one alone against oneDNN's 4.6x: bench/PROFILE_CPU.md), else oneDNN. Other values stay.
+// What plan.cpu auto means on this CPU: the own engine where it has AVX-512, else oneDNN. Measured at 2
+// threads here (six runs, bench/RESULTS.md): FP32 LSTM steps 1.06-1.24x faster than on oneDNN, GRU and
+// masked ones level, bf16 within 1-3% (the runs' noise is larger); and two runs at once with a fixed
+// train.threads take 1.7-2.0x one alone, against oneDNN's 3.5-5.1x (bench/BUSY.md). Other values stay.
 CpuRnn cpu_path(CpuRnn configured);
 
 // The own engine's packed operands for one direction's forward or backward, made once per call.
