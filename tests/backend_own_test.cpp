@@ -249,13 +249,15 @@ TEST(OwnEngine, ThePlanSaysWhatRuns) {
   EXPECT_NE(text.find("CPU (plan.cpu: own, plan.precision: bf16)"), std::string::npos) << text;
 }
 
-// plan.cpu's default, auto, is the own engine on a CPU with AVX-512 (the same bits as plan.cpu: own),
-// oneDNN elsewhere; the plan says which.
+// plan.cpu's default, auto, is the own engine in FP32 on a CPU with AVX-512 (the same bits as plan.cpu:
+// own), oneDNN elsewhere and in bf16; the plan says which.
 TEST(OwnEngine, AutoIsTheOwnEngineWhereTheCpuHasAvx512) {
   Config def = parse_config("model:\n  layers: [{type: Input, shape: [null, 6]}, {type: LSTM, units: 7}]\n", "d.yaml");
   ASSERT_EQ(def.plan.cpu, CpuRnn::Auto);
   const bool own = cpu::own_gemm_refusal(false).empty();
-  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto), own ? CpuRnn::Own : CpuRnn::Onednn);
+  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, false), own ? CpuRnn::Own : CpuRnn::Onednn);
+  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, true), CpuRnn::Onednn);
+  EXPECT_EQ(cpu::cpu_path(CpuRnn::Reference, false), CpuRnn::Reference);
   const std::string text = cpu::describe_cpu_plan(def.model, make_plan(def.model, FuseMode::Auto), CpuRnn::Auto);
   EXPECT_NE(text.find(own ? "CPU (plan.cpu: auto, here own)" : "CPU (plan.cpu: auto, here onednn)"), std::string::npos)
       << text;

@@ -43,8 +43,9 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
     : model_(std::move(model)), params_(params) {
   const ModelSpec& spec = model_.spec;
   check_params_fit(params, model_.shapes);
-  const CpuRnn path = plan ? cpu::cpu_path(plan->cpu) : CpuRnn::Reference;
-  const cpu::RnnMath math = cpu::rnn_math(path, plan && plan->precision == Precision::Bf16);
+  const bool bf16 = plan && plan->precision == Precision::Bf16;
+  const CpuRnn path = plan ? cpu::cpu_path(plan->cpu, bf16) : CpuRnn::Reference;
+  const cpu::RnnMath math = cpu::rnn_math(path, bf16);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     auto layer = std::make_unique<Layer>();
@@ -65,7 +66,7 @@ CpuModel::CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan)
     layer->ends_mask = ends_mask(l.kind);
     layers_.push_back(std::move(layer));
   }
-  if (path == CpuRnn::Onednn) use_onednn(plan->precision == Precision::Bf16);
+  if (path == CpuRnn::Onednn) use_onednn(bf16);
 }
 
 // Each run of recurrent layers that plan_cpu() gives to oneDNN becomes one op at its first layer.

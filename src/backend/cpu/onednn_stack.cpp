@@ -97,7 +97,7 @@ CpuPlan plan_cpu(const ModelSpec& model, const Plan& plan, bool bf16) {
 
 std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn mode, bool bf16) {
   const CpuRnn configured = mode;
-  mode = cpu_path(mode);
+  mode = cpu_path(mode, bf16);
   std::string out = fmt::format("CPU (plan.cpu: {}{}{}):\n", spec::enum_name(spec::cpu_rnns(), configured),
                                 configured != mode ? fmt::format(", here {}", spec::enum_name(spec::cpu_rnns(), mode)) : "",
                                 bf16 && mode != CpuRnn::Reference ? ", plan.precision: bf16" : "");

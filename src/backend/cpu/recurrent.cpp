@@ -46,13 +46,13 @@ void resize(Tensor& t, Shape s) {
   t.data.resize(shape_numel(t.shape));
 }
 
-CpuRnn cpu_path(CpuRnn configured) {
+CpuRnn cpu_path(CpuRnn configured, bool bf16) {
   if (configured != CpuRnn::Auto) return configured;
-  return own_gemm_refusal(false).empty() ? CpuRnn::Own : CpuRnn::Onednn;
+  return !bf16 && own_gemm_refusal(false).empty() ? CpuRnn::Own : CpuRnn::Onednn;
 }
 
 RnnMath rnn_math(CpuRnn cpu, bool bf16) {
-  cpu = cpu_path(cpu);
+  cpu = cpu_path(cpu, bf16);
   if (cpu == CpuRnn::Onednn) return bf16 && own_gemm_refusal(true).empty() ? RnnMath::OwnBf16 : RnnMath::Reference;
   if (cpu != CpuRnn::Own || !own_gemm_refusal(false).empty()) return RnnMath::Reference;
   return bf16 && own_gemm_refusal(true).empty() ? RnnMath::OwnBf16 : RnnMath::Own;

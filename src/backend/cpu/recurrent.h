@@ -20,11 +20,14 @@ enum class RnnMath { Reference, Own, OwnBf16 };
 // oneDNN does not run, the own engine where bf16 is asked and the CPU has it; else the reference
 // (describe_cpu_plan says which).
 RnnMath rnn_math(CpuRnn cpu, bool bf16);
-// What plan.cpu auto means on this CPU: the own engine where it has AVX-512, else oneDNN. Measured at 2
-// threads here (six runs, bench/RESULTS.md): FP32 LSTM steps 1.06-1.24x faster than on oneDNN, GRU and
-// masked ones level, bf16 within 1-3% (the runs' noise is larger); and two runs at once with a fixed
-// train.threads take 1.7-2.0x one alone, against oneDNN's 3.5-5.1x (bench/BUSY.md). Other values stay.
-CpuRnn cpu_path(CpuRnn configured);
+// What plan.cpu auto means on this CPU: in FP32 the own engine where it has AVX-512, else oneDNN; in
+// bf16 oneDNN, whose bf16 LSTM stacks use AMX where the CPU has it, while its GRU stacks and the layers
+// it cannot run go to the own engine's bf16 (rnn_math). Measured (bench/RESULTS.md): at 2 threads on the
+// AMD EPYC (no AMX), FP32 LSTM steps 1.06-1.24x faster on the own engine, GRU and masked ones level, bf16
+// LSTM within 1-3%; at 8 and 16 threads on the GPU machine's Xeon (AMX), FP32 level or the own engine up
+// to 1.10x faster, bf16 LSTM 1.19-1.47x faster on oneDNN. Two runs at once with a fixed train.threads take 1.7-2.0x one
+// alone on the own engine, against oneDNN's 3.5-5.1x (bench/BUSY.md). Other values stay as they are.
+CpuRnn cpu_path(CpuRnn configured, bool bf16);
 
 // The own engine's packed operands for one direction's forward or backward, made once per call.
 class OwnGemms {
