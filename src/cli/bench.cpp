@@ -257,12 +257,12 @@ void make_candidates(Bench& b) {
                       std::find(filter.precisions.begin(), filter.precisions.end(), Precision::Bf16) != filter.precisions.end();
     const std::string plan = plan_summary(make_plan(b.cfg.model, c.fuse));
     std::vector<CpuRnn> paths = parse_list<CpuRnn>(a.cpu_paths, "--cpu", kCpuPaths, cpu_path_name);
-    if (paths.empty()) paths = {b.cfg.plan.cpu};
+    if (gpu || paths.empty()) paths = {b.cfg.plan.cpu};
+    // --precision bf16 alone times bf16 alone (fp32 only where asked for or configured).
+    const bool only_bf16 = filter.precisions.size() == 1 && filter.precisions[0] == Precision::Bf16;
     for (CpuRnn path : paths) {
       // Named cpu/PRECISION as before when only the configured path runs, cpu/PATH/PRECISION otherwise.
-      const std::string prefix = a.cpu_paths.empty() ? "cpu" : fmt::format("cpu/{}", cpu_path_name(path));
-      // --precision bf16 alone times bf16 alone (fp32 only where asked for or configured).
-      const bool only_bf16 = filter.precisions.size() == 1 && filter.precisions[0] == Precision::Bf16;
+      const std::string prefix = a.cpu_paths.empty() || gpu ? "cpu" : fmt::format("cpu/{}", cpu_path_name(path));
       if (!gpu && bf16)
         for (Precision p : {Precision::Fp32, Precision::Bf16}) {
           if (only_bf16 && p == Precision::Fp32) continue;
@@ -270,8 +270,7 @@ void make_candidates(Bench& b) {
           b.cands.push_back({c, path, fmt::format("{}/{}", prefix, precision_name(p)), plan, {}, 0, 0, 0});
         }
       else
-        b.cands.push_back({c, path, a.cpu_paths.empty() ? "configured" : prefix, plan, {}, 0, 0, 0});
-      if (gpu) break;
+        b.cands.push_back({c, path, a.cpu_paths.empty() || gpu ? "configured" : prefix, plan, {}, 0, 0, 0});
     }
   }
 }

@@ -28,9 +28,9 @@ struct ForwardContext {
 
 class CpuModel {
  public:
-  // plan: where given and plan->cpu is onednn, the planner's stacks run on oneDNN where they can
-  // (onednn_stack.h), in bf16 where plan->precision is bf16 and the stack can; null: every layer on the
-  // reference ops.
+  // plan: where given, plan->cpu picks who runs the recurrent layers (recurrent.h: cpu_path, rnn_math):
+  // oneDNN's stacks where they can (onednn_stack.h), the own engine, or the reference ops, in bf16 where
+  // plan->precision is bf16 and the path can; null: every layer on the reference ops.
   CpuModel(const ModelSpec& spec, Params& params, const PlanSpec* plan = nullptr);
   // The same from a resolved model (its plan made for plan->fuse).
   CpuModel(ResolvedModel model, Params& params, const PlanSpec* plan);
