@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/engine.h"
+#include "core/batch.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "model/params.h"
@@ -128,6 +130,29 @@ inline Params random_params(const ModelSpec& m, uint64_t seed, double scale = 0.
   for (Param* q : p.all())
     for (float& v : q->value.data) v = static_cast<float>(rng.uniform(-scale, scale));
   return p;
+}
+
+struct SideBySide {
+  double fast = 0, ref = 0, first = 0;  // after the last step; the reference's first step
+};
+// `steps` Adam steps (learning rate 0.01) of both configs from the same weights on the same batches
+// ([8, 9, 4] -> [8, 3]); the models take 4 features and give 3.
+inline SideBySide train_side_by_side(const Config& fast, const Config& ref, int steps) {
+  const Params init = random_params(fast.model, 2, 0.3);
+  Rng r1(1), r2(1);
+  auto a = make_engine(fast, init, r1);
+  auto b = make_engine(ref, init, r2);
+  SideBySide l;
+  for (int s = 0; s < steps; ++s) {
+    Rng rng(100 + s % 3);
+    Batch batch;
+    batch.x = random_tensor({8, 9, 4}, rng);
+    batch.y = random_tensor({8, 3}, rng);
+    l.fast = a->train_step(batch, 0.01, {}).mean();
+    l.ref = b->train_step(batch, 0.01, {}).mean();
+    if (s == 0) l.first = l.ref;
+  }
+  return l;
 }
 
 }  // namespace rnntrain::testing

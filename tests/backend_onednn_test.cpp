@@ -150,28 +150,6 @@ INSTANTIATE_TEST_SUITE_P(
                       StackCase{"lstm_then_dense", kLstmDense}),
     [](const auto& info) { return info.param.name; });
 
-struct Losses {
-  double fast = 0, ref = 0, first = 0;  // after the last step; the reference's first step
-};
-// `steps` Adam steps of both configs from the same weights on the same batches ([8, 9, 4] -> [8, 3]).
-Losses train_side_by_side(const Config& fast, const Config& ref, int steps) {
-  const Params init = random_params(fast.model, 2, 0.3);
-  Rng r1(1), r2(1);
-  auto a = make_engine(fast, init, r1);
-  auto b = make_engine(ref, init, r2);
-  Losses l;
-  for (int s = 0; s < steps; ++s) {
-    Rng rng(100 + s % 3);
-    Batch batch;
-    batch.x = random_tensor({8, 9, 4}, rng);
-    batch.y = random_tensor({8, 3}, rng);
-    l.fast = a->train_step(batch, 0.01, {}).mean();
-    l.ref = b->train_step(batch, 0.01, {}).mean();
-    if (s == 0) l.first = l.ref;
-  }
-  return l;
-}
-
 // |a - b| / max|b| (0 when both are 0).
 double rel_err(const Tensor& a, const Tensor& b) {
   double d = 0;
@@ -243,7 +221,7 @@ TEST(Onednn, Bf16TrainingEndsNearTheFp32ReferenceRun) {
   Config ref = cfg;
   ref.plan.cpu = CpuRnn::Reference;
   cfg.plan.precision = Precision::Bf16;
-  const Losses l = train_side_by_side(cfg, ref, 30);
+  const testing::SideBySide l = train_side_by_side(cfg, ref, 30);
   EXPECT_LT(l.ref, 0.8 * l.first) << "the reference run learns";
   EXPECT_NEAR(l.fast, l.ref, 0.03 * l.ref) << "after 30 Adam steps";
   std::printf("30 Adam steps: bf16 loss %.6g, FP32 reference %.6g (first %.6g)\n", l.fast, l.ref, l.first);
@@ -327,7 +305,7 @@ TEST(Onednn, TrainingEndsWhereTheReferenceRunEnds) {
   cfg.device = Device::Cpu;
   Config ref = cfg;
   ref.plan.cpu = CpuRnn::Reference;
-  const Losses l = train_side_by_side(cfg, ref, 20);
+  const testing::SideBySide l = train_side_by_side(cfg, ref, 20);
   const double la = l.fast, lb = l.ref;
   EXPECT_NEAR(la, lb, 1e-4 * lb) << "after 20 Adam steps";
   std::printf("20 Adam steps: oneDNN loss %.7g, reference %.7g\n", la, lb);

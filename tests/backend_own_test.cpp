@@ -283,20 +283,8 @@ TEST(OwnEngine, Bf16TrainingEndsNearTheFp32ReferenceRun) {
   ref.plan.cpu = CpuRnn::Reference;
   cfg.plan.cpu = CpuRnn::Own;
   cfg.plan.precision = Precision::Bf16;
-  const Params init = random_params(cfg.model, 2, 0.3);
-  Rng r1(1), r2(1);
-  auto own = make_engine(cfg, init, r1);
-  auto base = make_engine(ref, init, r2);
-  double l_own = 0, l_ref = 0, first = 0;
-  for (int s = 0; s < 30; ++s) {
-    Rng rng(100 + s % 3);
-    Batch batch;
-    batch.x = random_tensor({8, 9, 4}, rng);
-    batch.y = random_tensor({8, 3}, rng);
-    l_own = own->train_step(batch, 0.01, {}).mean();
-    l_ref = base->train_step(batch, 0.01, {}).mean();
-    if (s == 0) first = l_ref;
-  }
+  const testing::SideBySide l = train_side_by_side(cfg, ref, 30);
+  const double l_own = l.fast, l_ref = l.ref, first = l.first;
   EXPECT_LT(l_ref, 0.8 * first) << "the reference run learns";
   EXPECT_NEAR(l_own, l_ref, 0.03 * l_ref) << "after 30 Adam steps";
   EXPECT_NE(l_own, l_ref) << "the own engine ran in bf16";
