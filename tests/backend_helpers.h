@@ -1,6 +1,9 @@
 // Helpers shared by the CPU backend tests: building small ModelSpecs by hand (no YAML), random
 // parameters with non-zero biases on every gate block, and random tensors. Not a test itself.
 #pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +133,17 @@ inline Params random_params(const ModelSpec& m, uint64_t seed, double scale = 0.
   for (Param* q : p.all())
     for (float& v : q->value.data) v = static_cast<float>(rng.uniform(-scale, scale));
   return p;
+}
+
+// max |a - b| / max |b| (the absolute difference where b is all zero); infinity when the shapes differ.
+inline double rel_err(const Tensor& a, const Tensor& b) {
+  if (a.shape != b.shape) return std::numeric_limits<double>::infinity();
+  double d = 0, m = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+    m = std::max(m, static_cast<double>(std::fabs(b[i])));
+  }
+  return m > 0 ? d / m : d;
 }
 
 struct SideBySide {

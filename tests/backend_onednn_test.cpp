@@ -150,14 +150,6 @@ INSTANTIATE_TEST_SUITE_P(
                       StackCase{"lstm_then_dense", kLstmDense}),
     [](const auto& info) { return info.param.name; });
 
-// |a - b| / max|b| (0 when both are 0).
-double rel_err(const Tensor& a, const Tensor& b) {
-  double d = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-  const double m = max_abs(b);
-  return m > 0 ? d / m : d;
-}
-
 // plan.precision bf16 (issue 35 item 3): LSTM stacks run on oneDNN's bf16 kernels where the CPU has
 // AVX512-BF16: outputs and gradients within bf16's rounding of the FP32 reference path, and not equal
 // to the FP32 oneDNN stacks' (so bf16 did run). GRU stacks go to the own engine (onednn_bf16_reason).

@@ -17,7 +17,6 @@
 #include <cmath>
 #include <exception>
 #include <limits>
-#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>

@@ -45,16 +45,29 @@ struct PanelMask {
         hi(n >= 32 ? __mmask16(0xffff) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0)) {}
 };
 
-// c[r, 0..n) (+)= sum_k a[r * sr + k * sk] * panel[k, 0..n) for r < R; the panel is [K, 32].
+// A tile's R x 32 sums: started from c, the bias row or zero, and stored back to c's columns [0, n).
 template <int R>
-RNNTRAIN_AVX512 void tile_f32(int64_t K, const float* a, int64_t sr, int64_t sk, const float* panel, float* c,
-                              int64_t ldc, PanelMask mask, Start start) {
-  __m512 lo[R], hi[R];
+RNNTRAIN_AVX512 inline void start_sums(const float* c, int64_t ldc, PanelMask mask, Start start, __m512* lo, __m512* hi) {
   for (int r = 0; r < R; ++r) {
     const float* from = start.c ? c + r * ldc : start.bias;
     lo[r] = from ? _mm512_maskz_loadu_ps(mask.lo, from) : _mm512_setzero_ps();
     hi[r] = from ? _mm512_maskz_loadu_ps(mask.hi, from + 16) : _mm512_setzero_ps();
   }
+}
+template <int R>
+RNNTRAIN_AVX512 inline void store_sums(float* c, int64_t ldc, PanelMask mask, const __m512* lo, const __m512* hi) {
+  for (int r = 0; r < R; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, mask.lo, lo[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, mask.hi, hi[r]);
+  }
+}
+
+// c[r, 0..n) (+)= sum_k a[r * sr + k * sk] * panel[k, 0..n) for r < R; the panel is [K, 32].
+template <int R>
+RNNTRAIN_AVX512 void tile_f32(int64_t K, const float* a, int64_t sr, int64_t sk, const float* panel, float* c,
+                              int64_t ldc, PanelMask mask, Start start) {
+  __m512 lo[R], hi[R];
+  start_sums<R>(c, ldc, mask, start, lo, hi);
   for (int64_t k = 0; k < K; ++k) {
     const __m512 b0 = _mm512_loadu_ps(panel + k * kPanel), b1 = _mm512_loadu_ps(panel + k * kPanel + 16);
     for (int r = 0; r < R; ++r) {
@@ -63,10 +76,7 @@ RNNTRAIN_AVX512 void tile_f32(int64_t K, const float* a, int64_t sr, int64_t sk,
       hi[r] = _mm512_fmadd_ps(x, b1, hi[r]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(c + r * ldc, mask.lo, lo[r]);
-    _mm512_mask_storeu_ps(c + r * ldc + 16, mask.hi, hi[r]);
-  }
+  store_sums<R>(c, ldc, mask, lo, hi);
 }
 
 // The same in bf16: a holds pairs of bf16 (32-bit words), row r's pair i at a[r * sr + i * si];
@@ -75,11 +85,7 @@ template <int R>
 RNNTRAIN_AVX512BF16 void tile_bf16(int64_t pairs, const uint32_t* a, int64_t sr, int64_t si, const uint16_t* panel,
                                    float* c, int64_t ldc, PanelMask mask, Start start) {
   __m512 lo[R], hi[R];
-  for (int r = 0; r < R; ++r) {
-    const float* from = start.c ? c + r * ldc : start.bias;
-    lo[r] = from ? _mm512_maskz_loadu_ps(mask.lo, from) : _mm512_setzero_ps();
-    hi[r] = from ? _mm512_maskz_loadu_ps(mask.hi, from + 16) : _mm512_setzero_ps();
-  }
+  start_sums<R>(c, ldc, mask, start, lo, hi);
   for (int64_t i = 0; i < pairs; ++i) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + i * 2 * kPanel);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + i * 2 * kPanel + kPanel);
@@ -89,10 +95,7 @@ RNNTRAIN_AVX512BF16 void tile_bf16(int64_t pairs, const uint32_t* a, int64_t sr,
       hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(c + r * ldc, mask.lo, lo[r]);
-    _mm512_mask_storeu_ps(c + r * ldc + 16, mask.hi, hi[r]);
-  }
+  store_sums<R>(c, ldc, mask, lo, hi);
 }
 
 template <typename F>
@@ -114,10 +117,10 @@ void for_rows(int rows, F&& f) {  // f(std::integral_constant<int, rows>)
 RNNTRAIN_AVX512BF16 void pair_rows(const float* even, const float* odd, int64_t n, uint32_t* out) {
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(even + j)));
-    const __m512i hi = odd ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(odd + j)))
+    const __m512i lo = _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(even + j)));
+    const __m512i hi = odd ? _mm512_maskz_cvtepu16_epi32(0xffff, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(odd + j)))
                            : _mm512_setzero_si512();
-    _mm512_storeu_si512(out + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    _mm512_storeu_si512(out + j, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)));
   }
   for (; j < n; ++j) out[j] = to_bf16(even[j]) | (odd ? static_cast<uint32_t>(to_bf16(odd[j])) << 16 : 0u);
 }
@@ -211,9 +214,15 @@ void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k
   if (!as_bf16) {
     h.clear();
     f.assign(static_cast<size_t>(panels * k * kPanel), 0.0f);
-    for (int64_t p = 0; p < panels; ++p)
-      for (int64_t r = 0; r < k; ++r)
-        for (int64_t j = 0; j < std::min(kPanel, n - p * kPanel); ++j) f[(p * k + r) * kPanel + j] = at(r, p * kPanel + j);
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t cols = std::min(kPanel, n - p * kPanel);
+      for (int64_t r = 0; r < k; ++r) {
+        float* dst = f.data() + (p * k + r) * kPanel;
+        if (!tb) std::copy(b + r * ldb + p * kPanel, b + r * ldb + p * kPanel + cols, dst);  // part of row r
+        else
+          for (int64_t j = 0; j < cols; ++j) dst[j] = at(r, p * kPanel + j);
+      }
+    }
     return;
   }
   f.clear();
