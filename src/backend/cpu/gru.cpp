@@ -161,11 +161,22 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
   }
 }
 
+// The blocks of U the loops multiply (own engine): all 3H columns with reset_after, else z and r apart
+// from the candidate's.
+void pack_blocks(const CellArgs& a, bool t) {
+  const int64_t H = a.H;
+  if (a.reset_after) {
+    pack_step_gemm(a, 3 * H, t, 0, 3 * H);
+  } else {
+    pack_step_gemm(a, 3 * H, t, 0, 2 * H);
+    pack_step_gemm(a, 3 * H, t, 2 * H, H);
+  }
+}
+
 }  // namespace
 
 void gru_forward(const CellArgs& a, RnnTape& tape) {
-  if (a.own && a.reset_after) a.own->need(false, a.U, a.H, 3 * a.H, 0, 3 * a.H);
-  if (a.own && !a.reset_after) a.own->need(false, a.U, a.H, 3 * a.H, 0, 2 * a.H), a.own->need(false, a.U, a.H, 3 * a.H, 2 * a.H, a.H);
+  pack_blocks(a, false);
   if (a.reset_after) resize(tape.aux, {a.T, a.B, a.H});
   else resize(tape.rh, {a.T, a.B, a.H});
   parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
@@ -174,8 +185,7 @@ void gru_forward(const CellArgs& a, RnnTape& tape) {
 void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec) {
   const bool reset_after = a.reset_after;
   const int64_t B = a.B, H = a.H, G3 = 3 * H, T = a.T;
-  if (a.own && reset_after) a.own->need(true, a.U, H, G3, 0, G3);
-  if (a.own && !reset_after) a.own->need(true, a.U, H, G3, 0, 2 * H), a.own->need(true, a.U, H, G3, 2 * H, H);
+  pack_blocks(a, true);
   Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
   if (reset_after) dzr = Tensor({T, B, G3});
   parallel_rows(B, slice_rows(a),

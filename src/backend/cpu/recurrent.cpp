@@ -86,6 +86,10 @@ int64_t slice_rows(const CellArgs& a) {
   return std::clamp<int64_t>((a.B + threads - 1) / threads, 2, kSliceRows);
 }
 
+void pack_step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w) {
+  if (a.own) a.own->need(t, a.U, a.H, G, c0, w);
+}
+
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
                bool accumulate, float* c, int64_t ldc) {
   if (a.own) gemm_packed(n, false, x, ldx, a.own->get(t, c0), accumulate, c, ldc);

@@ -33,8 +33,8 @@ CpuRnn cpu_path(CpuRnn configured, bool bf16);
 class OwnGemms {
  public:
   explicit OwnGemms(bool bf16) : bf16_(bf16) {}
-  // Packs U[:, c0:c0+w] of a [H, G] recurrent kernel (its transpose when t) for step_gemm. Call it
-  // before the loop's threads start: they only read.
+  // Packs U[:, c0:c0+w] of a [H, G] recurrent kernel (its transpose when t) for step_gemm; once per
+  // (t, c0). pack_step_gemm calls it.
   void need(bool t, const float* U, int64_t H, int64_t G, int64_t c0, int64_t w);
   const PackedB& get(bool t, int64_t c0) const;
   // op(b) ([k, n]) packed as the B of an all-steps GEMM; the same b, ldb, k, n and tb again (a
@@ -110,6 +110,9 @@ int64_t slice_rows(const CellArgs& a);
 // or, when t, c[n, H] (+)= x[n, w] @ U[:, c0:c0+w]^T. OpenBLAS, or the own engine's packing of that block.
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
                bool accumulate, float* c, int64_t ldc);
+// On the own engine, packs the block of a.U that step_gemm(a, G, t, c0, w, ...) multiplies. Call it
+// before the loop's threads start: they only read the packings. Nothing on OpenBLAS.
+void pack_step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w);
 // An all-steps GEMM, c[m, n] (+)= op(a) @ op(b), or = bias + op(a) @ op(b) with a bias row [n]: one
 // OpenBLAS call on every BLAS thread, or the own engine's packed GEMM with the rows of c spread over the
 // threads.
