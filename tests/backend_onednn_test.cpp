@@ -205,17 +205,10 @@ INSTANTIATE_TEST_SUITE_P(Lstm, OnednnBf16,
 // bf16 training (Adam) ends near the FP32 reference run: bf16's rounding does not derail it.
 TEST(Onednn, Bf16TrainingEndsNearTheFp32ReferenceRun) {
   SKIP_WITHOUT_BF16();
-  Config cfg = parse_config(
-      "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: "
-      "LSTM, units: 16}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\nplan: {cpu: onednn}\n",
-      "train.yaml");
-  cfg.device = Device::Cpu;
-  Config ref = cfg;
-  ref.plan.cpu = CpuRnn::Reference;
-  cfg.plan.precision = Precision::Bf16;
-  const testing::SideBySide l = train_side_by_side(cfg, ref, 30);
-  EXPECT_LT(l.ref, 0.8 * l.first) << "the reference run learns";
-  EXPECT_NEAR(l.fast, l.ref, 0.03 * l.ref) << "after 30 Adam steps";
+  const testing::SideBySide l = testing::expect_bf16_training_tracks_fp32(
+      "[{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: LSTM, units: 16}, "
+      "{type: Dense, units: 3}]",
+      CpuRnn::Onednn);
   std::printf("30 Adam steps: bf16 loss %.6g, FP32 reference %.6g (first %.6g)\n", l.fast, l.ref, l.first);
 }
 

@@ -263,18 +263,10 @@ TEST(OwnEngine, AutoIsTheOwnEngineWhereTheCpuHasAvx512) {
 // bf16 training (Adam) ends near the FP32 reference run: bf16's rounding does not derail it.
 TEST(OwnEngine, Bf16TrainingEndsNearTheFp32ReferenceRun) {
   SKIP_WITHOUT_OWN(true);
-  Config cfg = parse_config(
-      "model:\n  layers: [{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: "
-      "GRU, units: 16}, {type: Dense, units: 3}]\ntrain: {optimizer: {type: adam, learning_rate: 0.01}}\n",
-      "train.yaml");
-  cfg.device = Device::Cpu;
-  Config ref = cfg;
-  ref.plan.cpu = CpuRnn::Reference;
-  cfg.plan.cpu = CpuRnn::Own;
-  cfg.plan.precision = Precision::Bf16;
-  const testing::SideBySide l = train_side_by_side(cfg, ref, 30);
-  EXPECT_LT(l.ref, 0.8 * l.first) << "the reference run learns";
-  EXPECT_NEAR(l.fast, l.ref, 0.03 * l.ref) << "after 30 Adam steps";
+  const testing::SideBySide l = testing::expect_bf16_training_tracks_fp32(
+      "[{type: Input, shape: [null, 4]}, {type: LSTM, units: 16, return_sequences: true}, {type: GRU, units: 16}, "
+      "{type: Dense, units: 3}]",
+      CpuRnn::Own);
   EXPECT_NE(l.fast, l.ref) << "the own engine ran in bf16";
   std::printf("30 Adam steps: own bf16 loss %.6g, FP32 reference %.6g (first %.6g)\n", l.fast, l.ref, l.first);
 }
