@@ -38,7 +38,8 @@ namespace {
 using namespace sm90;
 
 // RNNTRAIN_WF2_PHASES (a build for profiling only): thread 0 of every CTA adds up the SM cycles of
-// each phase of its steps, and CTA 0 of each cluster prints them per step when the launch ends.
+// each phase of its steps; when the launch ends each row prints them per step, for its first CTA and
+// the largest over its CTAs (a wait that only some CTAs see is where the row waits for another).
 #ifdef RNNTRAIN_WF2_PHASES
 #define WF2_MARK(k)                                    \
   do {                                                 \
@@ -53,16 +54,23 @@ using namespace sm90;
 #endif
 
 #ifdef RNNTRAIN_WF2_PHASES
-__device__ long long g_phases[2 * kMaxRows][15];
+constexpr int kPhases = 10;  // [0] setup, [1]..[9] the phases of a step
+__device__ long long g_phases[2 * kMaxRows][16][kPhases + 6];  // [row][CTA]: phases, ns, T, input, l, d, rows
 // Printed by a kernel of its own: a printf in forward2_k would serialize its wgmma (ptxas C7510).
-__global__ void print_phases_k(int rows) {
+__global__ void print_phases_k(int rows, int C) {
   for (int r = 0; r < rows; ++r) {
-    const long long* p = g_phases[r];
-    const double n = p[10] > 0 ? static_cast<double>(p[10]) : 1.0;
-    printf("wf2 %s row %d of %lld (layer %lld dir %lld) T %lld: %.2f us; setup %lld cyc; per step cyc: [1] %.0f "
-           "[2] %.0f [3] %.0f [4] %.0f [5] %.0f [6] %.0f [7] %.0f [8] %.0f\n",
-           p[11] ? "input" : "rec", r, p[14], p[12], p[13], p[10], p[9] / 1e3, p[0], p[1] / n, p[2] / n, p[3] / n,
-           p[4] / n, p[5] / n, p[6] / n, p[7] / n, p[8] / n);
+    const long long* p = g_phases[r][0];
+    const double n = p[kPhases + 1] > 0 ? static_cast<double>(p[kPhases + 1]) : 1.0;
+    double mx[kPhases] = {};
+    for (int c = 0; c < C; ++c)
+      for (int k = 0; k < kPhases; ++k) mx[k] = fmax(mx[k], static_cast<double>(g_phases[r][c][k]));
+    printf("wf2 %s row %d of %lld (layer %lld dir %lld) T %lld: %.2f us; setup %lld cyc; per step cyc, first CTA / "
+           "largest of %d: [1] %.0f/%.0f [2] %.0f/%.0f [3] %.0f/%.0f [4] %.0f/%.0f [5] %.0f/%.0f [6] %.0f/%.0f "
+           "[7] %.0f/%.0f [8] %.0f/%.0f [9] %.0f/%.0f\n",
+           p[kPhases + 2] ? "input" : "rec", r, p[kPhases + 5], p[kPhases + 3], p[kPhases + 4], p[kPhases + 1],
+           p[kPhases] / 1e3, p[0], C, p[1] / n, mx[1] / n, p[2] / n, mx[2] / n, p[3] / n, mx[3] / n, p[4] / n,
+           mx[4] / n, p[5] / n, mx[5] / n, p[6] / n, mx[6] / n, p[7] / n, mx[7] / n, p[8] / n, mx[8] / n, p[9] / n,
+           mx[9] / n);
   }
 }
 #endif
@@ -113,7 +121,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   const Cluster& cl = a.cl;
   const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H, Bs = a.Bs;
 #ifdef RNNTRAIN_WF2_PHASES
-  long long phase_cycles[9] = {}, phase_at = clock64();
+  long long phase_cycles[kPhases] = {}, phase_at = clock64();
   const unsigned long long start_ns = global_ns();
 #endif
   const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
@@ -313,8 +321,9 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         }
         store_release(done_rec + ci * 16 + rank, s + 1);
       }
-      if (s + 1 < T) prefetch(s + 1);
       WF2_MARK(7);
+      if (s + 1 < T) prefetch(s + 1);
+      WF2_MARK(8);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int m = row_of(2 * hh), b = a.b0 + m;
@@ -342,17 +351,18 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         store_halves<E, P>(hseq + bt * ldh + d * a.Hp + jb, hn[hh], nu);
         if (out != hseq) store_halves<E, P>(out + bt * a.D * H + d * H + jb, hn[hh], nu);
       }
-      WF2_MARK(8);
+      WF2_MARK(9);
     }
   }
   cluster_arrive();  // no CTA leaves while a peer may still multicast into it
   cluster_wait();
 #ifdef RNNTRAIN_WF2_PHASES
-  if (tid == 0 && rank == 0) {
-    long long* out = g_phases[ci];
-    for (int k = 0; k < 9; ++k) out[k] = phase_cycles[k];
-    out[9] = static_cast<long long>(global_ns() - start_ns), out[10] = T;
-    out[11] = input_row, out[12] = l, out[13] = d, out[14] = static_cast<int>(gridDim.x) / C;
+  if (tid == 0) {
+    long long* out = g_phases[ci][rank];
+    for (int k = 0; k < kPhases; ++k) out[k] = phase_cycles[k];
+    out[kPhases] = static_cast<long long>(global_ns() - start_ns), out[kPhases + 1] = T;
+    out[kPhases + 2] = input_row, out[kPhases + 3] = l, out[kPhases + 4] = d;
+    out[kPhases + 5] = static_cast<int>(gridDim.x) / C;
   }
 #endif
 }
@@ -361,7 +371,7 @@ template <typename E, bool GRU, int U>
 void launch_of(const Args& a, cudaStream_t s) {
   launch_rows<forward2_k<E, GRU, U>, 128>(a, s);
 #ifdef RNNTRAIN_WF2_PHASES
-  print_phases_k<<<1, 1, 0, s>>>(a.cl.rows);
+  print_phases_k<<<1, 1, 0, s>>>(a.cl.rows, a.cl.C);
 #endif
 }
 
