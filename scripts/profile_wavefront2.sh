@@ -55,9 +55,10 @@ done
 if [ "${PHASES:-1}" != 0 ]; then
   step "phases of a kernel step (RNNTRAIN_WF2_PHASES build; SM cycles of thread 0, each row's first CTA / the largest over its CTAs)"
   say "forward (wf2), recurrent rows: [1] input side [2] wait for h [3] wgmma [4] cell and h stores [5] fence, CTA"
-  say "  barrier [6] cluster wait [7] multicast issued, flag released [8] next input side prefetched (above the"
-  say "  launch's first layer: waits for the input row) [9] saved state stores; input rows: [1] cluster wait, flag"
-  say "  wait, multicast issued [2] wait for h [3] wgmma [4] ring stores and flag"
+  say "  barrier [6] cluster wait [7] multicast issued, flag released [8] wait for the input row's next sums"
+  say "  (above the launch's first layer) [9] saved state stores [10] the next input side's copies issued; input"
+  say "  rows: [1] cluster wait, flag wait, multicast issued [2] wait for h [3] wgmma [4] wait for the ring slot"
+  say "  [5] ring stores [6] flag"
   say "backward (wf2b), recurrent rows: [1] loads for the cell, wait for the input row [2] the products over the ring"
   say "  of slices (full waits: for slices to land) [3] wait for the global ring's slot [4] cell, stores; input rows:"
   say "  [2] products [3] wait for the ring slot [4] stores, flag; producer warp: [1] wait for the slice [2] wait"

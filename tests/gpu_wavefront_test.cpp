@@ -124,7 +124,8 @@ TEST(Wavefront, InferenceGivesTheCpuOutputs) {
 
 // Both designs (issue 33: the second, sm_90a, is the default where it runs; RNNTRAIN_WAVEFRONT_DESIGN=1
 // keeps the first): 4 LSTM layers (one launch: recurrent and input rows, forward and backward), 4 GRU
-// layers of 37 units (odd sizes, batch slices of 64 past 64 sequences), masked; outputs and a step's
+// layers of 37 units (odd sizes; batch slices of 64 past 64 sequences, the second design's side by side
+// in one launch, the last one partly empty), masked; outputs and a step's
 // gradients (input and weights) against the FP32 CPU.
 TEST(Wavefront, BothDesignsGiveTheCpuOutputsAndGradients) {
   SKIP_WITHOUT_GPU();
@@ -196,7 +197,9 @@ TEST(Wavefront, ABatchTooLargeForOneLaunchIsSlicedAndMatchesCudnn) {
   Rng r1(1), r2(1);
   auto a = make_engine(own, init, r1);
   auto b = make_engine(ref, init, r2);
-  const int64_t B = 1100;  // more 16-row tiles than one launch's warps hold
+  // More 16-row tiles than one launch's warps hold (first design); 18 slices of 64, as many side by side
+  // as the GPU's clusters hold, in rounds (second design).
+  const int64_t B = 1100;
   std::vector<int32_t> lens(B);
   for (int64_t i = 0; i < B; ++i) lens[i] = static_cast<int32_t>(1 + i % 3);
   const Batch batch = random_batch(own, B, 3, 8, lens);

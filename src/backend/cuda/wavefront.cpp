@@ -188,23 +188,39 @@ void WavefrontRnn::make_groups(int64_t B) {
   if (!design2_allowed()) return;
   const bool gru = s_.cell == LayerKind::GRU;
   const wf::Cluster cl = cluster2(s_), clb = cluster2_backward(s_);
-  if (cl.C) groups2_ = groups2(cl, wf::max_clusters2(cl, gru, s_.bf16));
-  if (clb.C) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, gru, s_.bf16));
+  if (cl.C) groups2_ = groups2(cl, wf::max_clusters2(cl, gru, s_.bf16), B);
+  if (clb.C) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, gru, s_.bf16), B);
 #endif
 }
 
-// Layers as launches of the second design: as many layers a launch as the resident clusters allow
-// (none where not even one layer's rows are resident).
-std::vector<WavefrontRnn::Group2> WavefrontRnn::groups2(const wf::Cluster& cl, int64_t most_clusters) const {
+// Layers as launches of the second design. A launch of n layers takes rows2(n) clusters for each
+// batch slice of 64 sequences and runs as many slices side by side as the resident clusters hold,
+// the rest in further rounds one after the other (a round: T + n - 1 wave steps). The stack's split
+// takes the fewest rounds in all, then the fewest launches (each above the first needs an input
+// projection GEMM), then the largest first launch. With one slice that is as many layers a launch as
+// fit; with four (B = 256) a 2-layer and a 1-layer launch take 3 rounds where one 3-layer launch of
+// 5 clusters a slice takes 4. Empty where not even one layer's rows are resident.
+std::vector<WavefrontRnn::Group2> WavefrontRnn::groups2(const wf::Cluster& cl, int64_t most_clusters,
+                                                        int64_t B) const {
+  const int64_t L = s_.layers, slices = std::max<int64_t>((B + 63) / 64, 1);
+  auto side = [&](int64_t n) { return std::min(slices, most_clusters / rows2(s_, n)); };
+  std::vector<std::pair<int64_t, int64_t>> best(L + 1, {0, 0});  // layers l..: {rounds, launches}
+  std::vector<int64_t> take(L + 1, 0);                          // the layers of that split's first launch
+  for (int64_t l = L - 1; l >= 0; --l) {
+    best[l] = {INT64_MAX, INT64_MAX};
+    for (int64_t n = s_.dirs == 2 ? 1 : std::min<int64_t>(L - l, wf::kMaxRows); n >= 1; --n) {
+      if (side(n) < 1) continue;
+      const std::pair<int64_t, int64_t> c{(slices + side(n) - 1) / side(n) + best[l + n].first, 1 + best[l + n].second};
+      if (c < best[l]) best[l] = c, take[l] = n;
+    }
+    if (!take[l]) return {};
+  }
   std::vector<Group2> groups;
-  for (int64_t l = 0; l < s_.layers;) {
-    int64_t n = s_.dirs == 2 ? 1 : std::min<int64_t>(s_.layers - l, wf::kMaxRows);
-    while (n > 0 && rows2(s_, n) > most_clusters) --n;
-    if (n == 0) return {};
-    Group2 g{l, n, cl};
-    g.cl.rows = static_cast<int>(rows2(s_, n));
+  for (int64_t l = 0; l < L; l += take[l]) {
+    Group2 g{l, take[l], cl};
+    g.cl.rows = static_cast<int>(rows2(s_, take[l]));
+    g.cl.slices = static_cast<int>(side(take[l]));
     groups.push_back(g);
-    l += n;
   }
   return groups;
 }
@@ -309,23 +325,36 @@ void WavefrontRnn::forward2() {
   const int64_t D = s_.dirs, B = B_;
   cudaStream_t st = gpu_.stream();
   ++passes2;
-  int64_t rows = 0, layers = 0;
-  for (const Group2& g : groups2_) rows = std::max(rows, g.layers * D), layers = std::max(layers, g.layers);
+  // Per batch slice of a launch: its recurrent rows' T steps of h (hcore) and its input rows' ring.
   const wf::Cluster& cl = groups2_[0].cl;
-  const size_t step_bytes = static_cast<size_t>(64 * cl.Kp) * es_;
-  char* hcore = hcore_.ensure(static_cast<int64_t>(rows * T_ * step_bytes));
-  float* xring = layers > 1 ? xring_.ensure((layers - 1) * wf::kRing2 * cl.C * 64 * 4 * cl.U) : nullptr;
-  unsigned* done = done_.ensure(2 * wf::kMaxRows * 16);
+  const size_t step_elems = static_cast<size_t>(64 * cl.Kp);
+  auto core_slice = [&](const Group2& g) { return static_cast<size_t>(g.layers * D * T_) * step_elems; };
+  auto xring_slice = [&](const Group2& g) {
+    return static_cast<size_t>((g.layers - 1) * wf::kRing2 * cl.C * 64 * 4 * cl.U);
+  };
+  size_t core = 0, ring = 0;
+  int64_t side = 1;
+  for (const Group2& g : groups2_) {
+    core = std::max(core, g.cl.slices * core_slice(g));
+    ring = std::max(ring, g.cl.slices * xring_slice(g));
+    side = std::max<int64_t>(side, g.cl.slices);
+  }
+  char* hcore = hcore_.ensure(static_cast<int64_t>(core * es_));
+  float* xring = ring ? xring_.ensure(static_cast<int64_t>(ring)) : nullptr;
+  unsigned* done = done_.ensure(side * wf::kDone);
   for (const Group2& g2 : groups2_) {
     project_input(g2.first);
-    for (int64_t b0 = 0; b0 < B; b0 += 64) {
-      wf::Args a = args(g2.first, g2.layers, b0, std::min<int64_t>(64, B - b0));
+    const int64_t rows_at_once = 64 * g2.cl.slices;
+    for (int64_t b0 = 0; b0 < B; b0 += rows_at_once) {
+      wf::Args a = args(g2.first, g2.layers, b0, std::min(rows_at_once, B - b0));
       a.cl = g2.cl;
-      for (int64_t r = 0; r < g2.layers * D; ++r) a.hcore[r] = hcore + r * T_ * step_bytes;
-      a.xring = xring;
+      a.cl.slices = static_cast<int>((a.Bs + 63) / 64);
+      for (int64_t r = 0; r < g2.layers * D; ++r) a.hcore[r] = hcore + r * T_ * step_elems * es_;
+      a.xring = g2.layers > 1 ? xring : nullptr;
       a.done = done;
+      a.core_slice = core_slice(g2), a.xring_slice = xring_slice(g2);
       if (g2.first + g2.layers == s_.layers) a.hy = hy_;
-      CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * 2 * wf::kMaxRows * 16, st));
+      CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * a.cl.slices * wf::kDone, st));
       before_launch(g2.layers, false);
       wf::launch_forward2(a, s_.bf16, st);
       after_launch(false);
@@ -373,20 +402,23 @@ void WavefrontRnn::backward2(const Group2& g2, const void* dy, const void* dhy) 
   cudaStream_t st = gpu_.stream();
   ++backward_passes2;
   const wf::Cluster& cl = g2.cl;
-  const int64_t KS = 4 * cl.U, rows = g2.layers * D;
-  const size_t ring_bytes = static_cast<size_t>(wf::kRing2 * cl.C * 64 * KS) * es_;  // a row's dG slices
-  char* gcore = gcore_.ensure(static_cast<int64_t>(rows * ring_bytes));
-  float* xring = g2.layers > 1 ? xring_.ensure((g2.layers - 1) * wf::kRing2 * cl.C * 64 * cl.U) : nullptr;
-  unsigned* done = done_.ensure(2 * wf::kMaxRows * 16);
-  for (int64_t b0 = 0; b0 < B; b0 += 64) {
-    wf::Args a = args(g2.first, g2.layers, b0, std::min<int64_t>(64, B - b0));
+  const int64_t KS = 4 * cl.U, rows = g2.layers * D, side = cl.slices, rows_at_once = 64 * side;
+  const size_t ring_elems = static_cast<size_t>(wf::kRing2 * cl.C * 64 * KS), core_slice = rows * ring_elems;  // a row's dG slices
+  const size_t xring_slice = g2.layers > 1 ? static_cast<size_t>((g2.layers - 1) * wf::kRing2 * cl.C * 64 * cl.U) : 0;
+  char* gcore = gcore_.ensure(static_cast<int64_t>(side * core_slice * es_));
+  float* xring = xring_slice ? xring_.ensure(static_cast<int64_t>(side * xring_slice)) : nullptr;
+  unsigned* done = done_.ensure(side * wf::kDone);
+  for (int64_t b0 = 0; b0 < B; b0 += rows_at_once) {
+    wf::Args a = args(g2.first, g2.layers, b0, std::min(rows_at_once, B - b0));
     a.cl = cl;
-    for (int64_t r = 0; r < rows; ++r) a.gcore[r] = gcore + r * ring_bytes;
+    a.cl.slices = static_cast<int>((a.Bs + 63) / 64);
+    for (int64_t r = 0; r < rows; ++r) a.gcore[r] = gcore + r * ring_elems * es_;
     a.xring = xring;
     a.done = done;
+    a.core_slice = core_slice, a.xring_slice = xring_slice;
     if (g2.first + g2.layers == s_.layers) a.dy = dy, a.dhy = dhy;
     else a.dy32 = dy32_.get();
-    CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * 2 * wf::kMaxRows * 16, st));
+    CUDA_CHECK(cudaMemsetAsync(done, 0, sizeof(unsigned) * a.cl.slices * wf::kDone, st));
     before_launch(g2.layers, true);
     wf::launch_backward2(a, s_.bf16, st);
     after_launch(true);

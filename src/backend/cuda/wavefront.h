@@ -58,7 +58,8 @@ class WavefrontRnn {
   // For benchmarks (bench/wavefront_bench.cpp): with events given, a forward pass records ev[0] before
   // its first kernel launch and ev[1] after its last, a backward pass ev[2] and ev[3] (the GEMMs
   // between launch groups fall inside, those before the first and after the last do not), and each
-  // counts its wave steps: T + layers - 1 a launch, batch slices one after the other.
+  // counts its wave steps: T + layers - 1 a launch (of batch slices one after the other, or, in the
+  // second design, side by side).
   void time_kernels(cudaEvent_t* ev) { ev_ = ev; }
   int64_t forward_waves() const { return fwd_waves_; }
   int64_t backward_waves() const { return bwd_waves_; }
@@ -69,14 +70,14 @@ class WavefrontRnn {
     int64_t batch = 0;              // sequences per launch (the batch is cut into slices of this size)
     wf::Split fwd, bwd;
   };
-  // A launch of the second design's forward: layers first.. as `cl.rows` clusters, batch slices of
-  // at most 64 sequences (kernels_wavefront2.cu).
+  // A launch of the second design: layers first.. as `cl.rows` clusters for each batch slice of at
+  // most 64 sequences, `cl.slices` slices side by side (kernels_wavefront2.cu; groups2).
   struct Group2 {
     int64_t first = 0, layers = 0;
     wf::Cluster cl;
   };
   void make_groups(int64_t B);
-  std::vector<Group2> groups2(const wf::Cluster& cl, int64_t most_clusters) const;
+  std::vector<Group2> groups2(const wf::Cluster& cl, int64_t most_clusters, int64_t B) const;
   void forward2();  // forward() on the second design
   void backward2(const Group2& g2, const void* dy, const void* dhy);  // one group's launches
   void gradients(int64_t first, int64_t layers, void* dx, float* g);  // its GEMMs after them

@@ -34,11 +34,13 @@ struct Split {
 // candidate's recurrent and input sides); each layer above the launch's first has a second cluster
 // (its "input row") that multiplies the layer below's h by its kernel, one step ahead.
 constexpr int kRing2 = 8;  // input-row partial sums kept per layer (steps)
+constexpr int kDone = 2 * kMaxRows * 16;  // a batch slice's done flags (Args::done)
 struct Cluster {
   int C = 0;     // CTAs per row (the cluster size)
   int U = 0;     // units per CTA: 8, 16 or 32
   int Kp = 0;    // H padded to the operand's k steps (C * U rounded up to 16)
   int rows = 0;  // recurrent rows (L * D) and, after them, L - 1 input rows
+  int slices = 1;  // batch slices of 64 rows a launch runs side by side, rows clusters each
   int S = 0;     // backward: the slots of its ring of dG slices in shared memory (at most C)
   int depth = 3;  // backward: slices whose products may still run when a slot is released (clamped to S - 1)
   size_t smem = 0;
@@ -53,7 +55,7 @@ struct Args {
   int GHp = 0;  // GH padded to 16: the columns of dgx, dgh the first design reads (the padding ones are 0)
   int GP = 0;   // 4H padded to 16: the row width of gates and dgx
   int ldgh = 0;  // the row width of dgh: GP (LSTM: dgh is dgx) or GHp (GRU: a buffer of its own)
-  int b0 = 0, Bs = 0;  // the batch rows [b0, b0 + Bs) this launch computes
+  int b0 = 0, Bs = 0;  // the batch rows [b0, b0 + Bs) this launch computes (second design: cl.slices of 64)
   Split sp;
   const int32_t* lens = nullptr;  // [B], 1..T
   unsigned* flags = nullptr;      // [L * D][T], zero at launch
@@ -83,8 +85,11 @@ struct Args {
   // second design (forward)
   Cluster cl;
   void* hcore[kMaxRows] = {};    // per recurrent row, E [T][64 x Kp] in wgmma's operand layout
-  float* xring = nullptr;        // [L - 1][kRing2][C][128][2U]: the input rows' partial sums
-  unsigned* done = nullptr;      // [2][kMaxRows][16]: steps finished by each CTA of a recurrent / input row
+  // Second design, cl.slices > 1: each batch slice's hcore, gcore (elements) and xring (floats) lie these
+  // far after the previous slice's; its done flags kDone after.
+  size_t core_slice = 0, xring_slice = 0;
+  float* xring = nullptr;        // [L - 1][kRing2][C][2U / 4][128][4]: the input rows' partial sums
+  unsigned* done = nullptr;      // [slices][2][kMaxRows][16]: steps finished by each CTA of a recurrent / input row
   // second design (backward)
   void* gcore[kMaxRows] = {};    // per recurrent row, E [kRing2][C][64 x 4U]: dG slices in wgmma's operand layout
 };
@@ -97,12 +102,14 @@ constexpr int kColsumParts = 64;
 void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t lda, float* part, float* out,
                 cudaStream_t s);
 // The second design: whether this build and GPU have it (sm_90a), how many clusters of `cl` can be
-// resident at once (0: none), and the launch (rows = a.cl.rows clusters, all resident).
+// resident at once (0: none), and the launch (a.cl.rows clusters for each of a.cl.slices batch slices,
+// all resident).
 bool has_forward2();
 int max_clusters2(const Cluster& cl, bool gru, bool bf16);
 void launch_forward2(const Args& a, bool bf16, cudaStream_t s);
 // The second design's backward (sm90a/kernels_wavefront2_backward.cu): the forward's clusters, with
-// S and smem of its own (wavefront.cpp: cluster2_backward); xring holds the input rows' sums here.
+// S and smem of its own (wavefront.cpp: cluster2_backward); xring holds the input rows' sums here
+// ([L - 1][kRing2][C][U / 8][128][4]).
 int max_clusters2_backward(const Cluster& cl, bool gru, bool bf16);
 void launch_backward2(const Args& a, bool bf16, cudaStream_t s);
 // The device's multiprocessors and the shared memory one block may opt in to.

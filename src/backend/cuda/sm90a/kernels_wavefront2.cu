@@ -54,23 +54,23 @@ using namespace sm90;
 #endif
 
 #ifdef RNNTRAIN_WF2_PHASES
-constexpr int kPhases = 10;  // [0] setup, [1]..[9] the phases of a step
+constexpr int kPhases = 11;  // [0] setup, [1]..[10] the phases of a step
 __device__ long long g_phases[2 * kMaxRows][16][kPhases + 6];  // [row][CTA]: phases, ns, T, input, l, d, rows
 // Printed by a kernel of its own: a printf in forward2_k would serialize its wgmma (ptxas C7510).
 __global__ void print_phases_k(int rows, int C) {
   for (int r = 0; r < rows; ++r) {
     const long long* p = g_phases[r][0];
     const double n = p[kPhases + 1] > 0 ? static_cast<double>(p[kPhases + 1]) : 1.0;
-    double mx[kPhases] = {};
-    for (int c = 0; c < C; ++c)
-      for (int k = 0; k < kPhases; ++k) mx[k] = fmax(mx[k], static_cast<double>(g_phases[r][c][k]));
     printf("wf2 %s row %d of %lld (layer %lld dir %lld) T %lld: %.2f us; setup %lld cyc; per step cyc, first CTA / "
-           "largest of %d: [1] %.0f/%.0f [2] %.0f/%.0f [3] %.0f/%.0f [4] %.0f/%.0f [5] %.0f/%.0f [6] %.0f/%.0f "
-           "[7] %.0f/%.0f [8] %.0f/%.0f [9] %.0f/%.0f\n",
+           "largest of %d:",
            p[kPhases + 2] ? "input" : "rec", r, p[kPhases + 5], p[kPhases + 3], p[kPhases + 4], p[kPhases + 1],
-           p[kPhases] / 1e3, p[0], C, p[1] / n, mx[1] / n, p[2] / n, mx[2] / n, p[3] / n, mx[3] / n, p[4] / n,
-           mx[4] / n, p[5] / n, mx[5] / n, p[6] / n, mx[6] / n, p[7] / n, mx[7] / n, p[8] / n, mx[8] / n, p[9] / n,
-           mx[9] / n);
+           p[kPhases] / 1e3, p[0], C);
+    for (int k = 1; k < kPhases; ++k) {
+      double mx = 0.0;
+      for (int c = 0; c < C; ++c) mx = fmax(mx, static_cast<double>(g_phases[r][c][k]));
+      printf(" [%d] %.0f/%.0f", k, p[k] / n, mx / n);
+    }
+    printf("\n");
   }
 }
 #endif
@@ -119,12 +119,16 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   constexpr int N = 4 * U, R = N / 2, P = U / 4;  // weight columns of a CTA; accumulators, units of a thread
   extern __shared__ __align__(128) unsigned char smem[];
   const Cluster& cl = a.cl;
-  const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H, Bs = a.Bs;
+  const int C = cl.C, Kp = cl.Kp, T = a.T, B = a.B, H = a.H;
 #ifdef RNNTRAIN_WF2_PHASES
   long long phase_cycles[kPhases] = {}, phase_at = clock64();
   const unsigned long long start_ns = global_ns();
 #endif
-  const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
+  const int ci = blockIdx.x / C % cl.rows, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
+  // The batch slice of 64 rows this CTA's row serves (bs), and that slice's own buffers.
+  const int bs = blockIdx.x / C / cl.rows, b0 = a.b0 + 64 * bs, Bs = min(64, a.Bs - 64 * bs);
+  float* const xring = a.xring + bs * a.xring_slice;
+  const auto hcore = [&](int r) { return static_cast<E*>(a.hcore[r]) + bs * a.core_slice; };
   const int nrec = a.L * a.D;
   const bool input_row = ci >= nrec;
   const int l = input_row ? ci - nrec + 1 : ci / a.D, d = input_row ? 0 : ci % a.D;
@@ -178,13 +182,13 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   const uint16_t mask = static_cast<uint16_t>((1u << C) - 1);
   const uint32_t slice = U * 128;  // bytes of a CTA's units in a step's h (operand layout)
   const size_t step_elems = static_cast<size_t>(64) * Kp;
-  unsigned* done_rec = a.done;                // [kMaxRows][16]
-  unsigned* done_in = a.done + kMaxRows * 16;  // [kMaxRows][16], by layer
+  unsigned* done_rec = a.done + bs * kDone;  // [kMaxRows][16]
+  unsigned* done_in = done_rec + kMaxRows * 16;  // [kMaxRows][16], by layer
   const int q = tid % 4, jb = j0 + P * q;     // the thread's first unit
   float acc[R];
 
   if (input_row) {
-    const E* below = static_cast<const E*>(a.hcore[l - 1]);  // D == 1 here
+    const E* below = hcore(l - 1);  // D == 1 here
     for (int s = 0; s < T; ++s) {
       if (s > 0) cluster_wait();  // every CTA is done with the previous step's A
       if (tid == 0) {
@@ -204,20 +208,23 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       cluster_arrive();
       if (tid == 0 && s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
       __syncthreads();
-      // The thread's sums in slot order, the layout its recurrent row's CTA copies from.
+      WF2_MARK(4);
+      // The thread's sums in slot order, the layout its recurrent row's CTA copies from: the thread's
+      // i-th 4 floats at float4 i * 128 + tid, so a warp's store fills whole lines.
       float y[R];
 #pragma unroll
       for (int i = 0; i < R; ++i) y[slot<U>(i)] = acc[i];
-      float4* to = reinterpret_cast<float4*>(a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid * (R / 4);
+      float4* to = reinterpret_cast<float4*>(xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R) + tid;
 #pragma unroll
-      for (int i = 0; i < R / 4; ++i) to[i] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
+      for (int i = 0; i < R / 4; ++i) to[i * 128] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
       __syncthreads();
+      WF2_MARK(5);
       if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
-      WF2_MARK(4);
+      WF2_MARK(6);
     }
     if (T > 0) cluster_wait();
   } else {
-    E* core = static_cast<E*>(a.hcore[ci]);
+    E* core = hcore(ci);
     E* hseq = static_cast<E*>(a.hseq[l]);
     E* out = static_cast<E*>(a.out[l]);
     const int ldh = a.D * a.Hp, nu = H - jb;  // nu: how many of the thread's units exist
@@ -225,7 +232,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
     float* xs = xs_all + tid * (R + 4);  // layer 0: in the half type, P values at the start of each P floats
     float st[P][2] = {};  // LSTM c, GRU h, of units jb + p, rows 16w + lane/4 (+ 8)
     int len[2];           // the lengths of the thread's two rows (T past the slice: never read)
-    for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[a.b0 + row_of(2 * hh)] : T;
+    for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[b0 + row_of(2 * hh)] : T;
     // The input side of step s into xs, asynchronously: the GEMM's rows (the launch's first layer) or
     // the input row's sums (waited for by every thread).
     auto prefetch = [&](int s) {
@@ -234,7 +241,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         for (int hh = 0; hh < 2; ++hh) {
           const int m = row_of(2 * hh);
           if (m >= Bs) continue;
-          const E* row = static_cast<const E*>(a.xproj) + ((static_cast<size_t>(d) * T + t) * B + a.b0 + m) * a.GH;
+          const E* row = static_cast<const E*>(a.xproj) + ((static_cast<size_t>(d) * T + t) * B + b0 + m) * a.GH;
           for (int g = 0; g < 4; ++g) {
             const int gc = gate_col<GRU>(g, H, true);
             if (gc >= 0) copy_halves_async<E, P>(reinterpret_cast<E*>(xs + (hh * 4 + g) * P), row + gc + jb, nu);
@@ -242,9 +249,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
         }
       } else {
         wait_flag(done_in + l * 16 + rank, s + 1);
-        const float* from = a.xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R + tid * R;
+        WF2_MARK(8);
+        const float* from = xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R + tid * 4;
 #pragma unroll
-        for (int i = 0; i < R; i += 4) copy_async<16>(xs + i, from + i);
+        for (int i = 0; i < R; i += 4) copy_async<16>(xs + i, from + i * 128);
       }
       copy_commit();
     };
@@ -323,10 +331,10 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       }
       WF2_MARK(7);
       if (s + 1 < T) prefetch(s + 1);
-      WF2_MARK(8);
+      WF2_MARK(10);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int m = row_of(2 * hh), b = a.b0 + m;
+        const int m = row_of(2 * hh), b = b0 + m;
         if (m >= Bs || nu <= 0) continue;
         const bool valid = t < len[hh];
         const size_t bt = static_cast<size_t>(t) * B + b;
@@ -357,12 +365,12 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
   cluster_arrive();  // no CTA leaves while a peer may still multicast into it
   cluster_wait();
 #ifdef RNNTRAIN_WF2_PHASES
-  if (tid == 0) {
+  if (tid == 0 && bs == 0) {
     long long* out = g_phases[ci][rank];
     for (int k = 0; k < kPhases; ++k) out[k] = phase_cycles[k];
     out[kPhases] = static_cast<long long>(global_ns() - start_ns), out[kPhases + 1] = T;
     out[kPhases + 2] = input_row, out[kPhases + 3] = l, out[kPhases + 4] = d;
-    out[kPhases + 5] = static_cast<int>(gridDim.x) / C;
+    out[kPhases + 5] = cl.rows;
   }
 #endif
 }

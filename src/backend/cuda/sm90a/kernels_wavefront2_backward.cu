@@ -236,8 +236,10 @@ template <typename E, bool GRU, int U>
 __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   constexpr int G = GRU ? 3 : 4, KS = 4 * U, R = U / 2, P = U / 4;  // G: Keras' gates
   extern __shared__ __align__(128) unsigned char smem[];
-  const int C = a.cl.C, T = a.T, B = a.B, H = a.H, Bs = a.Bs, Kt = C * KS;
-  const int ci = blockIdx.x / C, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
+  const int C = a.cl.C, T = a.T, B = a.B, H = a.H, Kt = C * KS;
+  const int ci = blockIdx.x / C % a.cl.rows, rank = blockIdx.x % C, j0 = rank * U, tid = threadIdx.x;
+  // The batch slice of 64 rows this CTA's row serves (bs), and that slice's own buffers.
+  const int bs = blockIdx.x / C / a.cl.rows, b0 = a.b0 + 64 * bs, Bs = min(64, a.Bs - 64 * bs);
   const int nrec = a.L * a.D;
   const bool input_row = ci >= nrec;
   const int l = input_row ? ci - nrec : ci / a.D, d = input_row ? 0 : ci % a.D;
@@ -288,13 +290,13 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   WF2B_MARK(0);
 
   const size_t slice = static_cast<size_t>(64) * KS, ring_step = C * slice;  // elements
-  unsigned* done_rec = a.done;                 // [kMaxRows][16]: steps done by each CTA of a recurrent row
-  unsigned* done_in = a.done + kMaxRows * 16;  // [kMaxRows][16], by layer: of an input row
+  unsigned* done_rec = a.done + bs * kDone;     // [kMaxRows][16]: steps done by each CTA of a recurrent row
+  unsigned* done_in = done_rec + kMaxRows * 16;  // [kMaxRows][16], by layer: of an input row
   const size_t xring_step = static_cast<size_t>(C) * 128 * R;  // floats of one step of an input row's sums
-  float* xring = input_row || l < a.L - 1 ? a.xring + static_cast<size_t>(l) * kRing2 * xring_step : nullptr;
+  float* xring = input_row || l < a.L - 1 ? a.xring + bs * a.xring_slice + static_cast<size_t>(l) * kRing2 * xring_step : nullptr;
 
   if (tid >= kProducer) {  // the producer warp
-    const E* src = static_cast<const E*>(a.gcore[input_row ? (l + 1) * a.D : ci]) + rank * slice;
+    const E* src = static_cast<const E*>(a.gcore[input_row ? (l + 1) * a.D : ci]) + bs * a.core_slice + rank * slice;
     for (int s = 0; s < T; ++s) {
       const E* from = src + (s % kRing2) * ring_step;
       if (!input_row) bar_sync(1, kThreads2);  // the warpgroup stored the slice of step s
@@ -321,9 +323,10 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       WF2B_MARK(2);
       if (s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
       WF2B_MARK(3);
-      float4* to = reinterpret_cast<float4*>(xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R);
+      // The thread's i-th 4 floats at float4 i * 128 + tid, so a warp's store fills whole lines.
+      float4* to = reinterpret_cast<float4*>(xring + (s % kRing2) * xring_step + rank * 128 * R) + tid;
 #pragma unroll
-      for (int i = 0; i < R; i += 4) to[i / 4] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+      for (int i = 0; i < R; i += 4) to[i / 4 * 128] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
       bar_sync(2, kProducer);
       if (tid == 0) store_release(done_in + l * 16 + rank, s + 1);
       WF2B_MARK(4);
@@ -334,20 +337,20 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     E* dgx = static_cast<E*>(a.dgx[ci]);
     const E* gates = static_cast<const E*>(a.gates[ci]);
     const E* state = static_cast<const E*>(a.state[ci]);
-    E* gcore = static_cast<E*>(a.gcore[ci]) + rank * slice;
+    E* gcore = static_cast<E*>(a.gcore[ci]) + bs * a.core_slice + rank * slice;
     float carry[2][P] = {};  // LSTM dc, GRU dh carried to the step before, of units jb + p
     int len[2];              // the lengths of the thread's two rows (0 past the slice: every step padded)
-    for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[a.b0 + row_of(2 * hh)] : 0;
+    for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[b0 + row_of(2 * hh)] : 0;
     for (int s = 0; s < T; ++s) {
       const int t = d == 0 ? T - 1 - s : s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before t
       // The output gradient of step t and what the cell reads: loads on their way during the products.
       uint32_t dy[2][P];  // the bits: half (a.dy) or float (dy32, an input row's sums)
       uint32_t gs[2][4][P / 2], st[2][P / 2], sp[2][P / 2];  // gates, state, the step before's state
       if (!top) wait_flag(done_in + l * 16 + rank, s + 1);
-      const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + (rank * 128 + tid) * R;
+      const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + rank * 128 * R + tid * 4;
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int b = a.b0 + row_of(2 * hh);
+        const int b = b0 + row_of(2 * hh);
         const bool valid = t < len[hh];
         const size_t bt = static_cast<size_t>(t) * B + b;
         const int n = valid ? nu : 0;
@@ -356,7 +359,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
           else load_bits<float, P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n);
         } else {
 #pragma unroll
-          for (int p = 0; p < P; ++p) dy[hh][p] = __float_as_uint(from[elem(hh, p)]);
+          for (int p = 0; p < P; ++p) dy[hh][p] = __float_as_uint(from[elem(hh, p) / 4 * 512 + elem(hh, p) % 4]);
         }
 #pragma unroll
         for (int g = 0; g < 4; ++g) load_halves<E, P>(gs[hh][g], gates + bt * a.GP + g * H + jb, n);
@@ -368,7 +371,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         const int tn = d == 0 ? t - 1 : t + 1;
         for (int hh = 0; hh < 2 && nu > 0; ++hh) {
           if (tn >= len[hh]) continue;
-          const size_t bt = static_cast<size_t>(tn) * B + a.b0 + row_of(2 * hh);
+          const size_t bt = static_cast<size_t>(tn) * B + b0 + row_of(2 * hh);
           for (int g = 0; g < 4; ++g) prefetch_l2(gates + bt * a.GP + g * H + jb);
           prefetch_l2(state + bt * H + jb);
           if (top && a.dy) prefetch_l2(static_cast<const E*>(a.dy) + bt * DH + d * H + jb);
@@ -389,7 +392,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       E* core_t = gcore + (s % kRing2) * ring_step;
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int m = row_of(2 * hh), b = a.b0 + m;
+        const int m = row_of(2 * hh), b = b0 + m;
         const bool valid = t < len[hh];
         float v[4][P];  // the gate slots
         float dhy[P] = {};  // the final state's gradient, at the sequence's last step
@@ -445,7 +448,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   cluster_arrive();  // no CTA leaves while a peer may still multicast into it or arrive on its barriers
   cluster_wait();
 #ifdef RNNTRAIN_WF2_PHASES
-  if ((tid == 0 || tid == kProducer) && rank == 0) {
+  if ((tid == 0 || tid == kProducer) && rank == 0 && bs == 0) {
     long long* out = g_phases_b[ci][tid == 0 ? 0 : 1];
     for (int k = 0; k < 12; ++k) out[k] = phase_cycles[k];
     out[9] = static_cast<long long>(global_ns() - start_ns), out[10] = T;

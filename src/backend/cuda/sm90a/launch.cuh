@@ -44,11 +44,12 @@ int resident_clusters(const Cluster& cl) {
   return n;
 }
 
-// a.cl.rows clusters.
+// a.cl.rows clusters for each of a.cl.slices batch slices.
 template <auto Kernel, int Threads>
 void launch_rows(const Args& a, cudaStream_t s) {
   cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_config<Kernel, Threads>(a.cl, attr, static_cast<unsigned>(a.cl.rows), s);
+  const auto clusters = static_cast<unsigned>(a.cl.rows * a.cl.slices);
+  const cudaLaunchConfig_t cfg = cluster_config<Kernel, Threads>(a.cl, attr, clusters, s);
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, a));
 }
 
