@@ -286,11 +286,23 @@ void softmax_rows_grad(const float* y, const float* dy, float* dpre, int64_t row
   }
 }
 
+void parallel_each(int64_t n, bool spread, const std::function<void(int64_t)>& fn) {
+  const int64_t threads = spread ? std::max(1, openblas_get_num_threads()) : 1;
+  parallel_rows(n, (n + threads - 1) / threads, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) fn(i);
+  });
+}
+
 void add_colsum(const float* a, int64_t rows, int64_t cols, int64_t lda, float* out) {
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* row = a + i * lda;
-    for (int64_t j = 0; j < cols; ++j) out[j] += row[j];
-  }
+  // Runs of 16 columns over the BLAS threads where the array is large (a stack's gate gradients over
+  // all steps): each column still sums its rows in order, so the bits do not depend on the split.
+  const int64_t threads = rows * cols >= (int64_t{1} << 18) ? std::max(1, openblas_get_num_threads()) : 1;
+  parallel_rows(cols, ((cols + threads - 1) / threads + 15) / 16 * 16, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* row = a + i * lda;
+      for (int64_t j = c0; j < c1; ++j) out[j] += row[j];
+    }
+  });
 }
 
 }  // namespace rnntrain::cpu

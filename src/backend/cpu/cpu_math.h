@@ -22,6 +22,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 // GEMM, which costs about as much as the GEMM. fn must write only to its own rows. With one BLAS
 // thread or one slice everything runs here, in order. Not reentrant: do not call it from fn.
 void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t, int64_t)>& fn);
+// fn(i) for every i in [0, n), one run of them per BLAS thread where `spread` (for passes large
+// enough to be worth a parallel region), else here in order. fn must write only what item i owns.
+void parallel_each(int64_t n, bool spread, const std::function<void(int64_t)>& fn);
 
 // x = act(x) in place, elementwise (Softmax is not elementwise: use softmax_rows).
 void apply_act(Activation act, float* x, int64_t n);

@@ -156,8 +156,8 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
 
   // xp: [T, B, I] in processing order, times the input dropout mask.
   resize(tape.xp, {T, B, I});
-  for (int64_t s = 0; s < T; ++s) {
-    for (int64_t b = 0; b < B; ++b) {
+  parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
+    for (int64_t s = 0; s < T; ++s) {
       const float* src = x.ptr() + (b * T + time_of(s)) * I;
       float* dst = tape.xp.ptr() + (s * B + b) * I;
       if (tape.in_drop.empty()) {
@@ -167,7 +167,7 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
         for (int64_t i = 0; i < I; ++i) dst[i] = src[i] * m[i];
       }
     }
-  }
+  });
 
   // z: [T*B, G*H] = b_x + xp @ W, all steps in one GEMM.
   resize(tape.z, {T, B, GH});
@@ -192,12 +192,12 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
     return y;
   }
   Tensor y({B, T, H});
-  for (int64_t b = 0; b < B; ++b) {
+  parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
     for (int64_t s = 0; s < T; ++s) {
       if (zero_masked_outputs_ && !tape.used(s, b)) continue;  // stays 0 (Keras zero_output_for_mask)
       std::memcpy(y.ptr() + (b * T + s) * H, tape.h.ptr() + ((s + 1) * B + b) * H, sizeof(float) * H);
     }
-  }
+  });
   return y;
 }
 
@@ -208,12 +208,12 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   // dyp: [T, B, H] gradient of each step's output, processing order.
   Tensor dyp({T, B, H});
   if (spec_.return_sequences) {
-    for (int64_t b = 0; b < B; ++b) {
+    parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
       for (int64_t s = 0; s < T; ++s) {
         if (tape.zero_masked_outputs && !tape.used(s, b)) continue;
         std::memcpy(dyp.ptr() + (s * B + b) * H, dy.ptr() + (b * T + s) * H, sizeof(float) * H);
       }
-    }
+    });
   } else if (T > 0) {
     std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
   }
@@ -237,8 +237,8 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   Tensor dxp({T, B, I});
   steps_gemm(og, false, true, T * B, I, GH, dz.ptr(), GH, w.kernel->value.ptr(), GH, false, dxp.ptr(), I);
   Tensor dx({B, T, I});
-  for (int64_t s = 0; s < T; ++s) {
-    for (int64_t b = 0; b < B; ++b) {
+  parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
+    for (int64_t s = 0; s < T; ++s) {
       const float* src = dxp.ptr() + (s * B + b) * I;
       float* dst = dx.ptr() + (b * T + time_of(s)) * I;
       if (tape.in_drop.empty()) {
@@ -248,7 +248,7 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
         for (int64_t i = 0; i < I; ++i) dst[i] = src[i] * m[i];
       }
     }
-  }
+  });
   return dx;
 }
 
