@@ -179,7 +179,7 @@ void gru_forward(const CellArgs& a, RnnTape& tape) {
   pack_blocks(a, false);
   if (a.reset_after) resize(tape.aux, {a.T, a.B, a.H});
   else resize(tape.rh, {a.T, a.B, a.H});
-  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
 }
 
 void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec) {
@@ -188,8 +188,7 @@ void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, floa
   pack_blocks(a, true);
   Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
   if (reset_after) dzr = Tensor({T, B, G3});
-  parallel_rows(B, slice_rows(a),
-                [&](int64_t b0, int64_t b1) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), b0, b1); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), b0, b1); });
   // The recurrent weight gradients over all steps, one GEMM each on every BLAS thread.
   if (reset_after) {
     steps_gemm(a.own, true, false, H, G3, T * B, tape.h_in(), H, dzr.ptr(), G3, true, dU, G3);

@@ -117,12 +117,12 @@ void lstm_forward(const CellArgs& a, RnnTape& tape) {
   std::fill(tape.c.data.begin(), tape.c.data.begin() + a.B * a.H, 0.0f);
   resize(tape.aux, {a.T, a.B, a.H});
   pack_step_gemm(a, 4 * a.H, false, 0, 4 * a.H);
-  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
 }
 
 void lstm_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float*) {
   pack_step_gemm(a, 4 * a.H, true, 0, 4 * a.H);
-  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, 4H]), one GEMM on every BLAS thread.
   steps_gemm(a.own, true, false, a.H, 4 * a.H, a.T * a.B, tape.h_in(), a.H, dz, 4 * a.H, true, dU, 4 * a.H);
 }

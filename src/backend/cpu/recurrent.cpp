@@ -1,6 +1,8 @@
 // One direction of a recurrent layer on the CPU: everything but the cell equations. The input
-// projection of all steps is one GEMM ([T*B, I] x [I, G*H]); backward does one GEMM each for dW and dx.
-// The per-step recurrent GEMMs and the cell math are in lstm.cpp, gru.cpp and simple_rnn.cpp.
+// projection of all steps is one GEMM ([T*B, I] x [I, G*H]) and backward's dx another, or, on the own
+// engine, one per step for each slice of batch rows in the loop's parallel region (RowHooks); dW is
+// one GEMM over all steps. The per-step recurrent GEMMs and the cell math are in lstm.cpp, gru.cpp
+// and simple_rnn.cpp.
 #include "backend/cpu/recurrent.h"
 
 #include <algorithm>
@@ -80,6 +82,15 @@ const PackedB& OwnGemms::steps_b(bool tb, const float* b, int64_t ldb, int64_t k
   return steps_;
 }
 
+void loop_rows(const CellArgs& a, const std::function<void(int64_t, int64_t)>& fn) {
+  const RowHooks* h = a.hooks;
+  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) {
+    if (h && h->before) h->before(b0, b1);
+    fn(b0, b1);
+    if (h && h->after) h->after(b0, b1);
+  });
+}
+
 int64_t slice_rows(const CellArgs& a) {
   if (!a.own) return kSliceRows;
   const int64_t threads = std::max(1, blas_threads());
@@ -154,9 +165,10 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   draw_dropout(tape.in_drop, spec_.dropout, B * I, training, rng);
   draw_dropout(tape.rec_drop, spec_.recurrent_dropout, B * H, training, rng);
 
-  // xp: [T, B, I] in processing order, times the input dropout mask.
+  // xp: [T, B, I] in processing order, times the input dropout mask; z: [T*B, G*H] = b_x + xp @ W.
   resize(tape.xp, {T, B, I});
-  parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
+  resize(tape.z, {T, B, GH});
+  auto gather = [&](int64_t b) {  // row b of xp, every step
     for (int64_t s = 0; s < T; ++s) {
       const float* src = x.ptr() + (b * T + time_of(s)) * I;
       float* dst = tape.xp.ptr() + (s * B + b) * I;
@@ -167,37 +179,52 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
         for (int64_t i = 0; i < I; ++i) dst[i] = src[i] * m[i];
       }
     }
-  });
-
-  // z: [T*B, G*H] = b_x + xp @ W, all steps in one GEMM.
-  resize(tape.z, {T, B, GH});
+  };
   std::optional<OwnGemms> own = own_gemms();
   OwnGemms* og = own ? &*own : nullptr;
+  const float* W = w.kernel->value.ptr();
   const float* bx = w.bias ? w.bias->value.ptr() : nullptr;  // row 0 of a two-row bias
-  steps_gemm(og, false, false, T * B, GH, I, tape.xp.ptr(), I, w.kernel->value.ptr(), GH, false, tape.z.ptr(), GH, bx);
+  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
+  if (bias_rows(spec_) == 2) a.b_rec = w.bias->value.ptr() + GH;
+  // The own engine gathers and projects a slice's rows in the loop's parallel region, just before its
+  // loop (RowHooks); OpenBLAS makes z in one GEMM over all rows first.
+  RowHooks hooks;
+  if (og) {
+    const PackedB& pw = og->steps_b(false, W, GH, I, GH);
+    hooks.before = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) gather(b);
+      for (int64_t s = 0; s < T; ++s)
+        gemm_packed(b1 - b0, false, tape.xp.ptr() + (s * B + b0) * I, I, pw, false, tape.z.ptr() + (s * B + b0) * GH, GH,
+                    bx);
+    };
+  } else {
+    parallel_each(B, true, gather);
+    steps_gemm(nullptr, false, false, T * B, GH, I, tape.xp.ptr(), I, W, GH, false, tape.z.ptr(), GH, bx);
+  }
 
   resize(tape.h, {T + 1, B, H});
   std::fill(tape.h.data.begin(), tape.h.data.begin() + B * H, 0.0f);
   if (tape.rec_drop.empty()) tape.hd = Tensor();
   else resize(tape.hd, {T, B, H});
 
-  CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
-  if (bias_rows(spec_) == 2) a.b_rec = w.bias->value.ptr() + GH;
-  loops_->forward(a, tape);
-
-  // The output: every step's state in processing order, or the state after the last step.
-  if (!spec_.return_sequences) {
-    Tensor y({B, H});
-    std::memcpy(y.ptr(), tape.h.ptr() + T * B * H, sizeof(float) * B * H);
-    return y;
-  }
-  Tensor y({B, T, H});
-  parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
+  // The output: every step's state in processing order (each slice copies its rows after its loop),
+  // or the state after the last step.
+  Tensor y = spec_.return_sequences ? Tensor({B, T, H}) : Tensor({B, H});
+  auto output = [&](int64_t b) {
     for (int64_t s = 0; s < T; ++s) {
       if (zero_masked_outputs_ && !tape.used(s, b)) continue;  // stays 0 (Keras zero_output_for_mask)
       std::memcpy(y.ptr() + (b * T + s) * H, tape.h.ptr() + ((s + 1) * B + b) * H, sizeof(float) * H);
     }
-  });
+  };
+  if (og && spec_.return_sequences)
+    hooks.after = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) output(b);
+    };
+  a.hooks = &hooks;
+  loops_->forward(a, tape);
+
+  if (!spec_.return_sequences) std::memcpy(y.ptr(), tape.h.ptr() + T * B * H, sizeof(float) * B * H);
+  else if (!og) parallel_each(B, true, output);
   return y;
 }
 
@@ -207,37 +234,33 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
 
   // dyp: [T, B, H] gradient of each step's output, processing order.
   Tensor dyp({T, B, H});
-  if (spec_.return_sequences) {
-    parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
-      for (int64_t s = 0; s < T; ++s) {
-        if (tape.zero_masked_outputs && !tape.used(s, b)) continue;
-        std::memcpy(dyp.ptr() + (s * B + b) * H, dy.ptr() + (b * T + s) * H, sizeof(float) * H);
-      }
-    });
-  } else if (T > 0) {
-    std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
-  }
-
+  auto copy_dy = [&](int64_t b) {
+    for (int64_t s = 0; s < T; ++s) {
+      if (tape.zero_masked_outputs && !tape.used(s, b)) continue;
+      std::memcpy(dyp.ptr() + (s * B + b) * H, dy.ptr() + (b * T + s) * H, sizeof(float) * H);
+    }
+  };
   std::optional<OwnGemms> own = own_gemms();
   OwnGemms* og = own ? &*own : nullptr;
+  if (!spec_.return_sequences) {
+    if (T > 0) std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
+  } else if (!og) {
+    parallel_each(B, true, copy_dy);
+  }
+
   CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
   float* db_rec = nullptr;
   if (bias_rows(spec_) == 2) {
     a.b_rec = w.bias->value.ptr() + GH;
     db_rec = w.bias->grad.ptr() + GH;
   }
+  // dx: dxp = dz @ W^T ([T*B, I]), back to [B, T, I] time order, times the input dropout mask. The
+  // own engine makes a slice's rows in the loop's parallel region, after its loop (and copies its rows
+  // of dy in before it); OpenBLAS in one GEMM after the loops.
+  const float* W = w.kernel->value.ptr();
   Tensor dz({T, B, GH});  // d loss / d(x@W + b_x)
-  loops_->backward(a, tape, dyp.ptr(), dz.ptr(), w.recurrent->grad.ptr(), db_rec);
-
-  // dW += xp^T dz over all steps; db_x += column sums of dz.
-  steps_gemm(og, true, false, I, GH, T * B, tape.xp.ptr(), I, dz.ptr(), GH, true, w.kernel->grad.ptr(), GH);
-  if (w.bias) add_colsum(dz.ptr(), T * B, GH, GH, w.bias->grad.ptr());
-
-  // dx: dxp = dz @ W^T ([T*B, I]), back to [B, T, I] time order, times the input dropout mask.
-  Tensor dxp({T, B, I});
-  steps_gemm(og, false, true, T * B, I, GH, dz.ptr(), GH, w.kernel->value.ptr(), GH, false, dxp.ptr(), I);
-  Tensor dx({B, T, I});
-  parallel_each(B, true, [&](int64_t b) {  // each row's copies are its own
+  Tensor dxp({T, B, I}), dx({B, T, I});
+  auto copy_dx = [&](int64_t b) {
     for (int64_t s = 0; s < T; ++s) {
       const float* src = dxp.ptr() + (s * B + b) * I;
       float* dst = dx.ptr() + (b * T + time_of(s)) * I;
@@ -248,7 +271,30 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
         for (int64_t i = 0; i < I; ++i) dst[i] = src[i] * m[i];
       }
     }
-  });
+  };
+  RowHooks hooks;
+  if (og) {
+    if (spec_.return_sequences)
+      hooks.before = [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) copy_dy(b);
+      };
+    const PackedB& pwt = og->steps_b(true, W, GH, GH, I);  // W^T; the loops' dU repacks the slot after
+    hooks.after = [&](int64_t b0, int64_t b1) {
+      for (int64_t s = 0; s < T; ++s)
+        gemm_packed(b1 - b0, false, dz.ptr() + (s * B + b0) * GH, GH, pwt, false, dxp.ptr() + (s * B + b0) * I, I);
+      for (int64_t b = b0; b < b1; ++b) copy_dx(b);
+    };
+  }
+  a.hooks = &hooks;
+  loops_->backward(a, tape, dyp.ptr(), dz.ptr(), w.recurrent->grad.ptr(), db_rec);
+
+  // dW += xp^T dz over all steps; db_x += column sums of dz.
+  steps_gemm(og, true, false, I, GH, T * B, tape.xp.ptr(), I, dz.ptr(), GH, true, w.kernel->grad.ptr(), GH);
+  if (w.bias) add_colsum(dz.ptr(), T * B, GH, GH, w.bias->grad.ptr());
+  if (!og) {
+    steps_gemm(nullptr, false, true, T * B, I, GH, dz.ptr(), GH, W, GH, false, dxp.ptr(), I);
+    parallel_each(B, true, copy_dx);
+  }
   return dx;
 }
 

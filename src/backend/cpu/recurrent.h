@@ -4,6 +4,7 @@
 // simple_rnn.cpp). Not the layer wrappers (Bidirectional, merge): rnn_layers.cpp.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -90,6 +91,13 @@ struct RnnTape {
   }
 };
 
+// Work a direction gives its cell's loop to run in the loop's parallel region on the loop's own batch
+// rows [b0, b1): before the loop over them and after it (own engine: the layout copies, the input
+// projection and dx of those rows, each of which would otherwise be a parallel region of its own).
+struct RowHooks {
+  std::function<void(int64_t, int64_t)> before, after;
+};
+
 // What every cell loop reads.
 struct CellArgs {
   Activation act, ract;
@@ -98,6 +106,7 @@ struct CellArgs {
   const float* U;      // [H, G*H]
   const float* b_rec;  // the second bias row (GRU reset_after): [3H] recurrent bias, else null
   OwnGemms* own = nullptr;  // the own engine's GEMMs, or null for OpenBLAS
+  const RowHooks* hooks = nullptr;
 };
 
 // The rows per slice of a cell's time loops: kSliceRows on OpenBLAS; on the own engine fewer where the
@@ -105,6 +114,8 @@ struct CellArgs {
 // 2, since its GEMM keeps its rate there (one core here, [M, 128] x [128, 512] bf16: 207 GFLOP/s at
 // M = 8, 213 at 4, 158 at 2).
 int64_t slice_rows(const CellArgs& a);
+// The loops' parallel region: fn on every slice of slice_rows(a) batch rows, with a.hooks around it.
+void loop_rows(const CellArgs& a, const std::function<void(int64_t, int64_t)>& fn);
 
 // A step's recurrent GEMM over n batch rows, U being [H, G] (a.U): c[n, w] (+)= x[n, H] @ U[:, c0:c0+w],
 // or, when t, c[n, H] (+)= x[n, w] @ U[:, c0:c0+w]^T. OpenBLAS, or the own engine's packing of that block.

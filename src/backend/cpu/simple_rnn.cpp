@@ -69,12 +69,12 @@ void backward_rows(const CellArgs& a, const RnnTape& tape, const float* dyp, flo
 
 void simple_rnn_forward(const CellArgs& a, RnnTape& tape) {
   pack_step_gemm(a, a.H, false, 0, a.H);
-  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { forward_rows(a, tape, b0, b1); });
 }
 
 void simple_rnn_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float*) {
   pack_step_gemm(a, a.H, true, 0, a.H);
-  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { backward_rows(a, tape, dyp, dz, b0, b1); });
   // dU += h_in^T dz over all steps ([H, T*B] x [T*B, H]), one GEMM on every BLAS thread.
   steps_gemm(a.own, true, false, a.H, a.H, a.T * a.B, tape.h_in(), a.H, dz, a.H, true, dU, a.H);
 }
