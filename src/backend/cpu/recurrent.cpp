@@ -193,9 +193,10 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
     const PackedB& pw = og->steps_b(false, W, GH, I, GH);
     hooks.before = [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) gather(b);
-      for (int64_t s = 0; s < T; ++s)
-        gemm_packed(b1 - b0, false, tape.xp.ptr() + (s * B + b0) * I, I, pw, false, tape.z.ptr() + (s * B + b0) * GH, GH,
-                    bx);
+      for (int64_t s = 0; s < T; ++s) {
+        const int64_t r = s * B + b0;  // the slice's first row of step s
+        gemm_packed(b1 - b0, false, tape.xp.ptr() + r * I, I, pw, false, tape.z.ptr() + r * GH, GH, bx);
+      }
     };
   } else {
     parallel_each(B, true, gather);

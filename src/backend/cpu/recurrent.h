@@ -147,11 +147,13 @@ void carry_dh(const RnnTape& tape, int64_t b, int64_t H, const float* dhr, float
 // step (measured: one 16-row GEMM takes 1.8x two 8-row ones backward, 1.1x forward).
 inline constexpr int64_t kSliceRows = 8;
 
-// A cell's time loops, one pair per cell (lstm.cpp, gru.cpp, simple_rnn.cpp), listed in recurrent.cpp.
+// A cell's time loops, one pair per cell (lstm.cpp, gru.cpp, simple_rnn.cpp), listed in recurrent.cpp;
+// each runs its loop through loop_rows, so a.hooks run around it on the same rows.
 // forward: tape.z holds x@W + b_x on entry and tape.h is [T+1, B, H] with h[0] = 0; sizes the cell's
 // own tape (c, aux, rh) and fills h. backward: dyp [T, B, H] is the gradient of the per-step outputs
 // (processing order); writes dz [T, B, G*H] = d loss / d(x@W + b_x), accumulates dU [H, G*H] and,
-// when not null, db_rec (the second bias row).
+// when not null, db_rec (the second bias row). With a.hooks, "on entry" means once the before hook
+// has run on a slice's rows (the own engine fills z and dyp that way).
 struct CellLoops {
   LayerKind kind;
   void (*forward)(const CellArgs& a, RnnTape& tape);
