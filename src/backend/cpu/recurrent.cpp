@@ -259,8 +259,11 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   // own engine makes a slice's rows in the loop's parallel region, after its loop (and copies its rows
   // of dy in before it); OpenBLAS in one GEMM after the loops.
   const float* W = w.kernel->value.ptr();
-  Tensor dz({T, B, GH});  // d loss / d(x@W + b_x)
-  Tensor dxp({T, B, I}), dx({B, T, I});
+  Tensor& dz = dz_;  // d loss / d(x@W + b_x)
+  Tensor& dxp = dxp_;
+  resize(dz, {T, B, GH});
+  resize(dxp, {T, B, I});
+  Tensor dx({B, T, I});
   auto copy_dx = [&](int64_t b) {
     for (int64_t s = 0; s < T; ++s) {
       const float* src = dxp.ptr() + (s * B + b) * I;

@@ -189,6 +189,10 @@ class RnnDirection {
   RnnMath math_;
   int gates_;
   const CellLoops* loops_;
+  // Backward's dz and dxp, kept from pass to pass so that they are not zero-filled (and, on a new
+  // allocation, paged in) every time: each pass writes every element of both (the loops all of dz,
+  // masked steps as zeros; the GEMM all of dxp).
+  mutable Tensor dz_, dxp_;
 };
 
 }  // namespace rnntrain::cpu
