@@ -277,24 +277,36 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
     }
   };
   RowHooks hooks;
+  std::vector<float> db_rows;  // own engine: each batch row's sums of dz over its steps, [B, G*H]
   if (og) {
     if (spec_.return_sequences)
       hooks.before = [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) copy_dy(b);
       };
     const PackedB& pwt = og->steps_b(true, W, GH, GH, I);  // W^T; the loops' dU repacks the slot after
+    if (w.bias) db_rows.assign(static_cast<size_t>(B * GH), 0.0f);
     hooks.after = [&](int64_t b0, int64_t b1) {
       for (int64_t s = 0; s < T; ++s)
         gemm_packed(b1 - b0, false, dz.ptr() + (s * B + b0) * GH, GH, pwt, false, dxp.ptr() + (s * B + b0) * I, I);
-      for (int64_t b = b0; b < b1; ++b) copy_dx(b);
+      for (int64_t b = b0; b < b1; ++b) {
+        copy_dx(b);
+        if (db_rows.empty()) continue;
+        float* sum = db_rows.data() + b * GH;  // while the slice's dz is still in this core's cache
+        for (int64_t s = 0; s < T; ++s) {
+          const float* d = dz.ptr() + (s * B + b) * GH;
+          for (int64_t j = 0; j < GH; ++j) sum[j] += d[j];
+        }
+      }
     };
   }
   a.hooks = &hooks;
   loops_->backward(a, tape, dyp.ptr(), dz.ptr(), w.recurrent->grad.ptr(), db_rec);
 
-  // dW += xp^T dz over all steps; db_x += column sums of dz.
+  // dW += xp^T dz over all steps; db_x += column sums of dz (own engine: the rows' sums, in row order,
+  // so the bits do not depend on how the rows were sliced).
   steps_gemm(og, true, false, I, GH, T * B, tape.xp.ptr(), I, dz.ptr(), GH, true, w.kernel->grad.ptr(), GH);
-  if (w.bias) add_colsum(dz.ptr(), T * B, GH, GH, w.bias->grad.ptr());
+  if (!og && w.bias) add_colsum(dz.ptr(), T * B, GH, GH, w.bias->grad.ptr());
+  if (!db_rows.empty()) add_colsum(db_rows.data(), B, GH, GH, w.bias->grad.ptr());
   if (!og) {
     steps_gemm(nullptr, false, true, T * B, I, GH, dz.ptr(), GH, W, GH, false, dxp.ptr(), I);
     parallel_each(B, true, copy_dx);
