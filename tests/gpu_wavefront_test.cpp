@@ -12,7 +12,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
+#include <fmt/format.h>
+
+#include "backend/cuda/layout/wavefront_launches.h"
 #include "gpu_helpers.h"
 
 namespace rnntrain {
@@ -39,6 +43,62 @@ Config gpu_config(const std::string& input, const std::string& layers, const std
   cfg.device = Device::Cuda;
   cfg.plan.precision = p, cfg.plan.algo = algo;
   return cfg;
+}
+
+// How the second design splits a stack into launches (host logic; runs without a GPU): every layer
+// once, in order; each launch's clusters for its slices side by side fit; and the split takes the
+// fewest rounds of slices, then the fewest launches, of every way to cut the stack (all tried).
+TEST(Wavefront, TheSecondDesignsLaunchesTakeTheFewestRounds) {
+  auto rows = cuda::launch_rows2;
+  // The fewest {rounds, launches} over all cuts of layers l.. (brute force).
+  std::function<std::pair<int64_t, int64_t>(int64_t, int64_t, int64_t, int64_t, int64_t)> best =
+      [&](int64_t L, int64_t dirs, int64_t most, int64_t slices, int64_t l) -> std::pair<int64_t, int64_t> {
+    if (l == L) return {0, 0};
+    std::pair<int64_t, int64_t> b{INT64_MAX, INT64_MAX};
+    for (int64_t n = 1; n <= (dirs == 2 ? 1 : std::min<int64_t>(L - l, 8)); ++n) {
+      const int64_t side = std::min(slices, most / rows(dirs, n));
+      if (side < 1) continue;
+      const auto rest = best(L, dirs, most, slices, l + n);
+      if (rest.first == INT64_MAX) continue;
+      b = std::min(b, {(slices + side - 1) / side + rest.first, 1 + rest.second});
+    }
+    return b;
+  };
+  int checked = 0;
+  for (int64_t L = 1; L <= 8; ++L)
+    for (int64_t dirs : {1, 2})
+      for (int64_t most = 0; most <= 16; ++most)
+        for (int64_t B : {1, 37, 64, 65, 128, 256, 1100}) {
+          const std::vector<cuda::Launch2> got = cuda::split_launches2(L, dirs, 8, most, B);
+          const int64_t slices = (B + 63) / 64;
+          const auto want = best(L, dirs, most, slices, 0);
+          const std::string at = fmt::format("layers {} dirs {} clusters {} batch {}", L, dirs, most, B);
+          if (want.first == INT64_MAX) {
+            EXPECT_TRUE(got.empty()) << at;
+            continue;
+          }
+          int64_t next = 0, rounds = 0;
+          for (const cuda::Launch2& g : got) {
+            EXPECT_EQ(g.first, next) << at;
+            EXPECT_GE(g.slices, 1) << at;
+            EXPECT_LE(g.slices, slices) << at;
+            EXPECT_LE(g.slices * rows(dirs, g.layers), most) << at;
+            if (dirs == 2) EXPECT_EQ(g.layers, 1) << at;
+            next += g.layers, rounds += (slices + g.slices - 1) / g.slices;
+          }
+          EXPECT_EQ(next, L) << at;
+          EXPECT_EQ(rounds, want.first) << at;
+          EXPECT_EQ(static_cast<int64_t>(got.size()), want.second) << at;
+          ++checked;
+        }
+  EXPECT_GT(checked, 1000);
+  // The case the split was made for: charlm (B = 256, 3 layers) where 7 clusters are resident.
+  const std::vector<cuda::Launch2> g = cuda::split_launches2(3, 1, 8, 7, 256);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].layers, 2);
+  EXPECT_EQ(g[0].slices, 2);
+  EXPECT_EQ(g[1].layers, 1);
+  EXPECT_EQ(g[1].slices, 4);
 }
 
 TEST(Wavefront, TrainingEndsWhereTheFp32CpuRunEnds) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backend/cuda/blas.h"
+#include "backend/cuda/layout/wavefront_launches.h"
 #include "core/error.h"
 
 namespace rnntrain::cuda {
@@ -102,10 +103,6 @@ wf::Cluster cluster2_backward(const WavefrontShape& s) {
   return cl;
 }
 
-// Clusters a launch of n layers takes: a recurrent row per (layer, direction), an input row per
-// layer above the first (unidirectional stacks: a bidirectional layer's input needs the layer below
-// at every step, so such launches hold one layer).
-int64_t rows2(const WavefrontShape& s, int64_t n) { return n * s.dirs + (s.dirs == 1 ? n - 1 : 0); }
 
 // The forward and the backward run on the second design where the build and GPU have it (sm_90a) and
 // the stack fits its clusters; RNNTRAIN_WAVEFRONT_DESIGN=1 keeps the first (for comparison, and its tests).
@@ -193,33 +190,14 @@ void WavefrontRnn::make_groups(int64_t B) {
 #endif
 }
 
-// Layers as launches of the second design. A launch of n layers takes rows2(n) clusters for each
-// batch slice of 64 sequences and runs as many slices side by side as the resident clusters hold,
-// the rest in further rounds one after the other (a round: T + n - 1 wave steps). The stack's split
-// takes the fewest rounds in all, then the fewest launches (each above the first needs an input
-// projection GEMM), then the largest first launch. With one slice that is as many layers a launch as
-// fit; with four (B = 256) a 2-layer and a 1-layer launch take 3 rounds where one 3-layer launch of
-// 5 clusters a slice takes 4. Empty where not even one layer's rows are resident.
+// Layers as launches of the second design (layout/wavefront_launches.h).
 std::vector<WavefrontRnn::Group2> WavefrontRnn::groups2(const wf::Cluster& cl, int64_t most_clusters,
                                                         int64_t B) const {
-  const int64_t L = s_.layers, slices = std::max<int64_t>((B + 63) / 64, 1);
-  auto side = [&](int64_t n) { return std::min(slices, most_clusters / rows2(s_, n)); };
-  std::vector<std::pair<int64_t, int64_t>> best(L + 1, {0, 0});  // layers l..: {rounds, launches}
-  std::vector<int64_t> take(L + 1, 0);                          // the layers of that split's first launch
-  for (int64_t l = L - 1; l >= 0; --l) {
-    best[l] = {INT64_MAX, INT64_MAX};
-    for (int64_t n = s_.dirs == 2 ? 1 : std::min<int64_t>(L - l, wf::kMaxRows); n >= 1; --n) {
-      if (side(n) < 1) continue;
-      const std::pair<int64_t, int64_t> c{(slices + side(n) - 1) / side(n) + best[l + n].first, 1 + best[l + n].second};
-      if (c < best[l]) best[l] = c, take[l] = n;
-    }
-    if (!take[l]) return {};
-  }
   std::vector<Group2> groups;
-  for (int64_t l = 0; l < L; l += take[l]) {
-    Group2 g{l, take[l], cl};
-    g.cl.rows = static_cast<int>(rows2(s_, take[l]));
-    g.cl.slices = static_cast<int>(side(take[l]));
+  for (const Launch2& l : split_launches2(s_.layers, s_.dirs, wf::kMaxRows, most_clusters, B)) {
+    Group2 g{l.first, l.layers, cl};
+    g.cl.rows = static_cast<int>(launch_rows2(s_.dirs, l.layers));
+    g.cl.slices = static_cast<int>(l.slices);
     groups.push_back(g);
   }
   return groups;

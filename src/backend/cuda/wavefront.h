@@ -71,7 +71,7 @@ class WavefrontRnn {
     wf::Split fwd, bwd;
   };
   // A launch of the second design: layers first.. as `cl.rows` clusters for each batch slice of at
-  // most 64 sequences, `cl.slices` slices side by side (kernels_wavefront2.cu; groups2).
+  // most 64 sequences, `cl.slices` slices side by side (kernels_wavefront2.cu; split_launches2).
   struct Group2 {
     int64_t first = 0, layers = 0;
     wf::Cluster cl;
