@@ -61,7 +61,8 @@ TEST(OwnGemm, MatchesAPlainProductOnEveryEdge) {
             // B as packed from a wider array (row stride 2 past its rows' length), as a block of a kernel.
             const int64_t rows = tb ? n : k, len = tb ? k : n, ldb = len + 2;
             std::vector<float> wide(rows * ldb, 7.0f);
-            for (int64_t r = 0; r < rows; ++r) std::copy(b.begin() + r * len, b.begin() + (r + 1) * len, wide.begin() + r * ldb);
+            for (int64_t r = 0; r < rows; ++r)
+              std::copy(b.begin() + r * len, b.begin() + (r + 1) * len, wide.begin() + r * ldb);
             cpu::PackedB pb;
             pb.pack(bf16, tb, wide.data(), ldb, k, n);
             const int64_t ldc = n + 3;  // 3 columns past N that must stay as they are

@@ -296,7 +296,7 @@ void parallel_each(int64_t n, bool spread, const std::function<void(int64_t)>& f
 void add_colsum(const float* a, int64_t rows, int64_t cols, int64_t lda, float* out) {
   // Runs of 16 columns over the BLAS threads where the array is large (a stack's gate gradients over
   // all steps): each column still sums its rows in order, so the bits do not depend on the split.
-  const int64_t threads = rows * cols >= (int64_t{1} << 18) ? std::max(1, openblas_get_num_threads()) : 1;
+  const int64_t threads = rows * cols >= kSpreadElements ? std::max(1, openblas_get_num_threads()) : 1;
   parallel_rows(cols, ((cols + threads - 1) / threads + 15) / 16 * 16, [&](int64_t c0, int64_t c1) {
     for (int64_t i = 0; i < rows; ++i) {
       const float* row = a + i * lda;

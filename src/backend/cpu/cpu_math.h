@@ -25,6 +25,9 @@ void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t
 // fn(i) for every i in [0, n), one run of them per BLAS thread where `spread` (for passes large
 // enough to be worth a parallel region), else here in order. fn must write only what item i owns.
 void parallel_each(int64_t n, bool spread, const std::function<void(int64_t)>& fn);
+// From how many elements a pass over an array is worth spreading over the threads (packing, column
+// sums): below it a parallel region costs more than it saves.
+inline constexpr int64_t kSpreadElements = int64_t{1} << 18;
 
 // x = act(x) in place, elementwise (Softmax is not elementwise: use softmax_rows).
 void apply_act(Activation act, float* x, int64_t n);

@@ -208,10 +208,6 @@ float round_bf16(float x) {
   return y;
 }
 
-// Packing spreads its panels over the threads from this many elements of B (the gate gradients of all
-// steps, packed every backward, are megabytes; a recurrent kernel is not worth a parallel region).
-constexpr int64_t kSpread = int64_t{1} << 18;
-
 void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k, int64_t n) {
   K = k, N = n, bf16 = as_bf16;
   const int64_t panels = (n + kPanel - 1) / kPanel;
@@ -219,7 +215,7 @@ void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k
   if (!as_bf16) {
     h.clear();
     f.assign(static_cast<size_t>(panels * k * kPanel), 0.0f);
-    parallel_each(panels, k * n >= kSpread, [&](int64_t p) {
+    parallel_each(panels, k * n >= kSpreadElements, [&](int64_t p) {
       const int64_t cols = std::min(kPanel, n - p * kPanel);
       for (int64_t r = 0; r < k; ++r) {
         float* dst = f.data() + (p * k + r) * kPanel;
@@ -234,7 +230,7 @@ void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k
   const int64_t pairs = (k + 1) / 2;
   h.assign(static_cast<size_t>(panels * pairs * 2 * kPanel), 0);
   auto* words = reinterpret_cast<uint32_t*>(h.data());  // panel p, pair i, column j at (p * pairs + i) * 32 + j
-  parallel_each(panels, k * n >= kSpread, [&](int64_t p) {
+  parallel_each(panels, k * n >= kSpreadElements, [&](int64_t p) {
     const int64_t cols = std::min(kPanel, n - p * kPanel);
     for (int64_t i = 0; i < pairs; ++i) {
       uint32_t* dst = words + (p * pairs + i) * kPanel;

@@ -103,7 +103,6 @@ wf::Cluster cluster2_backward(const WavefrontShape& s) {
   return cl;
 }
 
-
 // The forward and the backward run on the second design where the build and GPU have it (sm_90a) and
 // the stack fits its clusters; RNNTRAIN_WAVEFRONT_DESIGN=1 keeps the first (for comparison, and its tests).
 bool design2_allowed() {
@@ -381,7 +380,8 @@ void WavefrontRnn::backward2(const Group2& g2, const void* dy, const void* dhy) 
   ++backward_passes2;
   const wf::Cluster& cl = g2.cl;
   const int64_t KS = 4 * cl.U, rows = g2.layers * D, side = cl.slices, rows_at_once = 64 * side;
-  const size_t ring_elems = static_cast<size_t>(wf::kRing2 * cl.C * 64 * KS), core_slice = rows * ring_elems;  // a row's dG slices
+  const size_t ring_elems = static_cast<size_t>(wf::kRing2 * cl.C * 64 * KS);  // a row's dG slices
+  const size_t core_slice = rows * ring_elems;
   const size_t xring_slice = g2.layers > 1 ? static_cast<size_t>((g2.layers - 1) * wf::kRing2 * cl.C * 64 * cl.U) : 0;
   char* gcore = gcore_.ensure(static_cast<int64_t>(side * core_slice * es_));
   float* xring = xring_slice ? xring_.ensure(static_cast<int64_t>(side * xring_slice)) : nullptr;

@@ -23,7 +23,8 @@ std::vector<Launch2> split_launches2(int64_t layers, int64_t dirs, int64_t max_l
     best[l] = {INT64_MAX, INT64_MAX};
     for (int64_t n = dirs == 2 ? 1 : std::min(L - l, max_layers); n >= 1; --n) {
       if (side(n) < 1) continue;
-      const std::pair<int64_t, int64_t> c{(slices + side(n) - 1) / side(n) + best[l + n].first, 1 + best[l + n].second};
+      const int64_t rounds = (slices + side(n) - 1) / side(n);
+      const std::pair<int64_t, int64_t> c{rounds + best[l + n].first, 1 + best[l + n].second};
       if (c < best[l]) best[l] = c, take[l] = n;
     }
     if (!take[l]) return {};
