@@ -346,14 +346,23 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       // The output gradient of step t and what the cell reads: loads on their way during the products.
       uint32_t dy[2][P];  // the bits: half (a.dy) or float (dy32, an input row's sums)
       uint32_t gs[2][4][P / 2], st[2][P / 2], sp[2][P / 2];  // gates, state, the step before's state
+      // The forward's gates and states first, then (above the top) the wait for the input row's sums.
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int b = b0 + row_of(2 * hh);
+        const size_t bt = static_cast<size_t>(t) * B + b;
+        const int n = t < len[hh] ? nu : 0;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) load_halves<E, P>(gs[hh][g], gates + bt * a.GP + g * H + jb, n);
+        load_halves<E, P>(st[hh], state + bt * H + jb, n);
+        if (!GRU) load_halves<E, P>(sp[hh], state + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
+      }
       if (!top) wait_flag(done_in + l * 16 + rank, s + 1);
       const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + rank * 128 * R + tid * 4;
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int b = b0 + row_of(2 * hh);
-        const bool valid = t < len[hh];
-        const size_t bt = static_cast<size_t>(t) * B + b;
-        const int n = valid ? nu : 0;
+        const size_t bt = static_cast<size_t>(t) * B + b0 + row_of(2 * hh);
+        const int n = t < len[hh] ? nu : 0;
         if (top) {
           if (a.dy) load_bits<E, P>(dy[hh], static_cast<const E*>(a.dy) + bt * DH + d * H + jb, n);
           else load_bits<float, P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n);
@@ -361,10 +370,6 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 #pragma unroll
           for (int p = 0; p < P; ++p) dy[hh][p] = __float_as_uint(from[elem(hh, p) / 4 * 512 + elem(hh, p) % 4]);
         }
-#pragma unroll
-        for (int g = 0; g < 4; ++g) load_halves<E, P>(gs[hh][g], gates + bt * a.GP + g * H + jb, n);
-        load_halves<E, P>(st[hh], state + bt * H + jb, n);
-        if (!GRU) load_halves<E, P>(sp[hh], state + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
       }
       // The next step's into L2 meanwhile.
       if (s + 1 < T) {
@@ -419,7 +424,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
           } else {
             const float ig = half_at<E>(gs[hh][0], p), fg = half_at<E>(gs[hh][1], p);
             const float gg = half_at<E>(gs[hh][2], p), og = half_at<E>(gs[hh][3], p);
-            const float tc = tanhf(half_at<E>(st[hh], p));
+            const float tc = tanh_fast(half_at<E>(st[hh], p));  // as the forward's h = o * tanh(c)
             const float dc = carry[hh][p] + dh * og * (1.0f - tc * tc);
             carry[hh][p] = dc * fg;
             v[0][p] = dc * gg * ig * (1.0f - ig);
