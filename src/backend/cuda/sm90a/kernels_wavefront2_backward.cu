@@ -344,32 +344,42 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     for (int s = 0; s < T; ++s) {
       const int t = d == 0 ? T - 1 - s : s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before t
       // The output gradient of step t and what the cell reads: loads on their way during the products.
-      uint32_t dy[2][P];  // the bits: half (a.dy) or float (dy32, an input row's sums)
+      // The bits of the output gradient: at the top half (a.dy) or float (dy32); above it the input row's
+      // sums, in registers of their own (writing the top's would wait for the gates' loads).
+      uint32_t dy[2][P];
+      float dx[2][P];
       uint32_t gs[2][4][P / 2], st[2][P / 2], sp[2][P / 2];  // gates, state, the step before's state
-      // The forward's gates and states first, then (above the top) the wait for the input row's sums.
+      // How many of the thread's units each row has at step t, then at the top the output gradient: its
+      // zeros past n are register writes that would wait for every load in flight before them (one
+      // scoreboard holds them all). Then the forward's gates and states, and above the top the wait for
+      // the input row's sums.
+      int n[2];
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) n[hh] = t < len[hh] ? nu : 0;
+      if (top) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const size_t bt = static_cast<size_t>(t) * B + b0 + row_of(2 * hh);
+          if (a.dy) load_bits<E, P>(dy[hh], static_cast<const E*>(a.dy) + bt * DH + d * H + jb, n[hh]);
+          else load_bits<float, P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n[hh]);
+        }
+      }
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int b = b0 + row_of(2 * hh);
         const size_t bt = static_cast<size_t>(t) * B + b;
-        const int n = t < len[hh] ? nu : 0;
 #pragma unroll
-        for (int g = 0; g < 4; ++g) load_halves<E, P>(gs[hh][g], gates + bt * a.GP + g * H + jb, n);
-        load_halves<E, P>(st[hh], state + bt * H + jb, n);
-        if (!GRU) load_halves<E, P>(sp[hh], state + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n : 0);
+        for (int g = 0; g < 4; ++g) load_halves<E, P>(gs[hh][g], gates + bt * a.GP + g * H + jb, n[hh]);
+        load_halves<E, P>(st[hh], state + bt * H + jb, n[hh]);
+        if (!GRU) load_halves<E, P>(sp[hh], state + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n[hh] : 0);
       }
-      if (!top) wait_flag(done_in + l * 16 + rank, s + 1);
-      const float* from = top ? nullptr : xring + (s % kRing2) * xring_step + rank * 128 * R + tid * 4;
+      if (!top) {
+        wait_flag(done_in + l * 16 + rank, s + 1);
+        const float* from = xring + (s % kRing2) * xring_step + rank * 128 * R + tid * 4;
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const size_t bt = static_cast<size_t>(t) * B + b0 + row_of(2 * hh);
-        const int n = t < len[hh] ? nu : 0;
-        if (top) {
-          if (a.dy) load_bits<E, P>(dy[hh], static_cast<const E*>(a.dy) + bt * DH + d * H + jb, n);
-          else load_bits<float, P>(dy[hh], a.dy32 + bt * DH + d * H + jb, n);
-        } else {
+        for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-          for (int p = 0; p < P; ++p) dy[hh][p] = __float_as_uint(from[elem(hh, p) / 4 * 512 + elem(hh, p) % 4]);
-        }
+          for (int p = 0; p < P; ++p) dx[hh][p] = from[elem(hh, p) / 4 * 512 + elem(hh, p) % 4];
       }
       // The next step's into L2 meanwhile.
       if (s + 1 < T) {
@@ -409,7 +419,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         }
 #pragma unroll
         for (int p = 0; p < P; ++p) {
-          float dh = acc[elem(hh, p)] + from_bits<E>(dy[hh][p], top && a.dy) + dhy[p];
+          float dh = acc[elem(hh, p)] + (top ? from_bits<E>(dy[hh][p], a.dy) : dx[hh][p]) + dhy[p];
           for (int g = 0; g < 4; ++g) v[g][p] = 0.0f;
           if (!valid) continue;
           if constexpr (GRU) {
