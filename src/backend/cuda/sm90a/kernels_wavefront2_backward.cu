@@ -405,6 +405,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 
       // The cell's backward: the pre-activation gradients of the thread's units (0 on padded steps).
       E* core_t = gcore + (s % kRing2) * ring_step;
+      uint32_t dg[2][4][P / 2];  // the same for the GEMMs' copy, stored once the slice is on its way
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int m = row_of(2 * hh), b = b0 + m;
@@ -443,20 +444,27 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
             v[3][p] = dh * tc * og * (1.0f - og);
           }
         }
-        // The slice for the rows (every row and unit: zero where there is none), then the GEMMs' copy
-        // in dgx: the input side's gates and, for a GRU, the candidate's recurrent side after them (its
-        // z and r are the input side's).
+        // The slice for the rows (every row and unit: zero where there is none); the GEMMs' copy in dgx
+        // once the slice is released.
 #pragma unroll
-        for (int g = 0; g < 4; ++g) store_halves<E, P>(core_t + a_at(m, g * U + P * q), v[g], P);
-        if (m < Bs && nu > 0) {
-          const size_t bt = static_cast<size_t>(t) * B + b;
-#pragma unroll
-          for (int g = 0; g < G; ++g) store_halves<E, P>(dgx + bt * a.GP + g * H + jb, v[g], nu);
-          if (GRU) store_halves<E, P>(dgx + bt * a.GP + 3 * H + jb, v[3], nu);
+        for (int g = 0; g < 4; ++g) {
+          pack_halves<E, P>(dg[hh][g], v[g]);
+          store_packed<E, P>(core_t + a_at(m, g * U + P * q), dg[hh][g], P);
         }
       }
       fence_async_global();  // the slice is read by bulk copies (the async proxy)
       bar_arrive(1, kThreads2);
+      // The GEMMs' copy: the input side's gates and, for a GRU, the candidate's recurrent side after
+      // them (its z and r are the input side's). Only the GEMMs after the loop read it.
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int m = row_of(2 * hh);
+        if (m >= Bs || nu <= 0) continue;
+        const size_t bt = static_cast<size_t>(t) * B + b0 + m;
+#pragma unroll
+        for (int g = 0; g < G; ++g) store_packed<E, P>(dgx + bt * a.GP + g * H + jb, dg[hh][g], nu);
+        if (GRU) store_packed<E, P>(dgx + bt * a.GP + 3 * H + jb, dg[hh][3], nu);
+      }
       WF2B_MARK(4);
     }
   }

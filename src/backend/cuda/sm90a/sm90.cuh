@@ -230,6 +230,31 @@ __device__ __forceinline__ float half_bits(uint32_t v) {
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// P values in the half type, two to a word (the lower half first).
+template <typename E, int P>
+__device__ __forceinline__ void pack_halves(uint32_t (&w)[P / 2], const float (&v)[P]) {
+  union {
+    E e[2];
+    uint32_t u;
+  } pair;
+#pragma unroll
+  for (int p = 0; p < P / 2; ++p) {
+    pair.e[0] = from_f<E>(v[2 * p]), pair.e[1] = from_f<E>(v[2 * p + 1]);
+    w[p] = pair.u;
+  }
+}
+// The first n (at most P) of P packed values to global memory: a vector where whole and aligned.
+template <typename E, int P>
+__device__ __forceinline__ void store_packed(E* dst, const uint32_t (&w)[P / 2], int n) {
+  if (n >= P && aligned<2 * P>(dst)) {
+    if constexpr (P == 8) *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    else if constexpr (P == 4) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    else *reinterpret_cast<uint32_t*>(dst) = w[0];
+    return;
+  }
+  unsigned short* raw = reinterpret_cast<unsigned short*>(dst);
+  for (int p = 0; p < n && p < P; ++p) raw[p] = static_cast<unsigned short>(p % 2 ? w[p / 2] >> 16 : w[p / 2]);
+}
 // n (at most P) consecutive values to global memory, in the half type: a vector where whole and aligned.
 template <typename E, int P>
 __device__ __forceinline__ void store_halves(E* dst, const float (&v)[P], int n) {
