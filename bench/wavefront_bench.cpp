@@ -5,15 +5,16 @@
 // One timed step, all on rnntrain's stream: the weight gradients zeroed, WavefrontRnn::forward
 // (training) and WavefrontRnn::backward: the kernels and the cuBLAS GEMMs around them (the first
 // layer's input projection, every weight and bias gradient, the input gradient), what cudnnRNNForward,
-// BackwardData and BackwardWeights do. The half and FP32 weights, x, dy and the lengths (all T) are
-// filled before timing (uniform +-0.05, fixed seed). --graph captures the step once after the warm-up
+// BackwardData and BackwardWeights do. The half and FP32 weights, x, dy and the lengths (all T; with
+// --ragged sequence b has T - (b * 37) % (T / 2), from T / 2 + 1 to T, so the kernels run padded steps)
+// are filled before timing (uniform +-0.05, fixed seed). --graph captures the step once after the warm-up
 // and times its replays. Besides the step, the forward and backward kernels alone are timed with the
 // events WavefrontRnn records around them (eagerly, every step), and divided by the wave steps they
 // ran: the per-wave-step figures of docs/cuda.md. peak_mib: rnntrain's own count of device memory.
 // RNNTRAIN_WAVEFRONT_DESIGN=1 runs the first design; the JSON says which design each pass ran on.
 //
 //   rnntrain_wavefront_bench --workload blog|gru|charlm|large [--precision bf16|fp16] [--graph]
-//                            [--steps 10] [--repeats 3] [--warmup 3] [--json FILE]
+//                            [--ragged] [--steps 10] [--repeats 3] [--warmup 3] [--json FILE]
 //
 // Exit codes: 0 timed; 2 usage error, no CUDA device or a stack the kernels cannot run (the JSON's
 // status says why); 3 a CUDA call failed.
@@ -42,7 +43,7 @@ using namespace rnntrain::cuda;
 
 struct Options {
   std::string workload, precision = "bf16", json;
-  bool graph = false;
+  bool graph = false, ragged = false;
   int steps = 10, repeats = 3, warmup = 3;
 };
 
@@ -54,7 +55,7 @@ struct Shape {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "rnntrain_wavefront_bench: %s\nusage: rnntrain_wavefront_bench --workload blog|gru|charlm|large "
-               "[--precision bf16|fp16] [--graph] [--steps 10] [--repeats 3] [--warmup 3] [--json FILE]\n",
+               "[--precision bf16|fp16] [--graph] [--ragged] [--steps 10] [--repeats 3] [--warmup 3] [--json FILE]\n",
                why.c_str());
   std::exit(2);
 }
@@ -77,6 +78,7 @@ Options parse(int argc, char** argv) {
     if (a == "--workload") o.workload = value();
     else if (a == "--precision") o.precision = value();
     else if (a == "--graph") o.graph = true;
+    else if (a == "--ragged") o.ragged = true;
     else if (a == "--steps") o.steps = count(1);
     else if (a == "--repeats") o.repeats = count(1);
     else if (a == "--warmup") o.warmup = count(0);
@@ -156,7 +158,10 @@ void run(const Options& o, Result& r) {
   upload(wh, halves(n));
   upload(x, halves(xs));
   upload(dy, halves(ys));
-  upload(lens, std::vector<int32_t>(static_cast<size_t>(sh.B), static_cast<int32_t>(sh.T)));
+  std::vector<int32_t> len(static_cast<size_t>(sh.B), static_cast<int32_t>(sh.T));
+  if (o.ragged)
+    for (size_t b = 0; b < len.size(); ++b) len[b] = static_cast<int32_t>(sh.T - static_cast<int64_t>(b) * 37 % (sh.T / 2));
+  upload(lens, len);
   y.ensure(ys), dx.ensure(xs), g.ensure(n);
   cudaStream_t st = gpu.stream();
   auto step = [&] {
@@ -221,7 +226,8 @@ void report(const Options& o, const Result& r) {
   const bool ok = r.status == "ok";
   const double us_f = r.fwd_waves ? 1e3 * r.fwd_ms / static_cast<double>(r.fwd_waves) : 0;
   const double us_b = r.bwd_waves ? 1e3 * r.bwd_ms / static_cast<double>(r.bwd_waves) : 0;
-  std::printf("workload=%s precision=%s algo=wavefront graph=%d", o.workload.c_str(), o.precision.c_str(), o.graph);
+  std::printf("workload=%s precision=%s algo=wavefront graph=%d ragged=%d", o.workload.c_str(), o.precision.c_str(),
+              o.graph, o.ragged);
   if (ok)
     std::printf(" ms_per_step=%.3f design=%d/%d forward_kernels_ms=%.3f (%lld wave steps, %.2f us each) "
                 "backward_kernels_ms=%.3f (%lld wave steps, %.2f us each) peak_mib=%.0f",
@@ -236,10 +242,11 @@ void report(const Options& o, const Result& r) {
   }
   std::fprintf(f, "{\"workload\": \"%s\", \"cell\": \"%s\", \"layers\": %lld, \"hidden\": %lld, \"input\": %lld, "
                "\"batch\": %lld, \"time\": %lld, \"precision\": \"%s\", \"algo\": \"wavefront\", \"per_layer\": false, "
-               "\"graph\": %s, ",
+               "\"graph\": %s, \"ragged\": %s, ",
                o.workload.c_str(), sh.cell == LayerKind::GRU ? "gru" : "lstm", static_cast<long long>(sh.L),
                static_cast<long long>(sh.H), static_cast<long long>(sh.I), static_cast<long long>(sh.B),
-               static_cast<long long>(sh.T), o.precision.c_str(), o.graph ? "true" : "false");
+               static_cast<long long>(sh.T), o.precision.c_str(), o.graph ? "true" : "false",
+               o.ragged ? "true" : "false");
   if (ok) {
     std::fprintf(f, "\"ms_per_step\": %.4f, \"ms_per_step_repeats\": [", median(r.ms));
     for (size_t i = 0; i < r.ms.size(); ++i) std::fprintf(f, "%s%.4f", i ? ", " : "", r.ms[i]);
