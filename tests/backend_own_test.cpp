@@ -86,6 +86,51 @@ TEST(OwnGemm, MatchesAPlainProductOnEveryEdge) {
   std::printf("%d GEMM cases (bf16 %s)\n", cases, has_bf16 ? "included" : "skipped: no AVX512-BF16");
 }
 
+// The bf16 GEMM on AMX tiles: its blocks of 16 rows, chunks of 16 pairs of K (the last one shorter),
+// the panel read as two tiles of 16 columns, and the start from c, a bias row or zero. On the tile
+// instructions emulated as the SDM describes them (any CPU with AVX512-BF16), and on the hardware where
+// the CPU has AMX; the emulation fails if a tile reads or writes past the configured rows or bytes.
+TEST(OwnGemm, AmxTilesMatchAPlainProduct) {
+  SKIP_WITHOUT_OWN(true);
+  Rng rng(5);
+  int cases = 0;
+  const bool hardware = cpu::amx_available();
+  for (bool emulate : {true, false}) {
+    if (!emulate && !hardware) continue;
+    for (int64_t m : {1, 3, 16, 17, 40})
+      for (int64_t k : {1, 5, 32, 33, 64, 100})
+        for (int64_t n : {1, 17, 32, 45, 130})
+          for (int flags = 0; flags < 16; ++flags) {
+            const bool ta = flags & 1, tb = flags & 2, acc = flags & 4, with_bias = flags & 8;
+            if (acc && with_bias) continue;  // the bias row is ignored when accumulating
+            std::vector<float> a(m * k), b(k * n), bias(n + 1, 9.0f);
+            for (float& v : a) v = static_cast<float>(rng.uniform(-1, 1));
+            for (float& v : b) v = static_cast<float>(rng.uniform(-1, 1));
+            for (int64_t j = 0; j < n; ++j) bias[j] = static_cast<float>(rng.uniform(-1, 1));
+            cpu::PackedB pb;
+            pb.pack(true, tb, b.data(), tb ? k : n, k, n);
+            const int64_t ldc = n + 3;  // 3 columns past N that must stay as they are
+            std::vector<float> c(m * ldc);
+            for (float& v : c) v = static_cast<float>(rng.uniform(-1, 1));
+            const std::vector<float> before = c;
+            cpu::gemm_packed_amx(m, ta, a.data(), ta ? m : k, pb, acc, c.data(), ldc, with_bias ? bias.data() : nullptr,
+                                 emulate);
+            const std::vector<double> want = naive(ta, tb, m, n, k, a, b, true);
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                const double start = acc ? before[i * ldc + j] : with_bias ? bias[j] : 0.0;
+                ASSERT_NEAR(c[i * ldc + j], want[i * n + j] + start, 1e-5 * (1.0 + std::sqrt(static_cast<double>(k))))
+                    << fmt::format("emulated {} m {} n {} k {} ta {} tb {} accumulate {} bias {} at [{}, {}]", emulate,
+                                   m, n, k, ta, tb, acc, with_bias, i, j);
+              }
+              for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], before[i * ldc + j]) << "written past N";
+            }
+            ++cases;
+          }
+  }
+  std::printf("%d AMX GEMM cases (hardware %s)\n", cases, hardware ? "included" : "skipped: this CPU has no AMX-BF16");
+}
+
 TEST(OwnGemm, Bf16RoundsToNearestEven) {
   EXPECT_EQ(cpu::round_bf16(1.0f), 1.0f);
   EXPECT_EQ(cpu::round_bf16(1.0f + 1.0f / 256), 1.0f);  // halfway: to the even neighbour

@@ -1,12 +1,16 @@
 // The own engine's GEMM (packed_gemm.h). One micro-kernel per type: up to 8 rows of A against one
 // 32-column panel of B, the 8 x 32 sums held in 16 AVX-512 registers for the whole of K. Only the
 // kernels are compiled for AVX-512 (function target attributes, not a file-wide flag, so no inline
-// code of the rest of the program is built for it); own_gemm_refusal() checks the CPU first.
+// code of the rest of the program is built for it); own_gemm_refusal() checks the CPU first. bf16 also
+// has a path on AMX tiles (gemm_packed_amx), opt-in where the CPU has them.
 #include "backend/cpu/packed_gemm.h"
 
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/cpu_math.h"
@@ -14,6 +18,7 @@
 
 #define RNNTRAIN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define RNNTRAIN_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define RNNTRAIN_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
 
 namespace rnntrain::cpu {
 namespace {
@@ -190,6 +195,147 @@ RNNTRAIN_AVX512BF16 void gemm_bf16(int64_t m, bool ta, const float* a, int64_t l
   }
 }
 
+// AMX: 8 tile registers of up to 16 rows of 64 bytes. A block of 16 rows of op(a) in bf16 pairs (row
+// major, zero rows past m) meets one panel of B at a time: tiles C0 and C1 hold its 16 x 32 sums
+// (columns 0-15 and 16-31), and per chunk of 16 pairs of K, tile A (16 rows x 16 pairs) and B0, B1
+// (16 pairs x 16 columns, read from the panel with its row stride of 32 words) meet in two
+// TDPBF16PS. The last chunk, when K has fewer pairs, has tiles of its own shape (Ar, B0r, B1r).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+enum Tile { kC0, kC1, kA, kB0, kB1, kAr, kB0r, kB1r };
+enum Dot { kFull0, kFull1, kRest0, kRest1 };  // C0 += A B0, C1 += A B1; the same with Ar, B0r, B1r
+
+// The tile instructions (their tile numbers must be literals).
+struct AmxTiles {
+  RNNTRAIN_AMX void config(const TileConfig& c) { _tile_loadconfig(&c); }
+  RNNTRAIN_AMX void load(int t, const void* p, int64_t stride) {
+    switch (t) {
+      case kC0: _tile_loadd(0, p, stride); break;
+      case kC1: _tile_loadd(1, p, stride); break;
+      case kA: _tile_loadd(2, p, stride); break;
+      case kB0: _tile_loadd(3, p, stride); break;
+      case kB1: _tile_loadd(4, p, stride); break;
+      case kAr: _tile_loadd(5, p, stride); break;
+      case kB0r: _tile_loadd(6, p, stride); break;
+      default: _tile_loadd(7, p, stride); break;
+    }
+  }
+  RNNTRAIN_AMX void store(int t, void* p, int64_t stride) {
+    if (t == kC0) _tile_stored(0, p, stride);
+    else _tile_stored(1, p, stride);
+  }
+  RNNTRAIN_AMX void dot(Dot d) {
+    switch (d) {
+      case kFull0: _tile_dpbf16ps(0, 2, 3); break;
+      case kFull1: _tile_dpbf16ps(1, 2, 4); break;
+      case kRest0: _tile_dpbf16ps(0, 5, 6); break;
+      default: _tile_dpbf16ps(1, 5, 7); break;
+    }
+  }
+  RNNTRAIN_AMX void release() { _tile_release(); }
+};
+
+// The same instructions on plain memory, as Intel's SDM describes them: a load fills the configured
+// rows and bytes and zeroes the rest; TDPBF16PS adds to each FP32 sum the products of a row of A and
+// a column of B, pair by pair, the even element first (a product of two bf16 is exact in FP32).
+struct EmulatedTiles {
+  TileConfig cfg;
+  uint8_t t[8][16][64] = {};
+  void config(const TileConfig& c) { cfg = c; }
+  void load(int k, const void* p, int64_t stride) {
+    std::memset(t[k], 0, sizeof t[k]);
+    for (int r = 0; r < cfg.rows[k]; ++r) std::memcpy(t[k][r], static_cast<const uint8_t*>(p) + r * stride, cfg.colsb[k]);
+  }
+  void store(int k, void* p, int64_t stride) {
+    for (int r = 0; r < cfg.rows[k]; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, t[k][r], cfg.colsb[k]);
+  }
+  static float bf(const uint8_t* row, int e) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * e, sizeof h);
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+  void dot(Dot d) {
+    const int c = d == kFull0 || d == kRest0 ? kC0 : kC1, a = d <= kFull1 ? kA : kAr;
+    const int b = d == kFull0 ? kB0 : d == kFull1 ? kB1 : d == kRest0 ? kB0r : kB1r;
+    for (int m = 0; m < cfg.rows[c]; ++m) {
+      float sums[16];
+      std::memcpy(sums, t[c][m], sizeof sums);
+      for (int k = 0; k < cfg.colsb[a] / 4; ++k)
+        for (int n = 0; n < cfg.colsb[c] / 4; ++n)
+          for (int e = 0; e < 2; ++e) sums[n] += bf(t[a][m], 2 * k + e) * bf(t[b][k], 2 * n + e);
+      std::memcpy(t[c][m], sums, sizeof sums);
+    }
+  }
+  void release() {}
+};
+
+template <class Tiles>
+RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b,
+                                  bool accumulate, const float* bias, float* c, int64_t ldc) {
+  constexpr int kTileRows = 16;
+  const int64_t pairs = (b.K + 1) / 2, chunks = (pairs + 15) / 16, rest = pairs - 16 * (chunks - 1);
+  const int64_t panels = (b.N + kPanel - 1) / kPanel, blocks = (m + kTileRows - 1) / kTileRows;
+  // op(a) in bf16 pairs: block k's row r, pair i at buf[(k * 16 + r) * pairs + i]; rows past m zero.
+  thread_local std::vector<uint32_t> buf, column;
+  buf.assign(static_cast<size_t>(blocks * kTileRows * pairs), 0u);
+  column.resize(kTileRows);
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int R = static_cast<int>(std::min<int64_t>(kTileRows, m - k * kTileRows));
+    uint32_t* out = buf.data() + k * kTileRows * pairs;
+    if (!ta) {
+      convert_block(R, false, a, lda, k * kTileRows, b.K, out);
+      continue;
+    }
+    for (int64_t i = 0; i < pairs; ++i) {  // pair i of the block's rows, then to its place in each row
+      const float* even = a + 2 * i * lda + k * kTileRows;
+      pair_rows(even, 2 * i + 1 < b.K ? even + lda : nullptr, R, column.data());
+      for (int r = 0; r < R; ++r) out[r * pairs + i] = column[r];
+    }
+  }
+  TileConfig cfg;
+  for (int t : {kC0, kC1, kA, kAr}) cfg.rows[t] = kTileRows;
+  for (int t : {kC0, kC1, kA, kB0, kB1, kB0r, kB1r}) cfg.colsb[t] = 64;
+  cfg.rows[kB0] = cfg.rows[kB1] = 16;
+  cfg.colsb[kAr] = static_cast<uint16_t>(4 * rest);
+  cfg.rows[kB0r] = cfg.rows[kB1r] = static_cast<uint8_t>(rest);
+  tiles.config(cfg);
+  alignas(64) float sums[kTileRows][kPanel];  // C0 | C1, row stride 128 bytes
+  const auto* words = reinterpret_cast<const uint32_t*>(b.h.data());
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t cols = std::min(kPanel, b.N - p * kPanel);
+    const uint32_t* panel = words + p * pairs * kPanel;
+    for (int64_t k = 0; k < blocks; ++k) {
+      const int R = static_cast<int>(std::min<int64_t>(kTileRows, m - k * kTileRows));
+      float* cp = c + k * kTileRows * ldc + p * kPanel;
+      for (int r = 0; r < kTileRows; ++r)  // the start: c (accumulate), the bias row, or zero
+        for (int64_t j = 0; j < kPanel; ++j)
+          sums[r][j] = r < R && j < cols ? (accumulate ? cp[r * ldc + j] : bias ? bias[p * kPanel + j] : 0.0f) : 0.0f;
+      tiles.load(kC0, sums, sizeof sums[0]);
+      tiles.load(kC1, &sums[0][16], sizeof sums[0]);
+      const uint32_t* ab = buf.data() + k * kTileRows * pairs;
+      for (int64_t q = 0; q < chunks; ++q) {
+        const uint32_t* bq = panel + q * 16 * kPanel;
+        const bool full = q < chunks - 1 || rest == 16;
+        tiles.load(full ? kA : kAr, ab + q * 16, 4 * pairs);
+        tiles.load(full ? kB0 : kB0r, bq, 4 * kPanel);
+        tiles.load(full ? kB1 : kB1r, bq + 16, 4 * kPanel);
+        tiles.dot(full ? kFull0 : kRest0);
+        tiles.dot(full ? kFull1 : kRest1);
+      }
+      tiles.store(kC0, sums, sizeof sums[0]);
+      tiles.store(kC1, &sums[0][16], sizeof sums[0]);
+      for (int r = 0; r < R; ++r) std::copy(sums[r], sums[r] + cols, cp + r * ldc);
+    }
+  }
+  tiles.release();
+}
+
 }  // namespace
 
 std::string own_gemm_refusal(bool bf16) {
@@ -256,8 +402,46 @@ void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB&
         for (int64_t j = 0; j < b.N; ++j) c[r * ldc + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, bias, c, ldc);
+  if (b.bf16 && amx_enabled()) gemm_packed_amx(m, ta, a, lda, b, accumulate, c, ldc, bias, false);
+  else if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, bias, c, ldc);
   else gemm_f32(m, ta, a, lda, b, accumulate, bias, c, ldc);
+}
+
+bool amx_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("RNNTRAIN_CPU_AMX");
+    return v && std::strcmp(v, "1") == 0 && amx_available();
+  }();
+  return on;
+}
+
+bool amx_available() {
+  static const bool on = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
+        !__builtin_cpu_supports("avx512bf16") || !own_gemm_refusal(true).empty())
+      return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // Linux: ask for the tile state
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return on;
+}
+
+void gemm_packed_amx(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
+                     int64_t ldc, const float* bias, bool emulate) {
+  if (m <= 0 || b.N <= 0 || b.K == 0 || !b.bf16) return gemm_packed(m, ta, a, lda, b, accumulate, c, ldc, bias);
+  if (accumulate) bias = nullptr;
+  if (emulate) {
+    EmulatedTiles tiles;
+    gemm_bf16_tiles(tiles, m, ta, a, lda, b, accumulate, bias, c, ldc);
+  } else {
+    AmxTiles tiles;
+    gemm_bf16_tiles(tiles, m, ta, a, lda, b, accumulate, bias, c, ldc);
+  }
 }
 
 }  // namespace rnntrain::cpu

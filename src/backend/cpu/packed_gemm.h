@@ -34,4 +34,16 @@ void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB&
 // Rounds to the nearest bf16 (ties to even) and back: what the bf16 GEMM multiplies (tests).
 float round_bf16(float x);
 
+// Whether this CPU can run bf16 on AMX tiles: it has AMX-BF16 and AVX512-BF16, and Linux grants the
+// tile state.
+bool amx_available();
+// Whether gemm_packed runs bf16 on AMX tiles: amx_available() and RNNTRAIN_CPU_AMX=1 (opt-in until it
+// is measured on such a CPU; the AVX512-BF16 kernel otherwise).
+bool amx_enabled();
+// gemm_packed's bf16 path on AMX tiles (b.bf16): on the hardware (needs amx_available()), or (emulate)
+// on plain memory with the tile instructions as Intel's SDM describes them, on any CPU with
+// AVX512-BF16 (tests).
+void gemm_packed_amx(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
+                     int64_t ldc, const float* bias, bool emulate);
+
 }  // namespace rnntrain::cpu
