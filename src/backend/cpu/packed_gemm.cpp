@@ -402,17 +402,19 @@ void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB&
         for (int64_t j = 0; j < b.N; ++j) c[r * ldc + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  if (b.bf16 && amx_enabled()) gemm_packed_amx(m, ta, a, lda, b, accumulate, c, ldc, bias, false);
+  const AmxMode amx = b.bf16 ? amx_mode() : AmxMode::Off;
+  if (amx != AmxMode::Off) gemm_packed_amx(m, ta, a, lda, b, accumulate, c, ldc, bias, amx == AmxMode::Emulated);
   else if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, bias, c, ldc);
   else gemm_f32(m, ta, a, lda, b, accumulate, bias, c, ldc);
 }
 
-bool amx_enabled() {
-  static const bool on = [] {
+AmxMode amx_mode() {
+  static const AmxMode mode = [] {
     const char* v = std::getenv("RNNTRAIN_CPU_AMX");
-    return v && std::strcmp(v, "1") == 0 && amx_available();
+    if (v && std::strcmp(v, "emulate") == 0) return AmxMode::Emulated;
+    return v && std::strcmp(v, "1") == 0 && amx_available() ? AmxMode::Hardware : AmxMode::Off;
   }();
-  return on;
+  return mode;
 }
 
 bool amx_available() {

@@ -37,9 +37,11 @@ float round_bf16(float x);
 // Whether this CPU can run bf16 on AMX tiles: it has AMX-BF16 and AVX512-BF16, and Linux grants the
 // tile state.
 bool amx_available();
-// Whether gemm_packed runs bf16 on AMX tiles: amx_available() and RNNTRAIN_CPU_AMX=1 (opt-in until it
-// is measured on such a CPU; the AVX512-BF16 kernel otherwise).
-bool amx_enabled();
+// How gemm_packed runs bf16: on AMX tiles with amx_available() and RNNTRAIN_CPU_AMX=1 (opt-in until it
+// is measured on such a CPU), on their emulation with RNNTRAIN_CPU_AMX=emulate (tests: slow), else
+// on the AVX512-BF16 kernel.
+enum class AmxMode { Off, Hardware, Emulated };
+AmxMode amx_mode();
 // gemm_packed's bf16 path on AMX tiles (b.bf16): on the hardware (needs amx_available()), or (emulate)
 // on plain memory with the tile instructions as Intel's SDM describes them, on any CPU with
 // AVX512-BF16 (tests).
