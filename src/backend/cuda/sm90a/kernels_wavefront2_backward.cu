@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       // The bits of the output gradient: at the top half (a.dy) or float (dy32); above it the input row's
       // sums, in registers of their own (writing the top's would wait for the gates' loads).
       uint32_t dy[2][P];
-      float dx[2][P];
+      float dy_in[2][P];
       uint32_t gs[2][4][P / 2], st[2][P / 2], sp[2][P / 2];  // gates, state, the step before's state
       // How many of the thread's units each row has at step t, then at the top the output gradient: its
       // zeros past n are register writes that would wait for every load in flight before them (one
@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-          for (int p = 0; p < P; ++p) dx[hh][p] = from[elem(hh, p) / 4 * 512 + elem(hh, p) % 4];
+          for (int p = 0; p < P; ++p) dy_in[hh][p] = from[elem(hh, p) / 4 * 512 + elem(hh, p) % 4];
       }
       // The next step's into L2 meanwhile.
       if (s + 1 < T) {
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         }
 #pragma unroll
         for (int p = 0; p < P; ++p) {
-          float dh = acc[elem(hh, p)] + (top ? from_bits<E>(dy[hh][p], a.dy) : dx[hh][p]) + dhy[p];
+          float dh = acc[elem(hh, p)] + (top ? from_bits<E>(dy[hh][p], a.dy) : dy_in[hh][p]) + dhy[p];
           for (int g = 0; g < 4; ++g) v[g][p] = 0.0f;
           if (!valid) continue;
           if constexpr (GRU) {
