@@ -160,7 +160,8 @@ void run(const Options& o, Result& r) {
   upload(dy, halves(ys));
   std::vector<int32_t> len(static_cast<size_t>(sh.B), static_cast<int32_t>(sh.T));
   if (o.ragged)
-    for (size_t b = 0; b < len.size(); ++b) len[b] = static_cast<int32_t>(sh.T - static_cast<int64_t>(b) * 37 % std::max<int64_t>(1, sh.T / 2));
+    for (size_t b = 0; b < len.size(); ++b)
+      len[b] = static_cast<int32_t>(sh.T - static_cast<int64_t>(b) * 37 % std::max<int64_t>(1, sh.T / 2));
   upload(lens, len);
   y.ensure(ys), dx.ensure(xs), g.ensure(n);
   cudaStream_t st = gpu.stream();

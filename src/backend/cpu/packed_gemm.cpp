@@ -247,7 +247,8 @@ struct EmulatedTiles {
   void config(const TileConfig& c) { cfg = c; }
   void load(int k, const void* p, int64_t stride) {
     std::memset(t[k], 0, sizeof t[k]);
-    for (int r = 0; r < cfg.rows[k]; ++r) std::memcpy(t[k][r], static_cast<const uint8_t*>(p) + r * stride, cfg.colsb[k]);
+    for (int r = 0; r < cfg.rows[k]; ++r)
+      std::memcpy(t[k][r], static_cast<const uint8_t*>(p) + r * stride, cfg.colsb[k]);
   }
   void store(int k, void* p, int64_t stride) {
     for (int r = 0; r < cfg.rows[k]; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, t[k][r], cfg.colsb[k]);
