@@ -334,8 +334,13 @@ TEST(OwnEngine, ThePlanSaysWhatRuns) {
     EXPECT_NE(text.find("every layer on the reference ops: " + why), std::string::npos) << text;
   else if (const std::string why16 = cpu::own_gemm_refusal(true); !why16.empty())
     EXPECT_NE(text.find("in FP32: " + why16), std::string::npos) << text;
-  else
+  else {
     EXPECT_NE(text.find("own engine") , std::string::npos) << text;
+    // The bf16 GEMMs' kernel: AMX tiles only where RNNTRAIN_CPU_AMX asks (ctest's emulated run sets it).
+    const bool emulated = cpu::amx_mode() == cpu::AmxMode::Emulated;
+    EXPECT_EQ(text.find("its GEMMs on emulated AMX tiles") != std::string::npos, emulated) << text;
+    if (cpu::amx_mode() == cpu::AmxMode::Off) EXPECT_EQ(text.find("its GEMMs on"), std::string::npos) << text;
+  }
   EXPECT_NE(text.find("CPU (plan.cpu: own, plan.precision: bf16)"), std::string::npos) << text;
 }
 

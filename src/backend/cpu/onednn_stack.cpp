@@ -108,7 +108,8 @@ std::string describe_cpu_plan(const ModelSpec& model, const Plan& plan, CpuRnn m
                       "threads, the reference's cell loops), ";
     if (!bf16) return out + how + "in FP32\n";
     const std::string why = own_gemm_refusal(true);
-    return out + how + (why.empty() ? "in bf16 (FP32 sums and cell state)\n" : "in FP32: " + why + "\n");
+    if (!why.empty()) return out + how + "in FP32: " + why + "\n";
+    return out + how + "in bf16 (FP32 sums and cell state)" + amx_note() + "\n";
   }
   const CpuPlan cp = plan_cpu(model, plan, bf16);
   const std::vector<LayerShape> shapes = infer_shapes(model);

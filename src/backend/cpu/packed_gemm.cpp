@@ -418,6 +418,19 @@ AmxMode amx_mode() {
   return mode;
 }
 
+std::string amx_note() {
+  switch (amx_mode()) {
+    case AmxMode::Hardware: return ", its GEMMs on AMX tiles (RNNTRAIN_CPU_AMX=1)";
+    case AmxMode::Emulated: return ", its GEMMs on emulated AMX tiles (RNNTRAIN_CPU_AMX=emulate: for tests, slow)";
+    case AmxMode::Off: break;
+  }
+  const char* v = std::getenv("RNNTRAIN_CPU_AMX");
+  if (!v || !*v || std::strcmp(v, "0") == 0) return "";
+  if (std::strcmp(v, "1") != 0)
+    return std::string("; RNNTRAIN_CPU_AMX=") + v + " is ignored: it takes 1 (AMX tiles), emulate or 0";
+  return "; RNNTRAIN_CPU_AMX=1 is ignored: this CPU has no AMX-BF16, or Linux does not grant the tile state";
+}
+
 bool amx_available() {
   static const bool on = [] {
     __builtin_cpu_init();

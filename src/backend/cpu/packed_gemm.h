@@ -42,6 +42,8 @@ bool amx_available();
 // on the AVX512-BF16 kernel.
 enum class AmxMode { Off, Hardware, Emulated };
 AmxMode amx_mode();
+// For `rnntrain plan`: ", its GEMMs on AMX tiles" and the like, why RNNTRAIN_CPU_AMX=1 is ignored, or "".
+std::string amx_note();
 // gemm_packed's bf16 path on AMX tiles (b.bf16): on the hardware (needs amx_available()), or (emulate)
 // on plain memory with the tile instructions as Intel's SDM describes them, on any CPU with
 // AVX512-BF16 (tests).
