@@ -195,11 +195,12 @@ RNNTRAIN_AVX512BF16 void gemm_bf16(int64_t m, bool ta, const float* a, int64_t l
   }
 }
 
-// AMX: 8 tile registers of up to 16 rows of 64 bytes. A block of 16 rows of op(a) in bf16 pairs (row
-// major, zero rows past m) meets one panel of B at a time: tiles C0 and C1 hold its 16 x 32 sums
-// (columns 0-15 and 16-31), and per chunk of 16 pairs of K, tile A (16 rows x 16 pairs) and B0, B1
-// (16 pairs x 16 columns, read from the panel with its row stride of 32 words) meet in two
-// TDPBF16PS. The last chunk, when K has fewer pairs, has tiles of its own shape (Ar, B0r, B1r).
+// AMX: 8 tile registers of up to 16 rows of 64 bytes. A block of up to 16 rows of op(a) in bf16 pairs
+// (row major, zero rows past m) meets one panel of B at a time: tiles C0 and C1 hold its sums (columns
+// 0-15 and 16-31), loaded from and stored to c where the block and the panel are whole, and per chunk
+// of 16 pairs of K, tile A (the rows x 16 pairs) and B0, B1 (16 pairs x 16 columns, read from the
+// panel with its row stride of 32 words) meet in two TDPBF16PS. The last chunk, when K has fewer
+// pairs, has tiles of its own shape (Ar, B0r, B1r).
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};
@@ -227,6 +228,10 @@ struct AmxTiles {
     if (t == kC0) _tile_stored(0, p, stride);
     else _tile_stored(1, p, stride);
   }
+  RNNTRAIN_AMX void zero(int t) {
+    if (t == kC0) _tile_zero(0);
+    else _tile_zero(1);
+  }
   RNNTRAIN_AMX void dot(Dot d) {
     switch (d) {
       case kFull0: _tile_dpbf16ps(0, 2, 3); break;
@@ -253,6 +258,7 @@ struct EmulatedTiles {
   void store(int k, void* p, int64_t stride) {
     for (int r = 0; r < cfg.rows[k]; ++r) std::memcpy(static_cast<uint8_t*>(p) + r * stride, t[k][r], cfg.colsb[k]);
   }
+  void zero(int k) { std::memset(t[k], 0, sizeof t[k]); }
   static float bf(const uint8_t* row, int e) {
     uint16_t h;
     std::memcpy(&h, row + 2 * e, sizeof h);
@@ -279,47 +285,59 @@ struct EmulatedTiles {
 template <class Tiles>
 RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b,
                                   bool accumulate, const float* bias, float* c, int64_t ldc) {
-  constexpr int kTileRows = 16;
+  // Tiles of m rows when m < 16 (a step's few rows), else of 16, the last block then partly empty.
+  const int tr = static_cast<int>(std::min<int64_t>(16, m));
   const int64_t pairs = (b.K + 1) / 2, chunks = (pairs + 15) / 16, rest = pairs - 16 * (chunks - 1);
-  const int64_t panels = (b.N + kPanel - 1) / kPanel, blocks = (m + kTileRows - 1) / kTileRows;
-  // op(a) in bf16 pairs: block k's row r, pair i at buf[(k * 16 + r) * pairs + i]; rows past m zero.
+  const int64_t panels = (b.N + kPanel - 1) / kPanel, blocks = (m + tr - 1) / tr;
+  // op(a) in bf16 pairs: block k's row r, pair i at buf[(k * tr + r) * pairs + i]; rows past m zero.
   thread_local std::vector<uint32_t> buf, column;
-  buf.assign(static_cast<size_t>(blocks * kTileRows * pairs), 0u);
-  column.resize(kTileRows);
+  buf.assign(static_cast<size_t>(blocks * tr * pairs), 0u);
+  column.resize(16);
   for (int64_t k = 0; k < blocks; ++k) {
-    const int R = static_cast<int>(std::min<int64_t>(kTileRows, m - k * kTileRows));
-    uint32_t* out = buf.data() + k * kTileRows * pairs;
+    const int R = static_cast<int>(std::min<int64_t>(tr, m - k * tr));
+    uint32_t* out = buf.data() + k * tr * pairs;
     if (!ta) {
-      convert_block(R, false, a, lda, k * kTileRows, b.K, out);
+      convert_block(R, false, a, lda, k * tr, b.K, out);
       continue;
     }
     for (int64_t i = 0; i < pairs; ++i) {  // pair i of the block's rows, then to its place in each row
-      const float* even = a + 2 * i * lda + k * kTileRows;
+      const float* even = a + 2 * i * lda + k * tr;
       pair_rows(even, 2 * i + 1 < b.K ? even + lda : nullptr, R, column.data());
       for (int r = 0; r < R; ++r) out[r * pairs + i] = column[r];
     }
   }
   TileConfig cfg;
-  for (int t : {kC0, kC1, kA, kAr}) cfg.rows[t] = kTileRows;
+  for (int t : {kC0, kC1, kA, kAr}) cfg.rows[t] = static_cast<uint8_t>(tr);
   for (int t : {kC0, kC1, kA, kB0, kB1, kB0r, kB1r}) cfg.colsb[t] = 64;
   cfg.rows[kB0] = cfg.rows[kB1] = 16;
   cfg.colsb[kAr] = static_cast<uint16_t>(4 * rest);
   cfg.rows[kB0r] = cfg.rows[kB1r] = static_cast<uint8_t>(rest);
   tiles.config(cfg);
-  alignas(64) float sums[kTileRows][kPanel];  // C0 | C1, row stride 128 bytes
+  alignas(64) float sums[16][kPanel];  // C0 | C1 where a block or panel is not whole, row stride 128 bytes
+  const int64_t ldc_bytes = ldc * static_cast<int64_t>(sizeof(float));
   const auto* words = reinterpret_cast<const uint32_t*>(b.h.data());
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t cols = std::min(kPanel, b.N - p * kPanel);
     const uint32_t* panel = words + p * pairs * kPanel;
     for (int64_t k = 0; k < blocks; ++k) {
-      const int R = static_cast<int>(std::min<int64_t>(kTileRows, m - k * kTileRows));
-      float* cp = c + k * kTileRows * ldc + p * kPanel;
-      for (int r = 0; r < kTileRows; ++r)  // the start: c (accumulate), the bias row, or zero
-        for (int64_t j = 0; j < kPanel; ++j)
-          sums[r][j] = r < R && j < cols ? (accumulate ? cp[r * ldc + j] : bias ? bias[p * kPanel + j] : 0.0f) : 0.0f;
-      tiles.load(kC0, sums, sizeof sums[0]);
-      tiles.load(kC1, &sums[0][16], sizeof sums[0]);
-      const uint32_t* ab = buf.data() + k * kTileRows * pairs;
+      const int R = static_cast<int>(std::min<int64_t>(tr, m - k * tr));
+      const bool whole = R == tr && cols == kPanel;  // the tiles load and store c itself
+      float* cp = c + k * tr * ldc + p * kPanel;
+      // The start: c (accumulate), the bias row, or zero.
+      if (accumulate && whole) {
+        tiles.load(kC0, cp, ldc_bytes);
+        tiles.load(kC1, cp + 16, ldc_bytes);
+      } else if (accumulate || bias) {
+        for (int r = 0; r < tr; ++r)
+          for (int64_t j = 0; j < kPanel; ++j)
+            sums[r][j] = r < R && j < cols ? (accumulate ? cp[r * ldc + j] : bias[p * kPanel + j]) : 0.0f;
+        tiles.load(kC0, sums, sizeof sums[0]);
+        tiles.load(kC1, &sums[0][16], sizeof sums[0]);
+      } else {
+        tiles.zero(kC0);
+        tiles.zero(kC1);
+      }
+      const uint32_t* ab = buf.data() + k * tr * pairs;
       for (int64_t q = 0; q < chunks; ++q) {
         const uint32_t* bq = panel + q * 16 * kPanel;
         const bool full = q < chunks - 1 || rest == 16;
@@ -328,6 +346,11 @@ RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float*
         tiles.load(full ? kB1 : kB1r, bq + 16, 4 * kPanel);
         tiles.dot(full ? kFull0 : kRest0);
         tiles.dot(full ? kFull1 : kRest1);
+      }
+      if (whole) {
+        tiles.store(kC0, cp, ldc_bytes);
+        tiles.store(kC1, cp + 16, ldc_bytes);
+        continue;
       }
       tiles.store(kC0, sums, sizeof sums[0]);
       tiles.store(kC1, &sums[0][16], sizeof sums[0]);
