@@ -37,6 +37,14 @@ uint16_t to_bf16(float x) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// The float whose bits are bf16 h in the upper half.
+float from_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 // What a tile's sums start from: c itself (accumulate), the panel's part of a bias row, or zero.
 struct Start {
   bool c;
@@ -262,10 +270,7 @@ struct EmulatedTiles {
   static float bf(const uint8_t* row, int e) {
     uint16_t h;
     std::memcpy(&h, row + 2 * e, sizeof h);
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
+    return from_bf16(h);
   }
   void dot(Dot d) {
     const int c = d == kFull0 || d == kRest0 ? kC0 : kC1, a = d <= kFull1 ? kA : kAr;
@@ -289,13 +294,15 @@ RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float*
   const int tr = static_cast<int>(std::min<int64_t>(16, m));
   const int64_t pairs = (b.K + 1) / 2, chunks = (pairs + 15) / 16, rest = pairs - 16 * (chunks - 1);
   const int64_t panels = (b.N + kPanel - 1) / kPanel, blocks = (m + tr - 1) / tr;
-  // op(a) in bf16 pairs: block k's row r, pair i at buf[(k * tr + r) * pairs + i]; rows past m zero.
+  // op(a) in bf16 pairs: block k's row r, pair i at buf[(k * tr + r) * pairs + i]; rows past m zero
+  // (the conversion writes every other word).
   thread_local std::vector<uint32_t> buf, column;
-  buf.assign(static_cast<size_t>(blocks * tr * pairs), 0u);
+  buf.resize(static_cast<size_t>(blocks * tr * pairs));
   column.resize(16);
   for (int64_t k = 0; k < blocks; ++k) {
     const int R = static_cast<int>(std::min<int64_t>(tr, m - k * tr));
     uint32_t* out = buf.data() + k * tr * pairs;
+    std::fill(out + R * pairs, out + tr * pairs, 0u);
     if (!ta) {
       convert_block(R, false, a, lda, k * tr, b.K, out);
       continue;
@@ -371,12 +378,7 @@ std::string own_gemm_refusal(bool bf16) {
   return "";
 }
 
-float round_bf16(float x) {
-  const uint32_t u = static_cast<uint32_t>(to_bf16(x)) << 16;
-  float y;
-  std::memcpy(&y, &u, sizeof y);
-  return y;
-}
+float round_bf16(float x) { return from_bf16(to_bf16(x)); }
 
 void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k, int64_t n) {
   K = k, N = n, bf16 = as_bf16;
