@@ -259,24 +259,35 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   ring.empty = ring.full + ring.S;
 
   // The weights: row n is unit j0 + unit_of(n) of the recurrent kernel (an input row: layer l + 1's
-  // kernel, whose rows are layer l's units); 8 consecutive Keras columns a load.
+  // kernel, whose rows are layer l's units); 8 consecutive Keras columns a load, kBatch of them in
+  // flight before they are stored (8 k of one core-matrix row: at offset at, -1 for none).
   const E* w = static_cast<const E*>(input_row ? a.wk[(l + 1) * a.D] : a.wr[ci]);  // [H, GH]
-  for (int i = tid; i < U * Kt; i += kThreads2) W[i] = from_f<E>(0.0f);
+  for (int i = tid; i < U * Kt / 8; i += kThreads2) reinterpret_cast<uint4*>(W)[i] = make_uint4(0u, 0u, 0u, 0u);
   __syncthreads();
-  for (int it = tid; it < U * C * 4 * (U / 8); it += kThreads2) {
-    const int n = it / (C * 4 * (U / 8)), c = it / (4 * (U / 8)) % C, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
-    const int j = j0 + unit_of<U>(n), left = H - c * U - u0, kg = slot_gate<GRU>(g, input_row);
-    if (j >= H || left <= 0 || kg < 0) continue;  // left: columns of the 8 that exist
-    const E* src = w + static_cast<size_t>(j) * a.GH + kg * H + c * U + u0;
-    uint4 raw;
-    if (left >= 8 && aligned<16>(src)) {
-      raw = *reinterpret_cast<const uint4*>(src);
-    } else {
-      E v[8];
-      for (int e = 0; e < 8; ++e) v[e] = e < left ? src[e] : from_f<E>(0.0f);
-      memcpy(&raw, v, sizeof raw);
+  const int items = U * C * 4 * (U / 8);
+  for (int it0 = tid; it0 < items; it0 += kThreads2 * kBatch) {
+    uint4 raw[kBatch];
+    int at[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int it = it0 + kThreads2 * b;
+      const int n = it / (C * 4 * (U / 8)), c = it / (4 * (U / 8)) % C, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
+      const int j = j0 + unit_of<U>(n), left = H - c * U - u0, kg = slot_gate<GRU>(g, input_row);
+      at[b] = -1;
+      if (it >= items || j >= H || left <= 0 || kg < 0) continue;  // left: columns of the 8 that exist
+      at[b] = w_at(n, c * KS + g * U + u0, Kt);
+      const E* src = w + static_cast<size_t>(j) * a.GH + kg * H + c * U + u0;
+      if (left >= 8 && aligned<16>(src)) {
+        raw[b] = *reinterpret_cast<const uint4*>(src);
+      } else {
+        E v[8];
+        for (int e = 0; e < 8; ++e) v[e] = e < left ? src[e] : from_f<E>(0.0f);
+        memcpy(&raw[b], v, sizeof raw[b]);
+      }
     }
-    *reinterpret_cast<uint4*>(W + w_at(n, c * KS + g * U + u0, Kt)) = raw;  // 8 k of one core-matrix row
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      if (at[b] >= 0) *reinterpret_cast<uint4*>(W + at[b]) = raw[b];
   }
   if (tid == 0) {
     for (int k = 0; k < ring.S; ++k) mbar_init(ring.full + k, 1);

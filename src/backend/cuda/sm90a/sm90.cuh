@@ -200,6 +200,9 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
 __device__ __forceinline__ int col_of(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + (i % 2); }
 __device__ __forceinline__ int row_of(int i) { return 16 * (threadIdx.x / 32) + (threadIdx.x % 32) / 4 + 8 * ((i / 2) % 2); }
 
+// Loads a thread of the kernels' setup (the weights into shared memory) keeps in flight.
+constexpr int kBatch = 8;
+
 template <int BYTES>
 __device__ __forceinline__ bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & (BYTES - 1)) == 0; }
 
