@@ -336,22 +336,24 @@ TEST(OwnEngine, ThePlanSaysWhatRuns) {
     EXPECT_NE(text.find("in FP32: " + why16), std::string::npos) << text;
   else {
     EXPECT_NE(text.find("own engine") , std::string::npos) << text;
-    // The bf16 GEMMs' kernel: AMX tiles only where RNNTRAIN_CPU_AMX asks (ctest's emulated run sets it).
-    const bool emulated = cpu::amx_mode() == cpu::AmxMode::Emulated;
-    EXPECT_EQ(text.find("its GEMMs on emulated AMX tiles") != std::string::npos, emulated) << text;
-    if (cpu::amx_mode() == cpu::AmxMode::Off) EXPECT_EQ(text.find("its GEMMs on"), std::string::npos) << text;
+    // The bf16 GEMMs' kernel: AMX tiles where the CPU has them, emulated ones where RNNTRAIN_CPU_AMX asks
+    // (ctest's emulated run sets it).
+    const cpu::AmxMode amx = cpu::amx_mode();
+    EXPECT_EQ(text.find("its GEMMs on emulated AMX tiles") != std::string::npos, amx == cpu::AmxMode::Emulated) << text;
+    EXPECT_EQ(text.find("its GEMMs on AMX tiles") != std::string::npos, amx == cpu::AmxMode::Hardware) << text;
+    if (amx == cpu::AmxMode::Off && !cpu::amx_available()) EXPECT_EQ(text.find("its GEMMs on"), std::string::npos) << text;
   }
   EXPECT_NE(text.find("CPU (plan.cpu: own, plan.precision: bf16)"), std::string::npos) << text;
 }
 
 // plan.cpu's default, auto, is the own engine in FP32 on a CPU with AVX-512 (the same bits as plan.cpu:
-// own), oneDNN elsewhere and in bf16; the plan says which.
+// own) and in bf16 where its GEMMs run on AMX tiles, oneDNN elsewhere; the plan says which.
 TEST(OwnEngine, AutoIsTheOwnEngineWhereTheCpuHasAvx512) {
   Config def = parse_config("model:\n  layers: [{type: Input, shape: [null, 6]}, {type: LSTM, units: 7}]\n", "d.yaml");
   ASSERT_EQ(def.plan.cpu, CpuRnn::Auto);
   const bool own = cpu::own_gemm_refusal(false).empty();
   EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, false), own ? CpuRnn::Own : CpuRnn::Onednn);
-  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, true), CpuRnn::Onednn);
+  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, true), cpu::amx_mode() == cpu::AmxMode::Hardware ? CpuRnn::Own : CpuRnn::Onednn);
   EXPECT_EQ(cpu::cpu_path(CpuRnn::Reference, false), CpuRnn::Reference);
   const std::string text = cpu::describe_cpu_plan(def.model, make_plan(def.model, FuseMode::Auto), CpuRnn::Auto);
   EXPECT_NE(text.find(own ? "CPU (plan.cpu: auto, here own)" : "CPU (plan.cpu: auto, here onednn)"), std::string::npos)

@@ -438,22 +438,25 @@ AmxMode amx_mode() {
   static const AmxMode mode = [] {
     const char* v = std::getenv("RNNTRAIN_CPU_AMX");
     if (v && std::strcmp(v, "emulate") == 0) return AmxMode::Emulated;
-    return v && std::strcmp(v, "1") == 0 && amx_available() ? AmxMode::Hardware : AmxMode::Off;
+    if (v && std::strcmp(v, "0") == 0) return AmxMode::Off;
+    return amx_available() ? AmxMode::Hardware : AmxMode::Off;
   }();
   return mode;
 }
 
 std::string amx_note() {
+  const char* v = std::getenv("RNNTRAIN_CPU_AMX");
+  const bool known = !v || !*v || std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0 || std::strcmp(v, "emulate") == 0;
+  const std::string ignored = known ? "" : std::string("; RNNTRAIN_CPU_AMX=") + v + " is ignored: it takes 0 (no AMX), 1 or emulate";
   switch (amx_mode()) {
-    case AmxMode::Hardware: return ", its GEMMs on AMX tiles (RNNTRAIN_CPU_AMX=1)";
+    case AmxMode::Hardware: return ", its GEMMs on AMX tiles (RNNTRAIN_CPU_AMX=0: on AVX512-BF16)" + ignored;
     case AmxMode::Emulated: return ", its GEMMs on emulated AMX tiles (RNNTRAIN_CPU_AMX=emulate: for tests, slow)";
     case AmxMode::Off: break;
   }
-  const char* v = std::getenv("RNNTRAIN_CPU_AMX");
-  if (!v || !*v || std::strcmp(v, "0") == 0) return "";
-  if (std::strcmp(v, "1") != 0)
-    return std::string("; RNNTRAIN_CPU_AMX=") + v + " is ignored: it takes 1 (AMX tiles), emulate or 0";
-  return "; RNNTRAIN_CPU_AMX=1 is ignored: this CPU has no AMX-BF16, or Linux does not grant the tile state";
+  if (v && std::strcmp(v, "0") == 0 && amx_available()) return ", its GEMMs on AVX512-BF16 (RNNTRAIN_CPU_AMX=0)";
+  if (v && std::strcmp(v, "1") == 0)
+    return "; RNNTRAIN_CPU_AMX=1 is ignored: this CPU has no AMX-BF16, or Linux does not grant the tile state";
+  return ignored;
 }
 
 bool amx_available() {

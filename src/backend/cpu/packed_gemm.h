@@ -37,12 +37,12 @@ float round_bf16(float x);
 // Whether this CPU can run bf16 on AMX tiles: it has AMX-BF16 and AVX512-BF16, and Linux grants the
 // tile state.
 bool amx_available();
-// How gemm_packed runs bf16: on AMX tiles with amx_available() and RNNTRAIN_CPU_AMX=1 (opt-in until it
-// is measured on such a CPU), on their emulation with RNNTRAIN_CPU_AMX=emulate (tests: slow), else
-// on the AVX512-BF16 kernel.
+// How gemm_packed runs bf16: on AMX tiles where amx_available() (1.2-1.5x the AVX512-BF16 kernel's
+// speed at 16 threads on a Xeon, bench/PROFILE_CPU.md) unless RNNTRAIN_CPU_AMX=0, on their emulation
+// with RNNTRAIN_CPU_AMX=emulate (tests: slow), else on the AVX512-BF16 kernel.
 enum class AmxMode { Off, Hardware, Emulated };
 AmxMode amx_mode();
-// For `rnntrain plan`: ", its GEMMs on AMX tiles" and the like, why RNNTRAIN_CPU_AMX=1 is ignored, or "".
+// For `rnntrain plan`: ", its GEMMs on AMX tiles" and the like, why RNNTRAIN_CPU_AMX is ignored, or "".
 std::string amx_note();
 // gemm_packed's bf16 path on AMX tiles (b.bf16): on the hardware (needs amx_available()), or (emulate)
 // on plain memory with the tile instructions as Intel's SDM describes them, on any CPU with

@@ -50,7 +50,10 @@ void resize(Tensor& t, Shape s) {
 
 CpuRnn cpu_path(CpuRnn configured, bool bf16) {
   if (configured != CpuRnn::Auto) return configured;
-  return !bf16 && own_gemm_refusal(false).empty() ? CpuRnn::Own : CpuRnn::Onednn;
+  // bf16: the own engine where its GEMMs run on AMX tiles (1.1-1.3x oneDNN's bf16 stacks at 2 and 16
+  // threads on a Xeon, bench/RESULTS.md), else oneDNN (its AMX stacks beat the AVX512-BF16 kernel).
+  if (bf16) return amx_mode() == AmxMode::Hardware ? CpuRnn::Own : CpuRnn::Onednn;
+  return own_gemm_refusal(false).empty() ? CpuRnn::Own : CpuRnn::Onednn;
 }
 
 RnnMath rnn_math(CpuRnn cpu, bool bf16) {
