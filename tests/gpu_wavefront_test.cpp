@@ -49,7 +49,13 @@ Config gpu_config(const std::string& input, const std::string& layers, const std
 // once, in order; each launch's clusters for its slices side by side fit; and the split takes the
 // fewest rounds of slices, then the fewest launches, of every way to cut the stack (all tried).
 TEST(Wavefront, TheSecondDesignsLaunchesTakeTheFewestRounds) {
-  auto rows = cuda::launch_rows2;
+  // The clusters of a launch of n layers: a recurrent row per layer and direction, and for one
+  // direction an input row per layer above the first (kernels_wavefront2.cu).
+  auto rows = [](int64_t dirs, int64_t n) { return n * dirs + (dirs == 1 ? n - 1 : 0); };
+  EXPECT_EQ(cuda::launch_rows2(1, 1), 1);
+  EXPECT_EQ(cuda::launch_rows2(1, 4), 7);
+  EXPECT_EQ(cuda::launch_rows2(2, 1), 2);
+  EXPECT_EQ(cuda::launch_rows2(1, 8), 15);
   // The fewest {rounds, launches} over all cuts of layers l.. (brute force).
   std::function<std::pair<int64_t, int64_t>(int64_t, int64_t, int64_t, int64_t, int64_t)> best =
       [&](int64_t L, int64_t dirs, int64_t most, int64_t slices, int64_t l) -> std::pair<int64_t, int64_t> {
