@@ -341,7 +341,8 @@ TEST(OwnEngine, ThePlanSaysWhatRuns) {
     const cpu::AmxMode amx = cpu::amx_mode();
     EXPECT_EQ(text.find("its GEMMs on emulated AMX tiles") != std::string::npos, amx == cpu::AmxMode::Emulated) << text;
     EXPECT_EQ(text.find("its GEMMs on AMX tiles") != std::string::npos, amx == cpu::AmxMode::Hardware) << text;
-    if (amx == cpu::AmxMode::Off && !cpu::amx_available()) EXPECT_EQ(text.find("its GEMMs on"), std::string::npos) << text;
+    if (amx == cpu::AmxMode::Off && !cpu::amx_available())
+      EXPECT_EQ(text.find("its GEMMs on"), std::string::npos) << text;
   }
   EXPECT_NE(text.find("CPU (plan.cpu: own, plan.precision: bf16)"), std::string::npos) << text;
 }
@@ -353,7 +354,8 @@ TEST(OwnEngine, AutoIsTheOwnEngineWhereTheCpuHasAvx512) {
   ASSERT_EQ(def.plan.cpu, CpuRnn::Auto);
   const bool own = cpu::own_gemm_refusal(false).empty();
   EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, false), own ? CpuRnn::Own : CpuRnn::Onednn);
-  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, true), cpu::amx_mode() == cpu::AmxMode::Hardware ? CpuRnn::Own : CpuRnn::Onednn);
+  const bool amx = cpu::amx_mode() == cpu::AmxMode::Hardware;
+  EXPECT_EQ(cpu::cpu_path(CpuRnn::Auto, true), amx ? CpuRnn::Own : CpuRnn::Onednn);
   EXPECT_EQ(cpu::cpu_path(CpuRnn::Reference, false), CpuRnn::Reference);
   const std::string text = cpu::describe_cpu_plan(def.model, make_plan(def.model, FuseMode::Auto), CpuRnn::Auto);
   EXPECT_NE(text.find(own ? "CPU (plan.cpu: auto, here own)" : "CPU (plan.cpu: auto, here onednn)"), std::string::npos)

@@ -446,8 +446,9 @@ AmxMode amx_mode() {
 
 std::string amx_note() {
   const char* v = std::getenv("RNNTRAIN_CPU_AMX");
-  const bool known = !v || !*v || std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0 || std::strcmp(v, "emulate") == 0;
-  const std::string ignored = known ? "" : std::string("; RNNTRAIN_CPU_AMX=") + v + " is ignored: it takes 0 (no AMX), 1 or emulate";
+  const bool known = !v || !*v || !std::strcmp(v, "0") || !std::strcmp(v, "1") || !std::strcmp(v, "emulate");
+  const std::string ignored =
+      known ? "" : std::string("; RNNTRAIN_CPU_AMX=") + v + " is ignored: it takes 0 (no AMX), 1 or emulate";
   switch (amx_mode()) {
     case AmxMode::Hardware: return ", its GEMMs on AMX tiles (RNNTRAIN_CPU_AMX=0: on AVX512-BF16)" + ignored;
     case AmxMode::Emulated: return ", its GEMMs on emulated AMX tiles (RNNTRAIN_CPU_AMX=emulate: for tests, slow)";
