@@ -2,7 +2,7 @@
 // 32-column panel of B, the 8 x 32 sums held in 16 AVX-512 registers for the whole of K. Only the
 // kernels are compiled for AVX-512 (function target attributes, not a file-wide flag, so no inline
 // code of the rest of the program is built for it); own_gemm_refusal() checks the CPU first. bf16 also
-// has a path on AMX tiles (gemm_packed_amx), opt-in where the CPU has them.
+// has a path on AMX tiles (gemm_packed_amx), the default where the CPU has them.
 #include "backend/cpu/packed_gemm.h"
 
 #include <immintrin.h>
