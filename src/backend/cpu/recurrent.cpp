@@ -232,7 +232,7 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   return y;
 }
 
-Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Tensor& dy) const {
+Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Tensor& dy) {
   const int64_t B = tape.B, T = tape.T, I = tape.I, H = tape.H, GH = gates_ * H;
   auto time_of = [&](int64_t s) { return go_backwards_ ? T - 1 - s : s; };
 

@@ -174,8 +174,9 @@ class RnnDirection {
   // x: [B, T, I]; mask: [B, T] (time order) or empty. Returns [B, T, H] in processing order
   // (return_sequences) or [B, H] (the state after the last step).
   Tensor forward(const RnnWeights& w, const Tensor& x, const Mask& mask, bool training, Rng& rng, RnnTape& tape) const;
-  // dy: like forward's result. Accumulates into w's grads; returns dx: [B, T, I].
-  Tensor backward(const RnnWeights& w, const RnnTape& tape, const Tensor& dy) const;
+  // dy: like forward's result. Accumulates into w's grads; returns dx: [B, T, I]. Not const: it keeps
+  // its scratch (dz_, dxp_) from pass to pass.
+  Tensor backward(const RnnWeights& w, const RnnTape& tape, const Tensor& dy);
 
   // The weights of this direction inside a layer's params, starting at index `first`.
   RnnWeights weights(const LayerSpec& owner, LayerParams& p, size_t first, int64_t input) const;
@@ -192,7 +193,7 @@ class RnnDirection {
   // Backward's dz and dxp, kept from pass to pass so that they are not zero-filled (and, on a new
   // allocation, paged in) every time: each pass writes every element of both (the loops all of dz,
   // masked steps as zeros; the GEMM all of dxp).
-  mutable Tensor dz_, dxp_;
+  Tensor dz_, dxp_;
 };
 
 }  // namespace rnntrain::cpu
