@@ -27,7 +27,7 @@ struct CategoricalCrossentropy {
     double l = 0.0;
     if (lp.from_logits) {
       double m = p[0];
-      for (int64_t j = 1; j < K; ++j) m = fmax(m, static_cast<double>(p[j]));
+      for (int64_t j = 1; j < K; ++j) m = p[j] > m ? p[j] : m;  // fmax's NaN rule: the loss is NaN either way
       double z = 0.0;
       for (int64_t j = 0; j < K; ++j) {  // g (never p itself) keeps exp(x_j - m): one exp an element
         const double e = exp(p[j] - m);
@@ -35,6 +35,12 @@ struct CategoricalCrossentropy {
         if (g) g[j] = static_cast<float>(e);
       }
       const double lse = m + log(z);
+      if (!t && ls == 0) {  // a label, unsmoothed: sum_j y_j (lse - x_j) is lse - x_label and sum y is 1, bit for bit
+        if (g)
+          for (int64_t j = 0; j < K; ++j)
+            g[j] = static_cast<float>((static_cast<double>(g[j]) / z - (j == label ? 1.0 : 0.0)) * gscale);
+        return lse - p[label];
+      }
       double ysum = 0.0;
       for (int64_t j = 0; j < K; ++j) {
         const double y = target(t, label, j, K, ls);
