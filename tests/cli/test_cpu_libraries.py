@@ -4,8 +4,10 @@
 # libcublasLt (~150 MB resident), nor cuDNN's kernel libraries; the dynamic loader's own log
 # (LD_DEBUG=files) says what was loaded. Skips for a build without the CUDA backend.
 # Usage: test_cpu_libraries.py RNNTRAIN_BINARY
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,7 @@ def main():
         sys.exit(77)
     failures = []
     d = tempfile.mkdtemp(prefix="rnntrain_libs_")
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
     cfg = os.path.join(d, "cfg.yaml")
     with open(cfg, "w") as f:
         f.write("model:\n  layers:\n    - {type: Input, shape: [12, 2]}\n    - {type: LSTM, units: 8}\n"

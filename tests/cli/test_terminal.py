@@ -6,10 +6,12 @@
 # goes on, and exits 130. Without a terminal (pipes) there is no bar and no escape code: one
 # `[info] epoch=…` line per epoch.
 # Usage: test_terminal.py RNNTRAIN_BINARY
+import atexit
 import os
 import pty
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +74,7 @@ def run_on_pty(args, stop_when=None, timeout=120):
 
 def main():
     d = tempfile.mkdtemp(prefix="rnntrain_tty_")
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
     cfg = config(d, 2, 256)
     code, text = run_on_pty(["train", cfg])
     plain = ANSI.sub("", text)

@@ -9,8 +9,10 @@
 # - SIGTERM to one rank stops every rank after the same step, saved and resumable;
 # - a rank killed mid-run ends the job with an error within a bounded time, and last.h5 stays valid.
 # Usage: test_data_parallel.py RNNTRAIN_BINARY MPIEXEC. Exits 77 (SKIP) without h5py/numpy.
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +59,7 @@ def expect_same_run(what, one, two, rtol=1e-5):
 
 
 tmp = tempfile.mkdtemp(prefix="rnntrain_dp_")
+atexit.register(shutil.rmtree, tmp, ignore_errors=True)
 cases = {
     "quickstart": ["configs/quickstart.yaml", "train.epochs=2"],
     # per-sequence lengths (masked steps), Bidirectional stacks; no dropout, whose masks differ per rank

@@ -7,8 +7,10 @@
 #   RNNTRAIN_ALLREDUCE_BUCKET_MB=0.0002);
 # - more ranks on a machine than it has GPUs is refused with the reason, before any NCCL call.
 # Usage: test_nccl.py RNNTRAIN_BINARY MPIEXEC. Exits 77 (SKIP) without a usable GPU or h5py/numpy.
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ except ImportError as e:
 RNNTRAIN, MPIEXEC = sys.argv[1], sys.argv[2]
 MPI = mpi(MPIEXEC)
 tmp = tempfile.mkdtemp(prefix="rnntrain_nccl_")
+atexit.register(shutil.rmtree, tmp, ignore_errors=True)
 failures = []
 
 probe = subprocess.run([RNNTRAIN, "train", "configs/quickstart.yaml", "device=cuda", "train.epochs=1",

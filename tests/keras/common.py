@@ -1,7 +1,9 @@
 # Shared helpers of the Keras interchange suite (tests/keras/test_*.py, run by ctest with label
 # `keras`): skipping when Keras is absent, running the rnntrain binary, seeded weights, and the
 # |Δ| ≤ atol + rtol·|ref| comparison with evidence on failure. Not a test itself.
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ class Suite:
         self.checks = 0
         self.worst = (0.0, "")  # (max |Δ|, what)
         self.tmp = tempfile.mkdtemp(prefix="rnntrain_keras_")
+        atexit.register(shutil.rmtree, self.tmp, ignore_errors=True)
 
     def path(self, *parts):
         p = os.path.join(self.tmp, *parts)
