@@ -136,9 +136,12 @@ void decay_weights(Tensor& value, double lr, double wd) {
 }
 
 double clip_gradients(const OptimizerSpec& spec, const std::vector<Param*>& params) {
+  // The norms only where a norm clips: most runs clip nothing, and the sums were a serial pass over
+  // every gradient each step.
+  const bool by_norm = is_set(spec.clipnorm) || is_set(spec.global_clipnorm);
   double total = 0.0;
-  std::vector<double> squares(params.size());
-  for (size_t i = 0; i < params.size(); ++i) total += squares[i] = sum_squares(params[i]->grad);
+  std::vector<double> squares(by_norm ? params.size() : 0);
+  for (size_t i = 0; i < squares.size(); ++i) total += squares[i] = sum_squares(params[i]->grad);
   const double norm = std::sqrt(total);
 
   // Keras' precedence: clipnorm, else global_clipnorm, else clipvalue (a value <= 0 is off).

@@ -49,7 +49,8 @@ std::unique_ptr<Optimizer> make_tensor_optimizer(const OptimizerSpec& spec, std:
 // Keras' decoupled weight decay of one parameter in place: p -= p * lr * wd (nothing when wd <= 0).
 void decay_weights(Tensor& value, double lr, double wd);
 
-// Gradient clipping in place, shared with the trainer's tests: returns the global norm before clipping.
+// Gradient clipping in place, shared with the trainer's tests: returns the global norm before clipping
+// where clipnorm or global_clipnorm is set, else 0 (no norm is summed).
 double clip_gradients(const OptimizerSpec& spec, const std::vector<Param*>& params);
 
 }  // namespace rnntrain
