@@ -203,10 +203,11 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
 
   if (input_row) {
     const E* below = hcore(l - 1);  // D == 1 here
+    unsigned seen_below = 0, seen_slot = 0;  // thread 0's last reads of the two flags it waits for
     for (int s = 0; s < T; ++s) {
       if (s > 0) cluster_wait();  // every CTA is done with the previous step's A
       if (tid == 0) {
-        wait_flag(done_rec + (l - 1) * 16 + rank, s + 1);
+        wait_flag(done_rec + (l - 1) * 16 + rank, s + 1, seen_below);
         fence_async_global();
         mbar_expect(bar, C * slice);
         multicast(reinterpret_cast<char*>(A) + rank * slice,
@@ -220,7 +221,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       products<E, N>(acc, A, W, Kp);
       WF2_MARK(3);
       cluster_arrive();
-      if (tid == 0 && s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
+      if (tid == 0 && s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2, seen_slot);  // the slot was read
       __syncthreads();
       WF2_MARK(4);
       // The thread's sums in slot order, the layout its recurrent row's CTA copies from: the thread's
@@ -247,6 +248,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
     float st[P][2] = {};  // LSTM c, GRU h, of units jb + p, rows 16w + lane/4 (+ 8)
     int len[2];           // the lengths of the thread's two rows (T past the slice: never read)
     for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[b0 + row_of(2 * hh)] : T;
+    unsigned seen_in = 0;  // the thread's last read of its input row's flag
     // The input side of step s into xs, asynchronously: the GEMM's rows (the launch's first layer) or
     // the input row's sums (waited for by every thread).
     auto prefetch = [&](int s) {
@@ -262,7 +264,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
           }
         }
       } else {
-        wait_flag(done_in + l * 16 + rank, s + 1);
+        wait_flag(done_in + l * 16 + rank, s + 1, seen_in);
         WF2_MARK(8);
         const float* from = xring + ((static_cast<size_t>(l - 1) * kRing2 + s % kRing2) * C + rank) * 128 * R + tid * 4;
 #pragma unroll

@@ -308,13 +308,14 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 
   if (tid >= kProducer) {  // the producer warp
     const E* src = static_cast<const E*>(a.gcore[input_row ? (l + 1) * a.D : ci]) + bs * a.core_slice + rank * slice;
+    unsigned seen = 0;  // the last read of the flag of the row above (input rows)
     for (int s = 0; s < T; ++s) {
       const E* from = src + (s % kRing2) * ring_step;
       if (!input_row) bar_sync(1, kThreads2);  // the warpgroup stored the slice of step s
       WF2B_MARK(1);
       if (tid == kProducer) {
         if (input_row) {
-          wait_flag(done_rec + (l + 1) * 16 + rank, s + 1);
+          wait_flag(done_rec + (l + 1) * 16 + rank, s + 1, seen);
           fence_async_global();
           ring.produce(from, s, rank);
         } else {
@@ -326,13 +327,14 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       WF2B_MARK(2);
     }
   } else if (input_row) {
+    unsigned seen_slot = 0;  // the thread's last read of its recurrent row's flag
     for (int s = 0; s < T; ++s) {
       float acc[R];
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
       ring.multiply(acc, W, waited);  // step s
       WF2B_MARK(2);
-      if (s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2);  // the slot was read
+      if (s >= kRing2) wait_flag(done_rec + l * 16 + rank, s + 1 - kRing2, seen_slot);  // the slot was read
       WF2B_MARK(3);
       // The thread's i-th 4 floats at float4 i * 128 + tid, so a warp's store fills whole lines.
       float4* to = reinterpret_cast<float4*>(xring + (s % kRing2) * xring_step + rank * 128 * R) + tid;
@@ -352,6 +354,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     float carry[2][P] = {};  // LSTM dc, GRU dh carried to the step before, of units jb + p
     int len[2];              // the lengths of the thread's two rows (0 past the slice: every step padded)
     for (int hh = 0; hh < 2; ++hh) len[hh] = row_of(2 * hh) < Bs ? a.lens[b0 + row_of(2 * hh)] : 0;
+    unsigned seen_in = 0, seen_slot = 0;  // the thread's last reads of the two input rows' flags
     for (int s = 0; s < T; ++s) {
       const int t = d == 0 ? T - 1 - s : s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before t
       // The output gradient of step t and what the cell reads: loads on their way during the products.
@@ -385,7 +388,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
         if (!GRU) load_halves<E, P>(sp[hh], state + (static_cast<size_t>(tp) * B + b) * H + jb, tp >= 0 && tp < T ? n[hh] : 0);
       }
       if (!top) {
-        wait_flag(done_in + l * 16 + rank, s + 1);
+        wait_flag(done_in + l * 16 + rank, s + 1, seen_in);
         const float* from = xring + (s % kRing2) * xring_step + rank * 128 * R + tid * 4;
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
@@ -411,7 +414,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       if (s > 0) ring.multiply(acc, W, waited);  // the dG of step s - 1
       WF2B_MARK(2);
       // The global ring's slot of step s was multicast by the input row below (step s - kRing2).
-      if (l > 0 && s >= kRing2) wait_flag(done_in + (l - 1) * 16 + rank, s + 1 - kRing2);
+      if (l > 0 && s >= kRing2) wait_flag(done_in + (l - 1) * 16 + rank, s + 1 - kRing2, seen_slot);
       WF2B_MARK(3);
 
       // The cell's backward: the pre-activation gradients of the thread's units (0 on padded steps).

@@ -70,11 +70,15 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 __device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-// One thread spins until *f >= target.
-__device__ __forceinline__ void wait_flag(const unsigned* f, unsigned target) {
-  if (load_acquire(f) >= target) return;
+// One thread spins until *f >= target. Flags only grow, so `seen` (the caller's last read of f, 0 at
+// first) answers a wait that an earlier read already met without a load: a ring slot's wait, whose
+// reader released it steps ago, then costs no round trip to L2 on the step's path. What the caller
+// does after either return follows an acquire of a value >= target in program order.
+__device__ __forceinline__ void wait_flag(const unsigned* f, unsigned target, unsigned& seen) {
+  if (seen >= target) return;
+  if ((seen = load_acquire(f)) >= target) return;
   const unsigned long long t0 = global_ns();
-  while (load_acquire(f) < target) {
+  while ((seen = load_acquire(f)) < target) {
     __nanosleep(20);
     check_stuck(t0);
   }
