@@ -99,7 +99,8 @@ TEST(Bench, EmbeddingModelWithNoneTimesteps) {
 
 // OpenMP's threads (oneDNN's stacks) spin 1000 pauses after a parallel region unless the user chose
 // (backend/cpu/blas_env.h); the bench header says what the run had. RNNTRAIN_PROFILE on the CPU prints
-// the time of every layer's forward and backward, the loss and the optimizer.
+// the time of every layer's forward and backward, the loss and the optimizer, and the parts of the own
+// engine's layers.
 TEST(Bench, OpenMpSpinAndCpuProfileAreReported) {
   auto tmp = scratch("bench_spin");
   const std::string bench =
@@ -111,6 +112,12 @@ TEST(Bench, OpenMpSpinAndCpuProfileAreReported) {
   for (const char* phase : {"lstm forward", "dense forward", "loss and metrics", "dense backward", "lstm backward",
                             "optimizer"})
     EXPECT_NE(d.err.find(phase), std::string::npos) << phase << "\n" << d.err;
+  // The own engine's layers split their time into parts (what a slow layer spends it on).
+  CmdResult o = run_command("env RNNTRAIN_PROFILE=1 " + bench + " --cpu own", tmp);
+  ASSERT_EQ(o.code, 0) << o.err;
+  for (const char* part : {"own: pack W, buffers", "own: forward loop", "own: pack W^T, buffers", "own: backward loop",
+                           "own: dW, db"})
+    EXPECT_NE(o.err.find(part), std::string::npos) << part << "\n" << o.err;
   CmdResult u = run_command("env GOMP_SPINCOUNT=123 " + bench, tmp);
   ASSERT_EQ(u.code, 0) << u.err;
   EXPECT_NE(u.out.find("GOMP_SPINCOUNT 123"), std::string::npos) << "the user's value stays\n" << u.out;

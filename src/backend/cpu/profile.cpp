@@ -8,6 +8,14 @@
 
 namespace rnntrain::cpu {
 
+namespace {
+Profile* current = nullptr;  // the profile in a step: one engine steps at a time, from one thread
+}  // namespace
+
+void Profile::mark_current(std::string_view phase) {
+  if (current) current->mark(phase);
+}
+
 Profile::Profile() {
   const char* v = std::getenv("RNNTRAIN_PROFILE");
   on_ = v && *v && std::string(v) != "0";
@@ -17,6 +25,7 @@ void Profile::start_step() {
   if (!on_) return;
   at_ = step0_ = Clock::now();
   in_step_ = true;
+  current = this;
 }
 
 void Profile::mark(std::string_view phase) {
@@ -34,11 +43,13 @@ void Profile::mark(std::string_view phase) {
 void Profile::end_step() {
   if (!in_step_) return;
   in_step_ = false;
+  if (current == this) current = nullptr;
   step_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - step0_).count();
   ++steps_;
 }
 
 Profile::~Profile() {
+  if (current == this) current = nullptr;
   if (!on_ || steps_ == 0) return;
   const double n = static_cast<double>(steps_);
   std::string table = fmt::format("profile: {} training steps on the CPU, {:.3f} ms/step; wall time per step by phase:",

@@ -1,6 +1,10 @@
 // RNNTRAIN_PROFILE=1 on the CPU: the wall time per training step of each phase (zeroing the
 // gradients, every layer's forward and backward, the loss, the optimizer), printed when the engine
-// closes, with each phase's share of the step. The CPU runs a step's work synchronously, so a phase is
+// closes, with each phase's share of the step. The own engine's recurrent layers split their time
+// into parts, summed over the layers: "own: pack W, buffers" (the tape, the input kernel packed), "own:
+// forward loop" (each slice's input projection, its steps, its outputs), "own: pack W^T, buffers",
+// "own: backward loop" (the steps, dU, each slice's dx), "own: dW, db"; the layer's own line is then
+// what is left of it. The CPU runs a step's work synchronously, so a phase is
 // the time from the previous mark to its own; measuring costs a clock read per phase.
 #pragma once
 #include <chrono>
@@ -23,6 +27,9 @@ class Profile {
   void start_step();                     // a training step begins
   void mark(std::string_view phase);  // the phase that ends now (ignored outside a training step)
   void end_step();
+  // A mark on the profile whose step is running, from code that has no handle on it (the recurrent
+  // layers' parts: packing, the loop, the weight GEMMs); nothing when none is.
+  static void mark_current(std::string_view phase);
 
  private:
   using Clock = std::chrono::steady_clock;

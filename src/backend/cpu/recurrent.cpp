@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_math.h"
+#include "backend/cpu/profile.h"
 #include "backend/engine.h"
 #include "core/error.h"
 #include "spec/shapes.h"
@@ -194,6 +195,7 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   RowHooks hooks;
   if (og) {
     const PackedB& pw = og->steps_b(false, W, GH, I, GH);
+    Profile::mark_current("  own: pack W, buffers");
     hooks.before = [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) gather(b);
       for (int64_t s = 0; s < T; ++s) {
@@ -226,6 +228,7 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
     };
   a.hooks = &hooks;
   loops_->forward(a, tape);
+  if (og) Profile::mark_current("  own: forward loop");
 
   if (!spec_.return_sequences) std::memcpy(y.ptr(), tape.h.ptr() + T * B * H, sizeof(float) * B * H);
   else if (!og) parallel_each(B, true, output);
@@ -302,14 +305,17 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
       }
     };
   }
+  if (og) Profile::mark_current("  own: pack W^T, buffers");
   a.hooks = &hooks;
   loops_->backward(a, tape, dyp.ptr(), dz.ptr(), w.recurrent->grad.ptr(), db_rec);
+  if (og) Profile::mark_current("  own: backward loop");
 
   // dW += xp^T dz over all steps; db_x += column sums of dz (own engine: the rows' sums, in row order,
   // so the bits do not depend on how the rows were sliced).
   steps_gemm(og, true, false, I, GH, T * B, tape.xp.ptr(), I, dz.ptr(), GH, true, w.kernel->grad.ptr(), GH);
   if (!og && w.bias) add_colsum(dz.ptr(), T * B, GH, GH, w.bias->grad.ptr());
   if (!db_rows.empty()) add_colsum(db_rows.data(), B, GH, GH, w.bias->grad.ptr());
+  if (og) Profile::mark_current("  own: dW, db");
   if (!og) {
     steps_gemm(nullptr, false, true, T * B, I, GH, dz.ptr(), GH, W, GH, false, dxp.ptr(), I);
     parallel_each(B, true, copy_dx);
