@@ -4,8 +4,8 @@
 // into parts, summed over the layers: "own: pack W, buffers" (the tape, the input kernel packed), "own:
 // forward loop" (each slice's input projection, its steps, its outputs), "own: pack W^T, buffers",
 // "own: backward loop" (the steps, dU, each slice's dx), "own: dW, db"; the layer's own line is then
-// what is left of it. The CPU runs a step's work synchronously, so a phase is
-// the time from the previous mark to its own; measuring costs a clock read per phase.
+// what is left of it. The CPU runs a step's work synchronously, so a phase is the time from the
+// previous mark to its own; measuring costs a clock read per phase.
 #pragma once
 #include <chrono>
 #include <functional>
