@@ -4,7 +4,7 @@
 # ("tree": the working tree's own). Builds rnntrain_wavefront_bench once per variant (BUILD_DIR,
 # default build-gpu, CUDA architecture 90), then times the variants in turn on each workload, ROUNDS
 # rounds, so that every comparison is of one machine at one time. The tree's files are put back at the
-# end. The log goes to $OUT/wavefront_ab.log when $OUT is set.
+# end and the bench rebuilt from them. The log goes to $OUT/wavefront_ab.log when $OUT is set.
 #
 # Usage: VARIANTS="tree .ab/old" bash scripts/wavefront_ab.sh            (on the GPU machine)
 #        bash scripts/wavefront_ab.sh --export REV .ab/old                (here: REV's files into a folder)
@@ -30,7 +30,14 @@ source scripts/log.sh
 start_log wavefront_ab
 mkdir -p "$WORK/tree"
 cp "$K"/* "$WORK/tree/"
-trap 'cp "$WORK"/tree/* "$K"/' EXIT
+# At the end the tree's files go back and the bench is built from them again, so that BUILD holds the
+# tree's objects: a later call sends the sources with their old times, and a build there would keep
+# the last variant's objects.
+restore() {
+  cp "$WORK"/tree/* "$K"/
+  [ -f "$BUILD/CMakeCache.txt" ] && cmake --build "$BUILD" -j "$(nproc)" --target rnntrain_wavefront_bench >/dev/null 2>&1
+}
+trap restore EXIT
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$LOG"
