@@ -40,18 +40,7 @@ using namespace sm90;
 // RNNTRAIN_WF2_PHASES (a build for profiling only): thread 0 of every CTA adds up the SM cycles of
 // each phase of its steps; when the launch ends each row prints them per step, for its first CTA and
 // the largest over its CTAs (a wait that only some CTAs see is where the row waits for another).
-#ifdef RNNTRAIN_WF2_PHASES
-#define WF2_MARK(k)                                    \
-  do {                                                 \
-    const long long now_ = clock64();                  \
-    if (tid == 0) phase_cycles[k] += now_ - phase_at;  \
-    phase_at = now_;                                   \
-  } while (0)
-#else
-#define WF2_MARK(k) \
-  do {              \
-  } while (0)
-#endif
+#define WF2_MARK(k) WF2_MARK_IF(tid == 0, k)
 
 #ifdef RNNTRAIN_WF2_PHASES
 constexpr int kPhases = 11;  // [0] setup, [1]..[10] the phases of a step

@@ -52,13 +52,8 @@ using namespace sm90;
 
 // RNNTRAIN_WF2_PHASES (profiling only): thread 0 and the producer's first thread add up the SM cycles
 // of each phase of their steps, printed per row when the launch ends (by a kernel of its own).
+#define WF2B_MARK(k) WF2_MARK_IF(tid == 0 || tid == kProducer, k)
 #ifdef RNNTRAIN_WF2_PHASES
-#define WF2B_MARK(k)                                                         \
-  do {                                                                       \
-    const long long now_ = clock64();                                        \
-    if (tid == 0 || tid == kProducer) phase_cycles[k] += now_ - phase_at;    \
-    phase_at = now_;                                                         \
-  } while (0)
 __device__ long long g_phases_b[2 * kMaxRows][2][12];  // [row][thread 0, producer][phase; 9: ns, 10: T, 11: full waits]
 __global__ void print_phases_b_k(int rows, int nrec) {
   for (int r = 0; r < rows; ++r) {
@@ -71,10 +66,6 @@ __global__ void print_phases_b_k(int rows, int nrec) {
            p[4] / n, w[1] / n, w[2] / n, w[3] / n);
   }
 }
-#else
-#define WF2B_MARK(k) \
-  do {               \
-  } while (0)
 #endif
 
 constexpr int kProducer = 128;             // the first thread of the producer warp
@@ -109,20 +100,6 @@ __device__ __forceinline__ void mbar_arrive_at(uint64_t* bar, uint32_t cta) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(saddr(bar)), "r"(cta));
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-// Waits for a phase completed by other CTAs' arrivals.
-__device__ __forceinline__ bool mbar_wait_cluster_try(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(done)
-               : "r"(saddr(bar)), "r"(parity)
-               : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  if (mbar_wait_cluster_try(bar, parity)) return;  // the clock is read only when the phase is not complete yet
-  const unsigned long long t0 = global_ns();
-  while (!mbar_wait_cluster_try(bar, parity)) check_stuck(t0);
 }
 
 // The bits of n (at most P) consecutive values (half type, or float) into v, 0 past n: no instruction
@@ -226,7 +203,7 @@ struct Ring {
   // The producer: the CTA's slice of the n-th step (src in global memory) into its slot of every CTA.
   __device__ __forceinline__ void produce(const E* src, int n, int rank) const {
     const int q = n * C + rank, first = rank >= S ? 0 : 1;  // the first of its slices to reuse a slot
-    if (n >= first) mbar_wait_cluster(empty, (n - first) & 1);
+    if (n >= first) mbar_wait<true>(empty, (n - first) & 1);
     const int k = q % S;
     multicast(slots + static_cast<size_t>(k) * 64 * KS, src, kBytes, full + k, static_cast<uint16_t>((1u << C) - 1));
   }

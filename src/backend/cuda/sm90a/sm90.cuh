@@ -35,18 +35,29 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
 __device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(bar)), "r"(bytes) : "memory");
 }
+// Waits for the phase of bar with this parity. Cluster: the phase is completed by other CTAs'
+// arrivals, whose writes it acquires at cluster scope.
+template <bool Cluster = false>
 __device__ __forceinline__ bool mbar_wait_try(uint64_t* bar, uint32_t parity) {
   uint32_t done;
-  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(done)
-               : "r"(saddr(bar)), "r"(parity)
-               : "memory");
+  if constexpr (Cluster)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(saddr(bar)), "r"(parity)
+        : "memory");
+  else
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
   return done != 0;
 }
+template <bool Cluster = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  if (mbar_wait_try(bar, parity)) return;  // the clock is read only when the phase is not complete yet
+  if (mbar_wait_try<Cluster>(bar, parity)) return;  // the clock is read only when the phase is not complete yet
   const unsigned long long t0 = global_ns();
-  while (!mbar_wait_try(bar, parity)) check_stuck(t0);
+  while (!mbar_wait_try<Cluster>(bar, parity)) check_stuck(t0);
 }
 // bytes from global src into the same offset of every cluster CTA's shared memory (dst), completing
 // on each one's mbarrier at the offset of bar.
@@ -83,6 +94,21 @@ __device__ __forceinline__ void wait_flag(const unsigned* f, unsigned target, un
     check_stuck(t0);
   }
 }
+
+// RNNTRAIN_WF2_PHASES (a build for profiling only): WF2_MARK_IF(who, k) adds the SM cycles since the
+// last mark to phase k of the threads for which `who` holds (the kernel's phase_cycles, phase_at).
+#ifdef RNNTRAIN_WF2_PHASES
+#define WF2_MARK_IF(who, k)                      \
+  do {                                           \
+    const long long now_ = clock64();            \
+    if (who) phase_cycles[k] += now_ - phase_at; \
+    phase_at = now_;                             \
+  } while (0)
+#else
+#define WF2_MARK_IF(who, k) \
+  do {                      \
+  } while (0)
+#endif
 
 __device__ __forceinline__ float tanh_fast(float x) {
   float y;
