@@ -35,7 +35,9 @@ struct CategoricalCrossentropy {
         if (g) g[j] = static_cast<float>(e);
       }
       const double lse = m + log(z);
-      if (!t && ls == 0) {  // a label, unsmoothed: sum_j y_j (lse - x_j) is lse - x_label and sum y is 1, bit for bit
+      // A label, unsmoothed: sum_j y_j (lse - x_j) is lse - x_label and sum y is 1, bit for bit where the
+      // logits are finite (with a logit of -inf the sum below is NaN, 0 * inf; this is the true loss).
+      if (!t && ls == 0) {
         if (g)
           for (int64_t j = 0; j < K; ++j)
             g[j] = static_cast<float>((static_cast<double>(g[j]) / z - (j == label ? 1.0 : 0.0)) * gscale);
