@@ -10,7 +10,6 @@
 
 #include <cblas.h>
 #include <omp.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <bit>
@@ -93,10 +92,6 @@ void PartBarrier::wait() {
   for (int i = 0; i < kBarrierSpins; ++i) {
     if (phase_.load(std::memory_order_acquire) != phase) return;
     _mm_pause();
-  }
-  for (int i = 0; i < kBarrierYields; ++i) {  // a thread this one keeps from its core gets it
-    if (phase_.load(std::memory_order_acquire) != phase) return;
-    sched_yield();
   }
   while (phase_.load(std::memory_order_acquire) == phase) phase_.wait(phase, std::memory_order_acquire);
 }

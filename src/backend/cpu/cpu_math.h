@@ -24,13 +24,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 // thread or one slice everything runs here, in order. Not reentrant: do not call it from fn.
 void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t, int64_t)>& fn);
 
-// A barrier for the threads that share a slice of rows (parallel_parts). A thread spins kBarrierSpins
-// pauses (about a microsecond), then yields its core up to kBarrierYields times, then sleeps in the
-// kernel (std::atomic::wait). The yields are for machines where other work shares the cores: the
-// thread it waits for may be the one it keeps off a core. Measured on the 2 cores here, blog_small
-// at batch 4 and 2 threads (one slice of 2 parts), ms a step alone / each of two runs at once: 1000
-// pauses then sleep 3.3-4.4 / 11.0-12.2; 200 pauses and 20 yields 3.6-3.7 / 6.5; 50 and 100 3.1-3.2 /
-// 6.0-6.2; sleeping at once 6.6-6.9 / 6.0-6.3; two slices of one part (RNNTRAIN_CPU_PARTS=1) 5.6 / 11.0-11.3.
+// A barrier for the threads that share a slice of rows (parallel_parts). A thread spins up to
+// kBarrierSpins pauses (the spin rnntrain gives OpenMP's threads, blas_env.h), then sleeps in the
+// kernel (std::atomic::wait), so that threads sharing their cores with other work do not hold them.
 class PartBarrier {
  public:
   void set_count(int n) { n_ = n; }
@@ -41,7 +37,7 @@ class PartBarrier {
   void abandon();
 
  private:
-  static constexpr int kBarrierSpins = 50, kBarrierYields = 100;
+  static constexpr int kBarrierSpins = 1000;
   alignas(64) std::atomic<uint32_t> arrived_{0};
   alignas(64) std::atomic<uint32_t> phase_{0};
   std::atomic<bool> abandoned_{false};

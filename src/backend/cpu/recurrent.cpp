@@ -101,14 +101,13 @@ void loop_rows(const CellArgs& a, int max_parts, const std::function<void(const 
 LoopSplit loop_split(const CellArgs& a, int max_parts) {
   if (!a.own) return {kSliceRows, 1};
   const int64_t threads = std::max(1, blas_threads()), slices = (a.B + kSliceRows - 1) / kSliceRows;
-  const int64_t rows = std::clamp<int64_t>((a.B + threads - 1) / threads, 2, kSliceRows);  // one part a slice
   static const bool one_part = [] {
     const char* v = std::getenv("RNNTRAIN_CPU_PARTS");
     return v && std::strcmp(v, "1") == 0;
   }();
   const int64_t parts = std::min<int64_t>(threads / slices, max_parts);
-  if (!one_part && rows < 4 && parts >= 2) return {kSliceRows, static_cast<int>(parts)};
-  return {rows, 1};
+  if (!one_part && parts >= 2) return {kSliceRows, static_cast<int>(parts)};
+  return {std::clamp<int64_t>((a.B + threads - 1) / threads, 2, kSliceRows), 1};
 }
 
 int unit_parts(const CellArgs& a, const RnnTape& tape) {

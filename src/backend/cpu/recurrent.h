@@ -115,17 +115,13 @@ struct CellArgs {
 // How a cell's time loops spread over the threads: slices of `rows` batch rows, each in `parts` parts
 // that split its units (whole panels of 32) and meet at a barrier every step.
 // - OpenBLAS: slices of kSliceRows, one part.
-// - Own engine: slices of fewer rows where the threads outnumber the slices of kSliceRows, down to 4,
-//   one part each (the GEMM keeps its rate down to 4 rows on the AMD EPYC here: [M, 128] x [128, 512]
-//   bf16 207 GFLOP/s at M = 8, 213 at 4, 158 at 2; at batch 8 on its 2 cores, 2 parts of 8 rows were
-//   8-10% slower than 2 slices of 4).
-// - Own engine where that would leave fewer than 4 rows a thread, and the threads outnumber the slices
-//   of kSliceRows twice or more, and the cell allows it (max_parts, unit_parts): slices of kSliceRows,
-//   as many parts as the threads and the units allow. With few rows a step's time on a thread hardly
-//   depends on them (it reads all of U either way: on the GPU machine's 16-core Xeon, blog_small's FP32
-//   loops took 8.4 ms a step on 16 threads of 2 rows and 8.8 on 8 threads of 4; bench/PROFILE_CPU.md),
-//   while a part reads only its units' columns of U.
-// - Else slices of 2 or 3 rows, one part each.
+// - Own engine where the threads outnumber the slices of kSliceRows twice or more and the cell allows
+//   it (max_parts, unit_parts): slices of kSliceRows, as many parts as the threads and the units allow.
+//   A step's time on a thread hardly depends on its rows below 8 (it reads all of U either way: on the
+//   GPU machine's 16-core Xeon, blog_small's FP32 loops took 8.4 ms a step on 16 threads of 2 rows and
+//   8.8 on 8 threads of 4; bench/PROFILE_CPU.md), while a part reads only its units' columns of U.
+// - Else slices of fewer rows, down to 2, one part each (the GEMM keeps its rate down to 4 rows on
+//   the AMD EPYC here: [M, 128] x [128, 512] bf16 207 GFLOP/s at M = 8, 213 at 4, 158 at 2).
 // RNNTRAIN_CPU_PARTS=1 keeps one part a slice (for measurements).
 struct LoopSplit {
   int64_t rows;
