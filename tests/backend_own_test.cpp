@@ -282,29 +282,6 @@ TEST(OwnEngine, LargeStacksGiveTheSameBitsOnAnyThreadCount) {
   expect_same_bits_on_any_thread_count(c, 32, 40, 6, nullptr);
 }
 
-// Where the threads outnumber the slices of 8 rows twice or more, each slice's units are split into
-// parts that meet every step (loop_split): batch 16 on 6 threads is two slices of 2 or 3 parts for
-// LSTM(64), GRU(96) and SimpleRNN(64), and of one part for GRU(64) with reset before and an LSTM with
-// recurrent dropout. Masked, with input dropout, bidirectional: the same bits as on 1 and 2 threads,
-// whose loops have whole rows.
-TEST(OwnEngine, SlicesSplitIntoUnitPartsGiveTheSameBits) {
-  SKIP_WITHOUT_OWN(false);
-  const int before = openblas_get_num_threads();
-  openblas_set_num_threads(6);
-  cpu::OwnGemms og(false);
-  const cpu::CellArgs a{Activation::Tanh, Activation::Sigmoid, true, 16, 9, 64, nullptr, nullptr, &og};
-  EXPECT_EQ(cpu::loop_split(a, 2).parts, 2);
-  EXPECT_EQ(cpu::loop_split(a, 3).parts, 3);
-  EXPECT_EQ(cpu::loop_split(a, 1).parts, 1);
-  openblas_set_num_threads(before);
-  const Case c{"parts", "[{type: LSTM, units: 64, dropout: 0.2, return_sequences: true}, {type: GRU, units: 96, "
-                        "return_sequences: true}, {type: Bidirectional, layer: {type: SimpleRNN, units: 64, "
-                        "return_sequences: true}}, {type: GRU, units: 64, reset_after: false, return_sequences: true}, "
-                        "{type: LSTM, units: 32, recurrent_dropout: 0.3}]"};
-  const std::vector<int32_t> lengths = {9, 3, 9, 0, 5, 1, 9, 8, 2, 9, 4, 7, 6, 9, 9, 2};
-  expect_same_bits_on_any_thread_count(c, 16, 9, 6, &lengths);
-}
-
 TEST(OwnEngine, AMaskWithAGapMatchesTheReferencePath) {
   SKIP_WITHOUT_OWN(false);
   // Masking makes the mask from the data: sample 1 has a masked step between used ones.

@@ -79,62 +79,6 @@ void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t
     if (e) std::rethrow_exception(e);
 }
 
-void PartBarrier::wait() {
-  if (n_ <= 1 || abandoned_.load(std::memory_order_acquire)) return;
-  // The phase is read before arriving: it cannot move on until this thread has arrived.
-  const uint32_t phase = phase_.load(std::memory_order_acquire);
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(n_)) {
-    arrived_.store(0, std::memory_order_relaxed);  // seen by whoever acquires the new phase
-    phase_.store(phase + 1, std::memory_order_release);
-    phase_.notify_all();
-    return;
-  }
-  for (int i = 0; i < kBarrierSpins; ++i) {
-    if (phase_.load(std::memory_order_acquire) != phase) return;
-    _mm_pause();
-  }
-  while (phase_.load(std::memory_order_acquire) == phase) phase_.wait(phase, std::memory_order_acquire);
-}
-
-void PartBarrier::abandon() {
-  abandoned_.store(true, std::memory_order_release);
-  phase_.fetch_add(1, std::memory_order_acq_rel);
-  phase_.notify_all();
-}
-
-void parallel_parts(int64_t rows, int64_t slice, int parts, const std::function<void(const SlicePart&)>& fn) {
-  slice = std::max<int64_t>(slice, 1);
-  const int64_t slices = (rows + slice - 1) / slice, n = slices * std::max(parts, 1);
-  if (parts <= 1 || n > openblas_get_num_threads()) {
-    parallel_rows(rows, slice, [&](int64_t r0, int64_t r1) { fn(SlicePart{r0, r1}); });
-    return;
-  }
-  std::vector<PartBarrier> sync(static_cast<size_t>(slices));
-  for (PartBarrier& b : sync) b.set_count(parts);
-  std::vector<std::exception_ptr> errors(n);
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-#pragma omp parallel num_threads(static_cast<int>(n))
-  {
-    const int64_t k = omp_get_thread_num(), got = omp_get_num_threads();
-    try {
-      if (got == n) {
-        const int64_t i = k / parts;
-        fn(SlicePart{i * slice, std::min(rows, (i + 1) * slice), static_cast<int>(k % parts), parts, &sync[i]});
-      } else {  // fewer threads than parts: whole slices
-        for (int64_t i = slices * k / got; i < slices * (k + 1) / got; ++i)
-          fn(SlicePart{i * slice, std::min(rows, (i + 1) * slice)});
-      }
-    } catch (...) {
-      errors[k] = std::current_exception();
-      if (got == n) sync[k / parts].abandon();
-    }
-  }
-  openblas_set_num_threads(blas_threads);
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 namespace {
 
 // exp(x) for float, Cephes expf: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, times 2^n via bits.

@@ -2,7 +2,6 @@
 // many small GEMMs, elementwise activations and their derivatives over whole arrays (the switch on the
 // kind sits outside the loop, so loops vectorise), softmax rows and column sums. Not layer logic.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -23,42 +22,6 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 // GEMM, which costs about as much as the GEMM. fn must write only to its own rows. With one BLAS
 // thread or one slice everything runs here, in order. Not reentrant: do not call it from fn.
 void parallel_rows(int64_t rows, int64_t slice, const std::function<void(int64_t, int64_t)>& fn);
-
-// A barrier for the threads that share a slice of rows (parallel_parts). A thread spins up to
-// kBarrierSpins pauses (the spin rnntrain gives OpenMP's threads, blas_env.h), then sleeps in the
-// kernel (std::atomic::wait), so that threads sharing their cores with other work do not hold them.
-class PartBarrier {
- public:
-  void set_count(int n) { n_ = n; }
-  // Returns once all n threads have called it; what each wrote before is then visible to all.
-  void wait();
-  // For a thread that failed: every wait of the others returns at once from now on (the results are
-  // not used: the failure is rethrown).
-  void abandon();
-
- private:
-  static constexpr int kBarrierSpins = 1000;
-  alignas(64) std::atomic<uint32_t> arrived_{0};
-  alignas(64) std::atomic<uint32_t> phase_{0};
-  std::atomic<bool> abandoned_{false};
-  int n_ = 1;
-};
-
-// Part `part` of `parts` of the slice of rows [r0, r1); the slice's parts meet at sync (null with one).
-struct SlicePart {
-  int64_t r0 = 0, r1 = 0;
-  int part = 0, parts = 1;
-  PartBarrier* sync = nullptr;
-  void wait() const {
-    if (sync) sync->wait();
-  }
-};
-// Like parallel_rows, with each slice of `slice` rows split into `parts` parts, run by that many
-// threads at once (they meet at the slice's barrier, so each needs a thread of its own): a team of
-// slices x parts threads. Where OpenMP gives fewer, each thread takes whole slices (one part each).
-// fn must write only its own part of its rows between barriers.
-void parallel_parts(int64_t rows, int64_t slice, int parts, const std::function<void(const SlicePart&)>& fn);
-
 // fn(i) for every i in [0, n), one run of them per BLAS thread where `spread` (for passes large
 // enough to be worth a parallel region), else here in order. fn must write only what item i owns.
 void parallel_each(int64_t n, bool spread, const std::function<void(int64_t)>& fn);

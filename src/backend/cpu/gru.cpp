@@ -11,48 +11,43 @@ namespace rnntrain::cpu {
 
 namespace {
 
-// The forward loop over one part of a slice of batch rows: its units of rows [b0, b1) (reset_after
-// only: reset before has one part, since the candidate's product needs r * h of every unit).
-void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, const SlicePart& p) {
-  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, b0 = p.r0, b1 = p.r1, nb = b1 - b0;
-  const Units u = part_units(H, p);
-  const int64_t u0 = u.u0, u1 = u.u1, w = u1 - u0;
+// The forward loop over batch rows [b0, b1).
+void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, int64_t b0, int64_t b1) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, nb = b1 - b0;
   std::vector<float> rec(nb * G3);  // [b1 - b0, 3H] the recurrent projection of this step
   for (int64_t s = 0; s < a.T; ++s) {
     const float* hprev = tape.h.ptr() + s * BH;  // [B, H]
     float* hnext = tape.h.ptr() + (s + 1) * BH;
     float* zs = tape.z.ptr() + s * B * G3;  // [B, 3H]: x@W + b_x, becomes z, r, hh
-    p.wait();  // h[s] has every part's units
     const float* hin = recurrent_input(tape, s, b0, b1);  // [b1 - b0, H]
     if (!tape.any_used(s, b0, b1)) {  // every row carries h over
-      for (int64_t b = b0; b < b1; ++b) std::memcpy(hnext + b * H + u0, hprev + b * H + u0, sizeof(float) * w);
+      std::memcpy(hnext + b0 * H, hprev + b0 * H, sizeof(float) * nb * H);
       if (!reset_after) std::memset(tape.rh.ptr() + s * BH + b0 * H, 0, sizeof(float) * nb * H);  // read by dU's GEMM
       continue;
     }
     if (reset_after) {
-      for_gate_cols(3, H, u, [&](int64_t n0, int64_t n1) {
-        if (a.b_rec)
-          for (int64_t r = 0; r < nb; ++r) std::memcpy(rec.data() + r * G3 + n0, a.b_rec + n0, sizeof(float) * (n1 - n0));
-        step_gemm(a, G3, false, 0, G3, nb, hin, H, a.b_rec != nullptr, rec.data(), G3, n0, n1);
-      });
+      float beta = 0.0f;
+      if (a.b_rec) {
+        for (int64_t r = 0; r < nb; ++r) std::memcpy(rec.data() + r * G3, a.b_rec, sizeof(float) * G3);
+        beta = 1.0f;
+      }
+      step_gemm(a, G3, false, 0, G3, nb, hin, H, beta != 0.0f, rec.data(), G3);
     } else {
       step_gemm(a, G3, false, 0, 2 * H, nb, hin, H, false, rec.data(), G3);
     }
     for (int64_t b = b0; b < b1; ++b) {
       float* z = zs + b * G3;
       const float* m = rec.data() + (b - b0) * G3;
-      for_gate_cols(2, H, u, [&](int64_t n0, int64_t n1) {
-        for (int64_t j = n0; j < n1; ++j) z[j] += m[j];
-        apply_act(a.ract, z + n0, n1 - n0);  // z, r
-      });
+      for (int64_t j = 0; j < 2 * H; ++j) z[j] += m[j];
+      apply_act(a.ract, z, 2 * H);  // z, r
       const float* r = z + H;
       if (reset_after) {
         float* mh = tape.aux.ptr() + s * BH + b * H;
-        for (int64_t j = u0; j < u1; ++j) {
+        for (int64_t j = 0; j < H; ++j) {
           mh[j] = m[2 * H + j];
           z[2 * H + j] += r[j] * mh[j];
         }
-        apply_act(a.act, z + 2 * H + u0, w);
+        apply_act(a.act, z + 2 * H, H);
       } else {
         float* rh = tape.rh.ptr() + s * BH + b * H;
         const float* hb = hin + (b - b0) * H;
@@ -73,77 +68,66 @@ void forward_rows(const CellArgs& a, bool reset_after, RnnTape& tape, const Slic
       const float* hp = hprev + b * H;
       float* hn = hnext + b * H;
       if (!tape.used(s, b)) {
-        std::memcpy(hn + u0, hp + u0, sizeof(float) * w);
+        std::memcpy(hn, hp, sizeof(float) * H);
         continue;
       }
       const float* z = zs + b * G3;
       const float* hh = z + 2 * H;
-      for (int64_t j = u0; j < u1; ++j) hn[j] = z[j] * hp[j] + (1.0f - z[j]) * hh[j];
+      for (int64_t j = 0; j < H; ++j) hn[j] = z[j] * hp[j] + (1.0f - z[j]) * hh[j];
     }
   }
 }
 
-// The backward loop over one part of a slice of batch rows: writes its units' columns of their rows of
-// dz and (reset_after) dzr.
+// The backward loop over batch rows [b0, b1): writes their rows of dz and (reset_after) dzr.
 void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, const float* dyp, float* dz, float* dzr,
-                   const SlicePart& p) {
-  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, T = a.T, b0 = p.r0, b1 = p.r1, nb = b1 - b0;
-  const Units u = part_units(H, p);
-  const int64_t u0 = u.u0, u1 = u.u1, w = u1 - u0;
+                   int64_t b0, int64_t b1) {
+  const int64_t B = a.B, H = a.H, G3 = 3 * H, BH = B * H, T = a.T, nb = b1 - b0;
   std::vector<float> dh(nb * H, 0.0f), dhr(nb * H);  // [b1 - b0, H], row b at (b - b0) * H
   for (int64_t s = T - 1; s >= 0; --s) {
     const float* dys = dyp + s * BH + b0 * H;
-    for (int64_t r = 0; r < nb; ++r)
-      for (int64_t j = u0; j < u1; ++j) dh[r * H + j] += dys[r * H + j];
+    for (int64_t k = 0; k < nb * H; ++k) dh[k] += dys[k];
     const float* zs = tape.z.ptr() + s * B * G3;
     const float* hprev = tape.h.ptr() + s * BH;
     const float* hin = tape.h_in() + s * BH;
     float* dzs = dz + s * B * G3;
     float* dzrs = reset_after ? dzr + s * B * G3 : nullptr;
-    auto zero_dz = [&](int64_t b) {
-      for_gate_cols(3, H, u, [&](int64_t n0, int64_t n1) {
-        std::memset(dzs + b * G3 + n0, 0, sizeof(float) * (n1 - n0));
-        if (dzrs) std::memset(dzrs + b * G3 + n0, 0, sizeof(float) * (n1 - n0));
-      });
-    };
     if (!tape.any_used(s, b0, b1)) {  // every row carried h over: dh passes through
-      for (int64_t b = b0; b < b1; ++b) zero_dz(b);
+      std::memset(dzs + b0 * G3, 0, sizeof(float) * nb * G3);
+      if (dzrs) std::memset(dzrs + b0 * G3, 0, sizeof(float) * nb * G3);
       continue;
     }
     // d z (before ract'), d hh -> d(x_h + ...) for every used row.
     for (int64_t b = b0; b < b1; ++b) {
       float* d = dzs + b * G3;
       if (!tape.used(s, b)) {
-        zero_dz(b);
+        std::memset(d, 0, sizeof(float) * G3);
+        if (dzrs) std::memset(dzrs + b * G3, 0, sizeof(float) * G3);
         continue;
       }
       const float* z = zs + b * G3;
       const float* hh = z + 2 * H;
       const float* hp = hprev + b * H;
       const float* dhb = dh.data() + (b - b0) * H;
-      for (int64_t j = u0; j < u1; ++j) {
+      for (int64_t j = 0; j < H; ++j) {
         d[j] = dhb[j] * (hp[j] - hh[j]);
         d[2 * H + j] = dhb[j] * (1.0f - z[j]);
       }
-      mul_act_grad(a.act, hh + u0, d + 2 * H + u0, w);
+      mul_act_grad(a.act, hh, d + 2 * H, H);
       if (reset_after) {
         const float* r = z + H;
         const float* mh = tape.aux.ptr() + s * BH + b * H;
         float* dr = dzrs + b * G3;
-        for (int64_t j = u0; j < u1; ++j) {
+        for (int64_t j = 0; j < H; ++j) {
           d[H + j] = d[2 * H + j] * mh[j];      // d r
           dr[2 * H + j] = d[2 * H + j] * r[j];  // d m_h
         }
-        for_gate_cols(2, H, u, [&](int64_t n0, int64_t n1) {
-          mul_act_grad(a.ract, z + n0, d + n0, n1 - n0);
-          std::memcpy(dr + n0, d + n0, sizeof(float) * (n1 - n0));  // d m_z, d m_r
-        });
+        mul_act_grad(a.ract, z, d, 2 * H);
+        std::memcpy(dr, d, sizeof(float) * 2 * H);  // d m_z, d m_r
       }
     }
     if (reset_after) {
-      p.wait();  // dzr's rows of step s have every part's columns
-      // d hin = dzr @ U^T: this part's units.
-      step_gemm(a, G3, true, 0, G3, nb, dzrs + b0 * G3, G3, false, dhr.data(), H, u0, u1);
+      // d hin = dzr @ U^T
+      step_gemm(a, G3, true, 0, G3, nb, dzrs + b0 * G3, G3, false, dhr.data(), H);
     } else {
       // d(r*hin) = d hh_pre @ U_h^T, then d r and d hin.
       step_gemm(a, G3, true, 2 * H, H, nb, dzs + b0 * G3 + 2 * H, G3, false, dhr.data(), H);
@@ -168,10 +152,10 @@ void backward_rows(const CellArgs& a, bool reset_after, const RnnTape& tape, con
       float* dhb = dh.data() + (b - b0) * H;
       const float* r = dhr.data() + (b - b0) * H;
       if (tape.rec_drop.empty()) {
-        for (int64_t j = u0; j < u1; ++j) dhb[j] = dhb[j] * z[j] + r[j];
+        for (int64_t j = 0; j < H; ++j) dhb[j] = dhb[j] * z[j] + r[j];
       } else {
         const float* m = tape.rec_drop.data() + b * H;
-        for (int64_t j = u0; j < u1; ++j) dhb[j] = dhb[j] * z[j] + r[j] * m[j];
+        for (int64_t j = 0; j < H; ++j) dhb[j] = dhb[j] * z[j] + r[j] * m[j];
       }
     }
   }
@@ -195,8 +179,7 @@ void gru_forward(const CellArgs& a, RnnTape& tape) {
   pack_blocks(a, false);
   if (a.reset_after) resize(tape.aux, {a.T, a.B, a.H});
   else resize(tape.rh, {a.T, a.B, a.H});
-  const int parts = a.reset_after ? unit_parts(a, tape) : 1;
-  loop_rows(a, parts, [&](const SlicePart& p) { forward_rows(a, a.reset_after, tape, p); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { forward_rows(a, a.reset_after, tape, b0, b1); });
 }
 
 void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, float* dz, float* dU, float* db_rec) {
@@ -205,8 +188,7 @@ void gru_backward(const CellArgs& a, const RnnTape& tape, const float* dyp, floa
   pack_blocks(a, true);
   Tensor dzr;  // reset_after: [T, B, 3H] d loss / d(h@U + b_h)
   if (reset_after) dzr = Tensor({T, B, G3});
-  const int parts = reset_after ? unit_parts(a, tape) : 1;
-  loop_rows(a, parts, [&](const SlicePart& p) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), p); });
+  loop_rows(a, [&](int64_t b0, int64_t b1) { backward_rows(a, reset_after, tape, dyp, dz, dzr.ptr(), b0, b1); });
   // The recurrent weight gradients over all steps, one GEMM each on every BLAS thread.
   if (reset_after) {
     steps_gemm(a.own, true, false, H, G3, T * B, tape.h_in(), H, dzr.ptr(), G3, true, dU, G3);

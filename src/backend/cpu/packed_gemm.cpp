@@ -13,8 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <fmt/format.h>
-
 #include "backend/cpu/cpu_math.h"
 #include "core/error.h"
 
@@ -26,10 +24,6 @@ namespace rnntrain::cpu {
 namespace {
 
 constexpr int64_t kPanel = 32;  // columns per panel: two registers of 16 floats
-
-struct Panels {  // the panels [first, last) of B a call multiplies (its columns [32 first, 32 last))
-  int64_t first, last;
-};
 constexpr int kRows = 8;        // rows per block: 16 sums and 2 panel registers of the 32
 
 // The bf16 bits of x, rounded to nearest even; NaN stays NaN, and subnormals become zero as
@@ -170,12 +164,12 @@ RNNTRAIN_AVX512BF16 void convert_block(int R, bool ta, const float* a, int64_t l
 }
 
 RNNTRAIN_AVX512 void gemm_f32(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate,
-                              const float* bias, float* c, int64_t ldc, Panels ps) {
-  const int64_t sr = ta ? 1 : lda, sk = ta ? lda : 1;
+                              const float* bias, float* c, int64_t ldc) {
+  const int64_t sr = ta ? 1 : lda, sk = ta ? lda : 1, panels = (b.N + kPanel - 1) / kPanel;
   for (int64_t r0 = 0; r0 < m; r0 += kRows) {
     const int R = static_cast<int>(std::min<int64_t>(kRows, m - r0));
     const float* ar = a + r0 * sr;
-    for (int64_t p = ps.first; p < ps.last; ++p) {
+    for (int64_t p = 0; p < panels; ++p) {
       const PanelMask mask(std::min(kPanel, b.N - p * kPanel));
       const float* panel = b.f.data() + p * b.K * kPanel;
       float* cp = c + r0 * ldc + p * kPanel;
@@ -188,14 +182,14 @@ RNNTRAIN_AVX512 void gemm_f32(int64_t m, bool ta, const float* a, int64_t lda, c
 // Every block of 8 rows of op(a) is converted first, then each panel of B meets all of them while it
 // is in cache: the all-steps GEMMs' B (K = T * B rows) is too large to stream once per block.
 RNNTRAIN_AVX512BF16 void gemm_bf16(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b,
-                                   bool accumulate, const float* bias, float* c, int64_t ldc, Panels ps) {
+                                   bool accumulate, const float* bias, float* c, int64_t ldc) {
   thread_local std::vector<uint32_t> buf;
-  const int64_t pairs = (b.K + 1) / 2, blocks = (m + kRows - 1) / kRows;
+  const int64_t pairs = (b.K + 1) / 2, panels = (b.N + kPanel - 1) / kPanel, blocks = (m + kRows - 1) / kRows;
   buf.resize(static_cast<size_t>(blocks * kRows * pairs));
   for (int64_t k = 0; k < blocks; ++k)
     convert_block(static_cast<int>(std::min<int64_t>(kRows, m - k * kRows)), ta, a, lda, k * kRows, b.K,
                   buf.data() + k * kRows * pairs);
-  for (int64_t p = ps.first; p < ps.last; ++p) {
+  for (int64_t p = 0; p < panels; ++p) {
     const PanelMask mask(std::min(kPanel, b.N - p * kPanel));
     const uint16_t* panel = b.h.data() + p * pairs * 2 * kPanel;
     const Start start{accumulate, bias ? bias + p * kPanel : nullptr};
@@ -295,11 +289,11 @@ struct EmulatedTiles {
 
 template <class Tiles>
 RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b,
-                                  bool accumulate, const float* bias, float* c, int64_t ldc, Panels ps) {
+                                  bool accumulate, const float* bias, float* c, int64_t ldc) {
   // Tiles of m rows when m < 16 (a step's few rows), else of 16, the last block then partly empty.
   const int tr = static_cast<int>(std::min<int64_t>(16, m));
   const int64_t pairs = (b.K + 1) / 2, chunks = (pairs + 15) / 16, rest = pairs - 16 * (chunks - 1);
-  const int64_t blocks = (m + tr - 1) / tr;
+  const int64_t panels = (b.N + kPanel - 1) / kPanel, blocks = (m + tr - 1) / tr;
   // op(a) in bf16 pairs: block k's row r, pair i at buf[(k * tr + r) * pairs + i]; rows past m zero
   // (the conversion writes every other word).
   thread_local std::vector<uint32_t> buf, column;
@@ -329,7 +323,7 @@ RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float*
   alignas(64) float sums[16][kPanel];  // C0 | C1 where a block or panel is not whole, row stride 128 bytes
   const int64_t ldc_bytes = ldc * static_cast<int64_t>(sizeof(float));
   const auto* words = reinterpret_cast<const uint32_t*>(b.h.data());
-  for (int64_t p = ps.first; p < ps.last; ++p) {
+  for (int64_t p = 0; p < panels; ++p) {
     const int64_t cols = std::min(kPanel, b.N - p * kPanel);
     const uint32_t* panel = words + p * pairs * kPanel;
     for (int64_t k = 0; k < blocks; ++k) {
@@ -371,17 +365,6 @@ RNNTRAIN_AMX void gemm_bf16_tiles(Tiles& tiles, int64_t m, bool ta, const float*
     }
   }
   tiles.release();
-}
-
-void gemm_amx(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c, int64_t ldc,
-              const float* bias, bool emulate, Panels ps) {
-  if (emulate) {
-    EmulatedTiles tiles;
-    gemm_bf16_tiles(tiles, m, ta, a, lda, b, accumulate, bias, c, ldc, ps);
-  } else {
-    AmxTiles tiles;
-    gemm_bf16_tiles(tiles, m, ta, a, lda, b, accumulate, bias, c, ldc, ps);
-  }
 }
 
 }  // namespace
@@ -436,23 +419,19 @@ void PackedB::pack(bool as_bf16, bool tb, const float* b, int64_t ldb, int64_t k
 }
 
 void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
-                 int64_t ldc, const float* bias, int64_t n0, int64_t n1) {
-  n1 = n1 < 0 ? b.N : std::min(n1, b.N);
-  if (m <= 0 || n0 >= n1) return;
-  if (n0 % kPanel != 0 || (n1 % kPanel != 0 && n1 != b.N))
-    throw RuntimeError(fmt::format("internal: gemm_packed's columns [{}, {}) are not whole panels of {}", n0, n1, b.N));
+                 int64_t ldc, const float* bias) {
+  if (m <= 0 || b.N <= 0) return;
   if (accumulate) bias = nullptr;
   if (b.K == 0) {
     if (!accumulate)
       for (int64_t r = 0; r < m; ++r)
-        for (int64_t j = n0; j < n1; ++j) c[r * ldc + j] = bias ? bias[j] : 0.0f;
+        for (int64_t j = 0; j < b.N; ++j) c[r * ldc + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  const Panels ps{n0 / kPanel, (n1 + kPanel - 1) / kPanel};
   const AmxMode amx = b.bf16 ? amx_mode() : AmxMode::Off;
-  if (amx != AmxMode::Off) gemm_amx(m, ta, a, lda, b, accumulate, c, ldc, bias, amx == AmxMode::Emulated, ps);
-  else if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, bias, c, ldc, ps);
-  else gemm_f32(m, ta, a, lda, b, accumulate, bias, c, ldc, ps);
+  if (amx != AmxMode::Off) gemm_packed_amx(m, ta, a, lda, b, accumulate, c, ldc, bias, amx == AmxMode::Emulated);
+  else if (b.bf16) gemm_bf16(m, ta, a, lda, b, accumulate, bias, c, ldc);
+  else gemm_f32(m, ta, a, lda, b, accumulate, bias, c, ldc);
 }
 
 AmxMode amx_mode() {
@@ -501,7 +480,13 @@ void gemm_packed_amx(int64_t m, bool ta, const float* a, int64_t lda, const Pack
                      int64_t ldc, const float* bias, bool emulate) {
   if (m <= 0 || b.N <= 0 || b.K == 0 || !b.bf16) return gemm_packed(m, ta, a, lda, b, accumulate, c, ldc, bias);
   if (accumulate) bias = nullptr;
-  gemm_amx(m, ta, a, lda, b, accumulate, c, ldc, bias, emulate, {0, (b.N + kPanel - 1) / kPanel});
+  if (emulate) {
+    EmulatedTiles tiles;
+    gemm_bf16_tiles(tiles, m, ta, a, lda, b, accumulate, bias, c, ldc);
+  } else {
+    AmxTiles tiles;
+    gemm_bf16_tiles(tiles, m, ta, a, lda, b, accumulate, bias, c, ldc);
+  }
 }
 
 }  // namespace rnntrain::cpu

@@ -26,12 +26,10 @@ struct PackedB {
 };
 
 // c: [m, N] (row stride ldc) = op(a) @ b, or += when accumulate, or = bias + op(a) @ b with a bias row
-// [N] (ignored when accumulate). op(a): [m, K]; a is [K, m] when ta. Only columns [n0, n1) of c
-// (n1 < 0: N), whole panels: n0 and n1 multiples of 32, or n1 = N; c and bias still point at column
-// 0. A column's sums do not depend on which others are made. Single-threaded; the caller spreads rows
-// or panels over threads (parallel_rows, the loops' parts).
+// [N] (ignored when accumulate). op(a): [m, K]; a is [K, m] when ta. Single-threaded; the caller
+// spreads rows over threads (parallel_rows).
 void gemm_packed(int64_t m, bool ta, const float* a, int64_t lda, const PackedB& b, bool accumulate, float* c,
-                 int64_t ldc, const float* bias = nullptr, int64_t n0 = 0, int64_t n1 = -1);
+                 int64_t ldc, const float* bias = nullptr);
 
 // Rounds to the nearest bf16 (ties to even) and back: what the bf16 GEMM multiplies (tests).
 float round_bf16(float x);

@@ -6,7 +6,6 @@
 #include "backend/cpu/recurrent.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -87,38 +86,19 @@ const PackedB& OwnGemms::steps_b(bool tb, const float* b, int64_t ldb, int64_t k
   return steps_;
 }
 
-void loop_rows(const CellArgs& a, int max_parts, const std::function<void(const SlicePart&)>& fn) {
+void loop_rows(const CellArgs& a, const std::function<void(int64_t, int64_t)>& fn) {
   const RowHooks* h = a.hooks;
-  const LoopSplit split = loop_split(a, max_parts);
-  parallel_parts(a.B, split.rows, split.parts, [&](const SlicePart& p) {
-    if (h && h->before) h->before(p);
-    fn(p);
-    p.wait();  // every part's steps done (the loops' last step may skip its barrier)
-    if (h && h->after) h->after(p);
+  parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) {
+    if (h && h->before) h->before(b0, b1);
+    fn(b0, b1);
+    if (h && h->after) h->after(b0, b1);
   });
 }
 
-LoopSplit loop_split(const CellArgs& a, int max_parts) {
-  if (!a.own) return {kSliceRows, 1};
-  const int64_t threads = std::max(1, blas_threads()), slices = (a.B + kSliceRows - 1) / kSliceRows;
-  static const bool one_part = [] {
-    const char* v = std::getenv("RNNTRAIN_CPU_PARTS");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  const int64_t parts = std::min<int64_t>(threads / slices, max_parts);
-  if (!one_part && parts >= 2) return {kSliceRows, static_cast<int>(parts)};
-  return {std::clamp<int64_t>((a.B + threads - 1) / threads, 2, kSliceRows), 1};
-}
-
-int unit_parts(const CellArgs& a, const RnnTape& tape) {
-  if (!a.own || a.H % 32 != 0 || !tape.rec_drop.empty()) return 1;
-  return static_cast<int>(std::min<int64_t>(a.H / 32, 64));
-}
-
-Units part_units(int64_t H, const SlicePart& p) {
-  if (p.parts <= 1) return {0, H};
-  const int64_t panels = H / 32;
-  return {32 * (panels * p.part / p.parts), 32 * (panels * (p.part + 1) / p.parts)};
+int64_t slice_rows(const CellArgs& a) {
+  if (!a.own) return kSliceRows;
+  const int64_t threads = std::max(1, blas_threads());
+  return std::clamp<int64_t>((a.B + threads - 1) / threads, 2, kSliceRows);
 }
 
 void pack_step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w) {
@@ -126,10 +106,8 @@ void pack_step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w)
 }
 
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
-               bool accumulate, float* c, int64_t ldc, int64_t n0, int64_t n1) {
-  if (a.own) gemm_packed(n, false, x, ldx, a.own->get(t, c0), accumulate, c, ldc, nullptr, n0, n1);
-  else if (n0 != 0 || (n1 >= 0 && n1 != (t ? a.H : w)))
-    throw RuntimeError("internal: the reference path's step GEMMs make every column");
+               bool accumulate, float* c, int64_t ldc) {
+  if (a.own) gemm_packed(n, false, x, ldx, a.own->get(t, c0), accumulate, c, ldc);
   else if (t) gemm(false, true, n, a.H, w, 1.0f, x, ldx, a.U + c0, G, accumulate ? 1.0f : 0.0f, c, ldc);
   else gemm(false, false, n, w, a.H, 1.0f, x, ldx, a.U + c0, G, accumulate ? 1.0f : 0.0f, c, ldc);
 }
@@ -213,21 +191,16 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
   if (bias_rows(spec_) == 2) a.b_rec = w.bias->value.ptr() + GH;
   // The own engine gathers and projects a slice's rows in the loop's parallel region, just before its
-  // loop (RowHooks): each part gathers a share of the rows, then projects them onto its units' gate
-  // columns. OpenBLAS makes z in one GEMM over all rows first.
+  // loop (RowHooks); OpenBLAS makes z in one GEMM over all rows first.
   RowHooks hooks;
   if (og) {
     const PackedB& pw = og->steps_b(false, W, GH, I, GH);
     Profile::mark_current("  own: pack W, buffers");
-    hooks.before = [&](const SlicePart& p) {
-      const int64_t nb = p.r1 - p.r0;
-      for (int64_t b = p.r0 + nb * p.part / p.parts; b < p.r0 + nb * (p.part + 1) / p.parts; ++b) gather(b);
-      p.wait();  // the slice's rows of xp, from every part
+    hooks.before = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) gather(b);
       for (int64_t s = 0; s < T; ++s) {
-        const int64_t r = s * B + p.r0;  // the slice's first row of step s
-        for_gate_cols(gates_, H, part_units(H, p), [&](int64_t n0, int64_t n1) {
-          gemm_packed(nb, false, tape.xp.ptr() + r * I, I, pw, false, tape.z.ptr() + r * GH, GH, bx, n0, n1);
-        });
+        const int64_t r = s * B + b0;  // the slice's first row of step s
+        gemm_packed(b1 - b0, false, tape.xp.ptr() + r * I, I, pw, false, tape.z.ptr() + r * GH, GH, bx);
       }
     };
   } else {
@@ -243,23 +216,22 @@ Tensor RnnDirection::forward(const RnnWeights& w, const Tensor& x, const Mask& m
   // The output: every step's state in processing order (each slice copies its rows after its loop),
   // or the state after the last step.
   Tensor y = spec_.return_sequences ? Tensor({B, T, H}) : Tensor({B, H});
-  auto output = [&](int64_t b, Units u) {
+  auto output = [&](int64_t b) {
     for (int64_t s = 0; s < T; ++s) {
       if (zero_masked_outputs_ && !tape.used(s, b)) continue;  // stays 0 (Keras zero_output_for_mask)
-      std::memcpy(y.ptr() + (b * T + s) * H + u.u0, tape.h.ptr() + ((s + 1) * B + b) * H + u.u0,
-                  sizeof(float) * (u.u1 - u.u0));
+      std::memcpy(y.ptr() + (b * T + s) * H, tape.h.ptr() + ((s + 1) * B + b) * H, sizeof(float) * H);
     }
   };
   if (og && spec_.return_sequences)
-    hooks.after = [&](const SlicePart& p) {
-      for (int64_t b = p.r0; b < p.r1; ++b) output(b, part_units(H, p));
+    hooks.after = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) output(b);
     };
   a.hooks = &hooks;
   loops_->forward(a, tape);
   if (og) Profile::mark_current("  own: forward loop");
 
   if (!spec_.return_sequences) std::memcpy(y.ptr(), tape.h.ptr() + T * B * H, sizeof(float) * B * H);
-  else if (!og) parallel_each(B, true, [&](int64_t b) { output(b, {0, H}); });
+  else if (!og) parallel_each(B, true, output);
   return y;
 }
 
@@ -269,10 +241,10 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
 
   // dyp: [T, B, H] gradient of each step's output, processing order.
   Tensor dyp({T, B, H});
-  auto copy_dy = [&](int64_t b, Units u) {
+  auto copy_dy = [&](int64_t b) {
     for (int64_t s = 0; s < T; ++s) {
       if (tape.zero_masked_outputs && !tape.used(s, b)) continue;
-      std::memcpy(dyp.ptr() + (s * B + b) * H + u.u0, dy.ptr() + (b * T + s) * H + u.u0, sizeof(float) * (u.u1 - u.u0));
+      std::memcpy(dyp.ptr() + (s * B + b) * H, dy.ptr() + (b * T + s) * H, sizeof(float) * H);
     }
   };
   std::optional<OwnGemms> own = own_gemms();
@@ -280,7 +252,7 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   if (!spec_.return_sequences) {
     if (T > 0) std::memcpy(dyp.ptr() + (T - 1) * B * H, dy.ptr(), sizeof(float) * B * H);
   } else if (!og) {
-    parallel_each(B, true, [&](int64_t b) { copy_dy(b, {0, H}); });
+    parallel_each(B, true, copy_dy);
   }
 
   CellArgs a{spec_.activation, spec_.recurrent_activation, spec_.reset_after, B, T, H, w.recurrent->value.ptr(), nullptr, og};
@@ -298,15 +270,15 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   resize(dz, {T, B, GH});
   resize(dxp, {T, B, I});
   Tensor dx({B, T, I});
-  auto copy_dx = [&](int64_t b, int64_t i0, int64_t i1) {  // columns [i0, i1)
+  auto copy_dx = [&](int64_t b) {
     for (int64_t s = 0; s < T; ++s) {
       const float* src = dxp.ptr() + (s * B + b) * I;
       float* dst = dx.ptr() + (b * T + time_of(s)) * I;
       if (tape.in_drop.empty()) {
-        std::memcpy(dst + i0, src + i0, sizeof(float) * (i1 - i0));
+        std::memcpy(dst, src, sizeof(float) * I);
       } else {
         const float* m = tape.in_drop.data() + b * I;
-        for (int64_t i = i0; i < i1; ++i) dst[i] = src[i] * m[i];
+        for (int64_t i = 0; i < I; ++i) dst[i] = src[i] * m[i];
       }
     }
   };
@@ -314,30 +286,22 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   std::vector<float> db_rows;  // own engine: each batch row's sums of dz over its steps, [B, G*H]
   if (og) {
     if (spec_.return_sequences)
-      hooks.before = [&](const SlicePart& p) {
-        for (int64_t b = p.r0; b < p.r1; ++b) copy_dy(b, part_units(H, p));
+      hooks.before = [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) copy_dy(b);
       };
     const PackedB& pwt = og->steps_b(true, W, GH, GH, I);  // W^T; the loops' dU repacks the slot after
     if (w.bias) db_rows.assign(static_cast<size_t>(B * GH), 0.0f);
-    // After the loop each part makes its share of dx's columns (whole panels) for the slice's rows,
-    // and sums its units' gate columns of dz.
-    hooks.after = [&](const SlicePart& p) {
-      const int64_t b0 = p.r0, b1 = p.r1, panels = (I + 31) / 32;
-      const int64_t i0 = std::min(I, 32 * (panels * p.part / p.parts)), i1 = std::min(I, 32 * (panels * (p.part + 1) / p.parts));
-      if (i0 < i1)
-        for (int64_t s = 0; s < T; ++s)
-          gemm_packed(b1 - b0, false, dz.ptr() + (s * B + b0) * GH, GH, pwt, false, dxp.ptr() + (s * B + b0) * I, I,
-                      nullptr, i0, i1);
+    hooks.after = [&](int64_t b0, int64_t b1) {
+      for (int64_t s = 0; s < T; ++s)
+        gemm_packed(b1 - b0, false, dz.ptr() + (s * B + b0) * GH, GH, pwt, false, dxp.ptr() + (s * B + b0) * I, I);
       for (int64_t b = b0; b < b1; ++b) {
-        if (i0 < i1) copy_dx(b, i0, i1);
+        copy_dx(b);
         if (db_rows.empty()) continue;
         float* sum = db_rows.data() + b * GH;  // while the slice's dz is still in this core's cache
-        for_gate_cols(gates_, H, part_units(H, p), [&](int64_t n0, int64_t n1) {
-          for (int64_t s = 0; s < T; ++s) {
-            const float* d = dz.ptr() + (s * B + b) * GH;
-            for (int64_t j = n0; j < n1; ++j) sum[j] += d[j];
-          }
-        });
+        for (int64_t s = 0; s < T; ++s) {
+          const float* d = dz.ptr() + (s * B + b) * GH;
+          for (int64_t j = 0; j < GH; ++j) sum[j] += d[j];
+        }
       }
     };
   }
@@ -354,7 +318,7 @@ Tensor RnnDirection::backward(const RnnWeights& w, const RnnTape& tape, const Te
   if (og) Profile::mark_current("  own: dW, db");
   if (!og) {
     steps_gemm(nullptr, false, true, T * B, I, GH, dz.ptr(), GH, W, GH, false, dxp.ptr(), I);
-    parallel_each(B, true, [&](int64_t b) { copy_dx(b, 0, I); });
+    parallel_each(B, true, copy_dx);
   }
   return dx;
 }
@@ -369,13 +333,13 @@ const float* recurrent_input(RnnTape& tape, int64_t s, int64_t b0, int64_t b1) {
   return hd;
 }
 
-void carry_dh(const RnnTape& tape, int64_t b, Units u, const float* dhr, float* dh) {
+void carry_dh(const RnnTape& tape, int64_t b, int64_t H, const float* dhr, float* dh) {
   if (tape.rec_drop.empty()) {
-    std::memcpy(dh + u.u0, dhr + u.u0, sizeof(float) * (u.u1 - u.u0));
+    std::memcpy(dh, dhr, sizeof(float) * H);
     return;
   }
-  const float* m = tape.rec_drop.data() + b * tape.H;
-  for (int64_t j = u.u0; j < u.u1; ++j) dh[j] = dhr[j] * m[j];
+  const float* m = tape.rec_drop.data() + b * H;
+  for (int64_t j = 0; j < H; ++j) dh[j] = dhr[j] * m[j];
 }
 
 }  // namespace rnntrain::cpu

@@ -8,7 +8,6 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/cpu_math.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/packed_gemm.h"
 
@@ -92,13 +91,11 @@ struct RnnTape {
   }
 };
 
-// Work a direction gives its cell's loop to run in the loop's parallel region on the loop's own part of
-// a slice of batch rows: before the loop over them and after it (own engine: the layout copies, the
-// input projection and dx of those rows, each of which would otherwise be a parallel region of its own).
-// With several parts a slice (loop_rows) each hook does its part and meets the others where it needs
-// their results (SlicePart::wait); the loop has met them after its last step.
+// Work a direction gives its cell's loop to run in the loop's parallel region on the loop's own batch
+// rows [b0, b1): before the loop over them and after it (own engine: the layout copies, the input
+// projection and dx of those rows, each of which would otherwise be a parallel region of its own).
 struct RowHooks {
-  std::function<void(const SlicePart&)> before, after;
+  std::function<void(int64_t, int64_t)> before, after;
 };
 
 // What every cell loop reads.
@@ -112,47 +109,18 @@ struct CellArgs {
   const RowHooks* hooks = nullptr;
 };
 
-// How a cell's time loops spread over the threads: slices of `rows` batch rows, each in `parts` parts
-// that split its units (whole panels of 32) and meet at a barrier every step.
-// - OpenBLAS: slices of kSliceRows, one part.
-// - Own engine where the threads outnumber the slices of kSliceRows twice or more and the cell allows
-//   it (max_parts, unit_parts): slices of kSliceRows, as many parts as the threads and the units allow.
-//   A step's time on a thread hardly depends on its rows below 8 (it reads all of U either way: on the
-//   GPU machine's 16-core Xeon, blog_small's FP32 loops took 8.4 ms a step on 16 threads of 2 rows and
-//   8.8 on 8 threads of 4; bench/PROFILE_CPU.md), while a part reads only its units' columns of U.
-// - Else slices of fewer rows, down to 2, one part each (the GEMM keeps its rate down to 4 rows on
-//   the AMD EPYC here: [M, 128] x [128, 512] bf16 207 GFLOP/s at M = 8, 213 at 4, 158 at 2).
-// RNNTRAIN_CPU_PARTS=1 keeps one part a slice (for measurements).
-struct LoopSplit {
-  int64_t rows;
-  int parts;
-};
-LoopSplit loop_split(const CellArgs& a, int max_parts);
-// The parts a cell's loops may split H units into: H / 32 on the own engine when H is a multiple of 32
-// and there is no recurrent dropout (each part would mask the whole row of h), else 1.
-int unit_parts(const CellArgs& a, const RnnTape& tape);
-// The loop's parallel region: fn on every part of every slice (loop_split(a, max_parts)), with
-// a.hooks around it.
-void loop_rows(const CellArgs& a, int max_parts, const std::function<void(const SlicePart&)>& fn);
-// The units [u0, u1) of a slice's part: whole panels of 32, shared out evenly; all H with one part.
-struct Units {
-  int64_t u0, u1;
-  bool whole(int64_t H) const { return u0 == 0 && u1 == H; }
-};
-Units part_units(int64_t H, const SlicePart& p);
-// fn(n0, n1) for the columns a part makes of a [.., gates * H] gate array: all of them in one call
-// when it has every unit, else each gate's columns of its units.
-template <typename F>
-void for_gate_cols(int64_t gates, int64_t H, Units u, F&& fn) {
-  if (u.whole(H)) return fn(int64_t{0}, gates * H);
-  for (int64_t g = 0; g < gates; ++g) fn(g * H + u.u0, g * H + u.u1);
-}
+// The rows per slice of a cell's time loops: kSliceRows on OpenBLAS; on the own engine fewer where the
+// threads outnumber the slices (16 threads, batch 32: 2 rows each instead of 4 threads of 8), down to
+// 2, since its GEMM keeps its rate there (one core here, [M, 128] x [128, 512] bf16: 207 GFLOP/s at
+// M = 8, 213 at 4, 158 at 2).
+int64_t slice_rows(const CellArgs& a);
+// The loops' parallel region: fn on every slice of slice_rows(a) batch rows, with a.hooks around it.
+void loop_rows(const CellArgs& a, const std::function<void(int64_t, int64_t)>& fn);
 
 // A step's recurrent GEMM over n batch rows, U being [H, G] (a.U): c[n, w] (+)= x[n, H] @ U[:, c0:c0+w],
 // or, when t, c[n, H] (+)= x[n, w] @ U[:, c0:c0+w]^T. OpenBLAS, or the own engine's packing of that block.
-// Only c's columns [n0, n1) where given (n1 >= 0; whole panels of 32: the own engine's parts).
 void step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w, int64_t n, const float* x, int64_t ldx,
-               bool accumulate, float* c, int64_t ldc, int64_t n0 = 0, int64_t n1 = -1);
+               bool accumulate, float* c, int64_t ldc);
 // On the own engine, packs the block of a.U that step_gemm(a, G, t, c0, w, ...) multiplies. Call it
 // before the loop's threads start: they only read the packings. Nothing on OpenBLAS.
 void pack_step_gemm(const CellArgs& a, int64_t G, bool t, int64_t c0, int64_t w);
@@ -168,8 +136,8 @@ void resize(Tensor& t, Shape s);
 // Rows [b0, b1) of h_{t-1} as the recurrent GEMM of step s sees them ([b1 - b0, H], row stride H):
 // h[s], or h[s] times the recurrent dropout mask (written to tape.hd for backward).
 const float* recurrent_input(RnnTape& tape, int64_t s, int64_t b0, int64_t b1);
-// Row b of d h_{t-1}, units u: dhr [H] (= dz @ U^T for that row), times the recurrent dropout mask if any.
-void carry_dh(const RnnTape& tape, int64_t b, Units u, const float* dhr, float* dh);
+// Row b of d h_{t-1}: dhr [H] (= dz @ U^T for that row), times the recurrent dropout mask if any.
+void carry_dh(const RnnTape& tape, int64_t b, int64_t H, const float* dhr, float* dh);
 
 // Each batch row's recurrence is independent of the others, so the time loops run on slices of the
 // batch spread over the BLAS threads (parallel_rows), each slice making single-threaded per-step GEMMs.
