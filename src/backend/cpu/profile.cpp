@@ -16,6 +16,15 @@ void Profile::mark_current(std::string_view phase) {
   if (current) current->mark(phase);
 }
 
+bool Profile::active() { return current != nullptr; }
+
+void Profile::note_current(std::string_view line, double ms) {
+  if (!current) return;
+  auto it = current->notes_.find(line);
+  if (it == current->notes_.end()) it = current->notes_.emplace(std::string(line), 0.0).first;
+  it->second += ms;
+}
+
 Profile::Profile() {
   const char* v = std::getenv("RNNTRAIN_PROFILE");
   on_ = v && *v && std::string(v) != "0";
@@ -56,6 +65,8 @@ Profile::~Profile() {
                                   steps_, step_ms_ / n);
   for (const std::string& p : order_)
     table += fmt::format("\n  {:<40} {:9.3f} ms {:5.1f}%", p, ms_[p] / n, 100.0 * ms_[p] / step_ms_);
+  if (!notes_.empty()) table += "\n  inside the own engine's loop phases, per step:";
+  for (const auto& [line, ms] : notes_) table += fmt::format("\n    {:<38} {:9.3f} ms", line, ms / n);
   log_info("{}", table);
 }
 

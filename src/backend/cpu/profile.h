@@ -5,7 +5,11 @@
 // forward loop" (each slice's input projection, its steps, its outputs), "own: pack W^T, buffers",
 // "own: backward loop" (the steps, dU, each slice's dx), "own: dW, db"; the layer's own line is then
 // what is left of it. The CPU runs a step's work synchronously, so a phase is the time from the
-// previous mark to its own; measuring costs a clock read per phase.
+// previous mark to its own; measuring costs a clock read per phase. Below the phases, what the own
+// engine's loop regions lose to their threads (inside the loop phases, not phases of their own): the
+// last thread's start after the region's, and the slowest thread's work beyond the fastest's (a
+// region ends with its slowest thread; on the GPU machine's 16 vCPUs the same work took 1.2-2.1x
+// longer on one thread than another, bench/PROFILE_CPU.md).
 #pragma once
 #include <chrono>
 #include <functional>
@@ -30,6 +34,9 @@ class Profile {
   // A mark on the profile whose step is running, from code that has no handle on it (the recurrent
   // layers' parts: packing, the loop, the weight GEMMs); nothing when none is.
   static void mark_current(std::string_view phase);
+  // Whether a profiled step is running; a time (ms) for one of the lines below the phases.
+  static bool active();
+  static void note_current(std::string_view line, double ms);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -37,6 +44,7 @@ class Profile {
   Clock::time_point at_{}, step0_{};
   std::map<std::string, double, std::less<>> ms_;
   std::vector<std::string> order_;  // phases in the order first seen
+  std::map<std::string, double, std::less<>> notes_;  // the lines below the phases, ms summed
   double step_ms_ = 0;
   int64_t steps_ = 0;
 };

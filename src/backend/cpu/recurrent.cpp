@@ -5,7 +5,10 @@
 // and simple_rnn.cpp.
 #include "backend/cpu/recurrent.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -88,11 +91,34 @@ const PackedB& OwnGemms::steps_b(bool tb, const float* b, int64_t ldb, int64_t k
 
 void loop_rows(const CellArgs& a, const std::function<void(int64_t, int64_t)>& fn) {
   const RowHooks* h = a.hooks;
+  // Profiled: each thread's start and busy time (ms after t0), for what the region loses to its threads.
+  using Clock = std::chrono::steady_clock;
+  const bool timed = Profile::active();
+  std::vector<double> start(timed ? std::max(1, blas_threads()) : 0, -1.0), busy(start.size(), 0.0);
+  const Clock::time_point t0 = Clock::now();
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) {
+    const Clock::time_point t = Clock::now();
     if (h && h->before) h->before(b0, b1);
     fn(b0, b1);
     if (h && h->after) h->after(b0, b1);
+    if (const size_t k = static_cast<size_t>(omp_get_thread_num()); k < start.size()) {
+      if (start[k] < 0) start[k] = std::chrono::duration<double, std::milli>(t - t0).count();
+      busy[k] += ms_since(t);
+    }
   });
+  if (!timed) return;
+  double last = 0.0, most = 0.0, least = 0.0;
+  bool any = false;
+  for (size_t k = 0; k < start.size(); ++k) {
+    if (start[k] < 0) continue;
+    last = std::max(last, start[k]);
+    most = any ? std::max(most, busy[k]) : busy[k];
+    least = any ? std::min(least, busy[k]) : busy[k];
+    any = true;
+  }
+  Profile::note_current("last thread's start", last);
+  Profile::note_current("slowest thread over the fastest", most - least);
 }
 
 int64_t slice_rows(const CellArgs& a) {
