@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -91,32 +92,34 @@ const PackedB& OwnGemms::steps_b(bool tb, const float* b, int64_t ldb, int64_t k
 
 void loop_rows(const CellArgs& a, const std::function<void(int64_t, int64_t)>& fn) {
   const RowHooks* h = a.hooks;
-  // Profiled: each thread's start and busy time (ms after t0), for what the region loses to its threads.
+  // Profiled only: each thread's start and busy time (ms after t0), for what the region loses to its
+  // threads; unprofiled steps read no clock here.
   using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  };
   const bool timed = Profile::active();
   std::vector<double> start(timed ? std::max(1, blas_threads()) : 0, -1.0), busy(start.size(), 0.0);
-  const Clock::time_point t0 = Clock::now();
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  const Clock::time_point t0 = timed ? Clock::now() : Clock::time_point{};
   parallel_rows(a.B, slice_rows(a), [&](int64_t b0, int64_t b1) {
-    const Clock::time_point t = Clock::now();
+    const Clock::time_point t = timed ? Clock::now() : Clock::time_point{};
     if (h && h->before) h->before(b0, b1);
     fn(b0, b1);
     if (h && h->after) h->after(b0, b1);
     if (const size_t k = static_cast<size_t>(omp_get_thread_num()); k < start.size()) {
-      if (start[k] < 0) start[k] = std::chrono::duration<double, std::milli>(t - t0).count();
-      busy[k] += ms_since(t);
+      if (start[k] < 0) start[k] = ms(t0, t);
+      busy[k] += ms(t, Clock::now());
     }
   });
   if (!timed) return;
-  double last = 0.0, most = 0.0, least = 0.0;
-  bool any = false;
+  double last = 0.0, most = 0.0, least = std::numeric_limits<double>::max();
   for (size_t k = 0; k < start.size(); ++k) {
-    if (start[k] < 0) continue;
+    if (start[k] < 0) continue;  // a thread that ran no slice
     last = std::max(last, start[k]);
-    most = any ? std::max(most, busy[k]) : busy[k];
-    least = any ? std::min(least, busy[k]) : busy[k];
-    any = true;
+    most = std::max(most, busy[k]);
+    least = std::min(least, busy[k]);
   }
+  if (least > most) return;  // no rows, no slices
   Profile::note_current("last thread's start", last);
   Profile::note_current("slowest thread over the fastest", most - least);
 }
