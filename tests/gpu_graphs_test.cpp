@@ -155,6 +155,10 @@ struct GraphCase {
 const char* kLstm2 =
     "[{type: LSTM, units: 32, return_sequences: true}, {type: LSTM, units: 32, return_sequences: true}, "
     "{type: TimeDistributed, layer: {type: Dense, units: 4}}]";
+// GRUs with reset_after: false, a stack only on the wavefront kernels (their second design).
+const char* kGruResetFirst =
+    "[{type: GRU, units: 32, reset_after: false, return_sequences: true}, {type: GRU, units: 32, reset_after: false, "
+    "return_sequences: true}, {type: TimeDistributed, layer: {type: Dense, units: 4}}]";
 // Every kind of dropout: a cuDNN stack's input dropout and inter-layer Dropout, a Dropout layer, and
 // a generic GRU's recurrent dropout.
 const char* kDropout =
@@ -269,6 +273,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, CudaGraphs,
                          ::testing::Values(GraphCase{"fp32", Precision::Fp32, RnnAlgo::Standard, kLstm2},
                                            GraphCase{"fp16_persist", Precision::Fp16, RnnAlgo::PersistStatic, kLstm2},
                                            GraphCase{"bf16_wavefront", Precision::Bf16, RnnAlgo::Wavefront, kLstm2},
+                                           GraphCase{"bf16_wavefront_gru_reset_first", Precision::Bf16,
+                                                     RnnAlgo::Wavefront, kGruResetFirst},
                                            GraphCase{"dropout", Precision::Fp32, RnnAlgo::Standard, kDropout},
                                            GraphCase{"sequence_layers", Precision::Fp32, RnnAlgo::Standard,
                                                      kSequenceLayers}),
@@ -400,6 +406,10 @@ INSTANTIATE_TEST_SUITE_P(
         MaskedCase{"lengths_bf16_wavefront", "[12, 4]",
                    "[{type: LSTM, units: 16, return_sequences: true}, {type: LSTM, units: 16}, {type: Dense, units: 2}]",
                    true, LossKind::MSE, Precision::Bf16, RnnAlgo::Wavefront},
+        MaskedCase{"lengths_fp16_wavefront_gru_reset_first", "[12, 4]",
+                   "[{type: GRU, units: 16, reset_after: false, return_sequences: true}, {type: GRU, units: 16, "
+                   "reset_after: false}, {type: Dense, units: 2}]",
+                   true, LossKind::MSE, Precision::Fp16, RnnAlgo::Wavefront},
         MaskedCase{"masking_bidirectional", "[12, 4]",
                    "[{type: Masking, mask_value: 0.0}, {type: Bidirectional, layer: {type: LSTM, units: 8, "
                    "return_sequences: true}}, {type: Bidirectional, merge_mode: sum, layer: {type: GRU, units: 8, "

@@ -30,6 +30,9 @@ const char* kLstm2 =
 const char* kGru3 =
     "[{type: GRU, units: 48, return_sequences: true}, {type: GRU, units: 48, return_sequences: true}, {type: GRU, "
     "units: 48}, {type: Dense, units: 3}]";
+const char* kGru3ResetFirst =  // Keras 2's GRU: the second design only
+    "[{type: GRU, units: 48, reset_after: false, return_sequences: true}, {type: GRU, units: 48, reset_after: false, "
+    "return_sequences: true}, {type: GRU, units: 48, reset_after: false}, {type: Dense, units: 3}]";
 
 double max_abs(const Tensor& t) {
   double m = 0.0;
@@ -109,7 +112,7 @@ TEST(Wavefront, TheSecondDesignsLaunchesTakeTheFewestRounds) {
 
 TEST(Wavefront, TrainingEndsWhereTheFp32CpuRunEnds) {
   SKIP_WITHOUT_GPU();
-  for (const char* layers : {kLstm2, kGru3}) {
+  for (const char* layers : {kLstm2, kGru3, kGru3ResetFirst}) {
     Config cfg = gpu_config("[12, 16]", layers, "train", Precision::Bf16, RnnAlgo::Wavefront);
     cfg.train.optimizer.kind = OptimizerKind::SGD;  // steps proportional to the gradients: errors show
     cfg.train.optimizer.momentum = 0.9;
@@ -133,7 +136,7 @@ TEST(Wavefront, TrainingEndsWhereTheFp32CpuRunEnds) {
     EXPECT_LT(lc, first) << "the CPU run learns";
     EXPECT_NEAR(lg, lc, 0.05 * lc) << "bf16 wavefront training ends near the FP32 CPU run";
     std::printf("wavefront training (%s): first loss %.5g, after 30 SGD steps cpu %.5g, gpu bf16 %.5g\n",
-                layers == kLstm2 ? "lstm2" : "gru3", first, lc, lg);
+                layers == kLstm2 ? "lstm2" : layers == kGru3 ? "gru3" : "gru3 reset_after false", first, lc, lg);
   }
 }
 
@@ -188,6 +191,61 @@ TEST(Wavefront, InferenceGivesTheCpuOutputs) {
   EXPECT_NEAR(eg, ec, 1e-2 * std::fabs(ec)) << "evaluation loss";
 }
 
+// A model of `layers` on the wavefront kernels against the FP32 CPU: predictions, then a step's loss,
+// outputs, input gradient and weight gradients, within tol of each one's largest value. design: which
+// ran the stacks (2 or 1), or 0 for none (generic layers).
+void expect_cpu_results(const char* layers, Precision p, int64_t batch, double tol, int design) {
+  Config cfg = gpu_config("[12, 8]", layers, "design2", p, RnnAlgo::Wavefront);
+  Config cpu_cfg = cfg;
+  cpu_cfg.device = Device::Cpu;
+  const Params init = random_params(cfg.model, 3, 0.3);
+  Rng r1(1), r2(1);
+  auto gpu = make_engine(cfg, init, r1);
+  auto cpu = make_engine(cpu_cfg, init, r2);
+  std::vector<int32_t> lens(static_cast<size_t>(batch));
+  for (size_t i = 0; i < lens.size(); ++i) lens[i] = static_cast<int32_t>(1 + (i * 5) % 12);
+  const Batch b = random_batch(cfg, batch, 12, 5, lens);
+  const int64_t passes = gpu_wavefront_passes(), passes2 = gpu_wavefront2_passes();
+  const Tensor pg = gpu->predict(b), pc = cpu->predict(b);
+  if (design) EXPECT_GT(gpu_wavefront_passes(), passes) << "the wavefront kernels ran";
+  else EXPECT_EQ(gpu_wavefront_passes(), passes) << "the wavefront kernels did not run";
+  if (design == 2) EXPECT_GT(gpu_wavefront2_passes(), passes2) << "the second design ran";
+  else EXPECT_EQ(gpu_wavefront2_passes(), passes2) << "the second design did not run";
+  expect_near_all(pg, pc, tol * max_abs(pc), 0.0, "predictions");
+  Tensor tc, tg, dxc, dxg;
+  const int64_t backward2 = gpu_wavefront2_backward_passes();
+  const double lc = cpu->gradients(b, &tc, &dxc).mean();
+  const double lg = gpu->gradients(b, &tg, &dxg).mean();
+  if (design == 2) EXPECT_GT(gpu_wavefront2_backward_passes(), backward2) << "the second design's backward ran";
+  else EXPECT_EQ(gpu_wavefront2_backward_passes(), backward2) << "the second design's backward did not run";
+  EXPECT_NEAR(lg, lc, tol * std::fabs(lc)) << "loss";
+  expect_near_all(tg, tc, tol * max_abs(tc), 0.0, "training outputs");
+  expect_near_all(dxg, dxc, tol * max_abs(dxc), 0.0, "input gradient");
+  const std::vector<Param*> wc = cpu->host_params().all(), wg = gpu->host_params().all();
+  for (size_t i = 0; i < wc.size(); ++i)
+    expect_near_all(wg[i]->grad, wc[i]->grad, tol * max_abs(wc[i]->grad) + 1e-7, 0.0, "gradient of " + wc[i]->name);
+}
+
+struct Case {
+  const char* layers;
+  Precision p;
+  int64_t batch;
+  double tol;
+};
+
+// Every case under both designs (RNNTRAIN_WAVEFRONT_DESIGN); second_only: the first design has not
+// the cells, which then run as generic layers.
+void expect_cpu_results_both_designs(const std::vector<Case>& cases, bool second_only) {
+  for (const char* design : {"1", "2"}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string("design ") + design + ": " + c.layers);
+      setenv("RNNTRAIN_WAVEFRONT_DESIGN", design, 1);
+      expect_cpu_results(c.layers, c.p, c.batch, c.tol, design[0] == '2' ? 2 : second_only ? 0 : 1);
+    }
+  }
+  unsetenv("RNNTRAIN_WAVEFRONT_DESIGN");
+}
+
 // Both designs (issue 33: the second, sm_90a, is the default where it runs; RNNTRAIN_WAVEFRONT_DESIGN=1
 // keeps the first): 4 LSTM layers (one launch: recurrent and input rows, forward and backward), 4 GRU
 // layers of 37 units (odd sizes; batch slices of 64 past 64 sequences, the second design's side by side
@@ -195,12 +253,7 @@ TEST(Wavefront, InferenceGivesTheCpuOutputs) {
 // gradients (input and weights) against the FP32 CPU.
 TEST(Wavefront, BothDesignsGiveTheCpuOutputsAndGradients) {
   SKIP_WITHOUT_GPU();
-  struct Case {
-    const char* layers;
-    Precision p;
-    int64_t batch;
-    double tol;
-  } cases[] = {
+  expect_cpu_results_both_designs({
       {"[{type: LSTM, units: 64, return_sequences: true}, {type: LSTM, units: 64, return_sequences: true}, "
        "{type: LSTM, units: 64, return_sequences: true}, {type: LSTM, units: 64}, {type: Dense, units: 3}]",
        Precision::Bf16, 20, 5e-2},
@@ -214,44 +267,27 @@ TEST(Wavefront, BothDesignsGiveTheCpuOutputsAndGradients) {
        Precision::Bf16, 5, 5e-2},
       {"[{type: GRU, units: 150, return_sequences: true}, {type: GRU, units: 150}, {type: Dense, units: 3}]",
        Precision::Fp16, 3, 1e-2},
-  };
-  for (const char* design : {"1", "2"}) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE(std::string("design ") + design + ": " + c.layers);
-      setenv("RNNTRAIN_WAVEFRONT_DESIGN", design, 1);
-      const bool second = design[0] == '2';
-      Config cfg = gpu_config("[12, 8]", c.layers, "design2", c.p, RnnAlgo::Wavefront);
-      Config cpu_cfg = cfg;
-      cpu_cfg.device = Device::Cpu;
-      const Params init = random_params(cfg.model, 3, 0.3);
-      Rng r1(1), r2(1);
-      auto gpu = make_engine(cfg, init, r1);
-      auto cpu = make_engine(cpu_cfg, init, r2);
-      std::vector<int32_t> lens(static_cast<size_t>(c.batch));
-      for (size_t i = 0; i < lens.size(); ++i) lens[i] = static_cast<int32_t>(1 + (i * 5) % 12);
-      const Batch b = random_batch(cfg, c.batch, 12, 5, lens);
-      const int64_t passes = gpu_wavefront_passes(), passes2 = gpu_wavefront2_passes();
-      const Tensor pg = gpu->predict(b), pc = cpu->predict(b);
-      EXPECT_GT(gpu_wavefront_passes(), passes) << "the wavefront kernels ran";
-      if (second) EXPECT_GT(gpu_wavefront2_passes(), passes2) << "the second design ran";
-      else EXPECT_EQ(gpu_wavefront2_passes(), passes2) << "the first design ran";
-      expect_near_all(pg, pc, c.tol * max_abs(pc), 0.0, "predictions");
-      Tensor tc, tg, dxc, dxg;
-      const int64_t backward2 = gpu_wavefront2_backward_passes();
-      const double lc = cpu->gradients(b, &tc, &dxc).mean();
-      const double lg = gpu->gradients(b, &tg, &dxg).mean();
-      if (second) EXPECT_GT(gpu_wavefront2_backward_passes(), backward2) << "the second design's backward ran";
-      else EXPECT_EQ(gpu_wavefront2_backward_passes(), backward2) << "the first design's backward ran";
-      EXPECT_NEAR(lg, lc, c.tol * std::fabs(lc)) << "loss";
-      expect_near_all(tg, tc, c.tol * max_abs(tc), 0.0, "training outputs");
-      expect_near_all(dxg, dxc, c.tol * max_abs(dxc), 0.0, "input gradient");
-      const std::vector<Param*> wc = cpu->host_params().all(), wg = gpu->host_params().all();
-      for (size_t i = 0; i < wc.size(); ++i)
-        expect_near_all(wg[i]->grad, wc[i]->grad, c.tol * max_abs(wc[i]->grad) + 1e-7, 0.0,
-                        "gradient of " + wc[i]->name);
-    }
-  }
-  unsetenv("RNNTRAIN_WAVEFRONT_DESIGN");
+  }, false);
+}
+
+// GRUs with reset_after: false (Keras 2's GRU, which cuDNN has not) on the second design (r * h_{t-1}
+// shared a step forward, d(r h_{t-1}) a step backward): 3 masked layers of 37 units in two batch slices
+// side by side (recurrent and input rows), a bidirectional layer, 150 and 300 units (16 and 32 a CTA).
+// With the first design they run as generic layers, with the same results.
+TEST(Wavefront, GrusWithoutResetAfterRunOnTheSecondDesign) {
+  SKIP_WITHOUT_GPU();
+  expect_cpu_results_both_designs({
+      {"[{type: GRU, units: 37, reset_after: false, return_sequences: true}, {type: GRU, units: 37, reset_after: "
+       "false, return_sequences: true}, {type: GRU, units: 37, reset_after: false}, {type: Dense, units: 3}]",
+       Precision::Fp16, 70, 1e-2},
+      {"[{type: Bidirectional, layer: {type: GRU, units: 40, reset_after: false, return_sequences: true}}, "
+       "{type: Dense, units: 3}]",
+       Precision::Bf16, 9, 5e-2},
+      {"[{type: GRU, units: 150, reset_after: false, return_sequences: true}, {type: GRU, units: 150, reset_after: "
+       "false}, {type: Dense, units: 3}]",
+       Precision::Fp16, 3, 1e-2},
+      {"[{type: GRU, units: 300, reset_after: false}, {type: Dense, units: 3}]", Precision::Bf16, 5, 5e-2},
+  }, true);
 }
 
 TEST(Wavefront, ABatchTooLargeForOneLaunchIsSlicedAndMatchesCudnn) {

@@ -160,4 +160,47 @@ TEST(GpuPlan, WithoutMasksABidirectionalStackIsOneCudnnCallAndCaptured) {
   EXPECT_TRUE(stack_plan(d, gd).split_bidirectional);
 }
 
+// GRUs with reset_after: false (Keras 2's), which cuDNN has not: with plan.algo wavefront they form
+// stacks where the own kernels hold them, told apart from GRUs with reset_after; elsewhere they stay
+// generic layers, with the reason.
+TEST(GpuPlan, GrusWithoutResetAfterStackOnlyWhereTheOwnKernelsRunThem) {
+  const Config cfg = parse_config(
+      "model:\n  layers: [{type: Input, shape: [6, 3]}, {type: GRU, units: 8, reset_after: false, return_sequences: "
+      "true}, {type: GRU, units: 8, reset_after: false, return_sequences: true}, {type: GRU, units: 8, "
+      "return_sequences: true}, {type: GRU, units: 16, reset_after: false}]\n",
+      "m.yaml");
+  FakeGpu gpu;
+  gpu.max_hidden = 8;
+  const ResolvedModel own = resolve_model(cfg.model, FuseMode::Auto, gpu_stack_rule(Precision::Bf16, RnnAlgo::Wavefront, gpu.check()));
+  ASSERT_EQ(own.plan.stages.size(), 4u);  // Input; the two layers without reset_after; the one with; the wide one
+  EXPECT_EQ(own.plan.stages[1].kind, StageKind::CudnnStack);
+  EXPECT_EQ(own.plan.stages[1].rnn_layers, 2);
+  EXPECT_EQ(own.plan.stages[2].kind, StageKind::CudnnStack);
+  EXPECT_EQ(own.plan.stages[3].kind, StageKind::GenericRnn);
+  EXPECT_NE(own.plan.stages[3].why_generic.find("nor can the wavefront kernels: does not fit"), std::string::npos)
+      << own.plan.stages[3].why_generic;
+  EXPECT_NE(describe_plan(own).find("one GRU has reset_after and the other not"), std::string::npos) << describe_plan(own);
+  ASSERT_FALSE(gpu.asked.empty());
+  EXPECT_FALSE(gpu.asked.front().reset_after);
+  // The stack is asked of the own kernels as a GRU without reset_after, and they run it.
+  gpu.asked.clear();
+  const GpuPlan g = plan_gpu(own, Precision::Bf16, RnnAlgo::Wavefront, gpu.check());
+  EXPECT_TRUE(stack_plan(own, g).own_kernels);
+  ASSERT_FALSE(gpu.asked.empty());
+  EXPECT_FALSE(gpu.asked.front().reset_after);
+  EXPECT_EQ(gpu.asked.front().layers, 2);
+  // cuDNN's algorithms, and no own kernels: generic layers, as before.
+  for (const ResolvedModel& m : {resolve_model(cfg.model, FuseMode::Auto, gpu_stack_rule(Precision::Bf16, RnnAlgo::Standard, gpu.check())),
+                                 resolve_model(cfg.model, FuseMode::Auto)}) {
+    EXPECT_EQ(m.plan.stages[1].kind, StageKind::GenericRnn);
+    EXPECT_NE(m.plan.stages[1].why_generic.find("reset_after: false"), std::string::npos) << m.plan.stages[1].why_generic;
+  }
+  // Another reason to stay generic is not lifted: recurrent_dropout.
+  const Config rd = parse_config(
+      "model:\n  layers: [{type: Input, shape: [6, 3]}, {type: GRU, units: 8, reset_after: false, recurrent_dropout: 0.1}]\n",
+      "m.yaml");
+  const ResolvedModel mr = resolve_model(rd.model, FuseMode::Auto, gpu_stack_rule(Precision::Bf16, RnnAlgo::Wavefront, gpu.check()));
+  EXPECT_EQ(mr.plan.stages[1].kind, StageKind::GenericRnn);
+}
+
 }  // namespace

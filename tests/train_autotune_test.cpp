@@ -58,8 +58,18 @@ TEST(Candidates, FiltersAndModelsThatLeaveFewer) {
   f.algos = {RnnAlgo::Standard, RnnAlgo::PersistStatic, RnnAlgo::PersistDynamic, RnnAlgo::Wavefront};
   for (const auto& p : plan_candidates(masked, f))
     EXPECT_TRUE(p.algo == RnnAlgo::Standard || p.algo == RnnAlgo::Wavefront) << p.name();
-  // No cuDNN stack (a reset_before GRU runs on the generic path): nothing to choose.
-  EXPECT_TRUE(plan_candidates(config("{type: GRU, units: 8, reset_after: false}"), {}).empty());
+  // A GRU with reset_after: false: a generic layer for cuDNN's algorithms, a stack for the wavefront
+  // kernels; no persistent candidates, which would time the generic layer again.
+  const std::vector<PlanChoice> ra = plan_candidates(config("{type: GRU, units: 8, reset_after: false}"), {});
+  EXPECT_EQ(ra.size(), 6u);
+  int wavefront = 0;
+  for (const auto& p : ra) {
+    EXPECT_TRUE(p.algo == RnnAlgo::Standard || p.algo == RnnAlgo::Wavefront) << p.name();
+    wavefront += p.algo == RnnAlgo::Wavefront;
+  }
+  EXPECT_EQ(wavefront, 2) << "fp16 and bf16";
+  // Nothing any engine runs as a stack (recurrent_dropout): nothing to choose.
+  EXPECT_TRUE(plan_candidates(config("{type: GRU, units: 8, reset_after: false, recurrent_dropout: 0.1}"), {}).empty());
 }
 
 TEST(Candidates, SyntheticBatchHasTheShapeAndLengthsAsked) {

@@ -133,7 +133,15 @@ std::string describe_execution(const Config& cfg, const ResolvedModel& model) {
                                          "and the wavefront kernels on the first batch; where bf16 and the "
                                          "wavefront kernels are chosen:\n"
                                        : "";
-    return head + describe_gpu_plan(model, plan_gpu(model, p, a, cuda::own_kernel_check()), p, a);
+    // The CUDA engine plans with its own stack rule: with the wavefront kernels, GRUs with reset_after:
+    // false may form stacks that cuDNN's rule leaves as generic layers.
+    const ResolvedModel gm = resolve_model(cfg.model, cfg.plan.fuse, gpu_stack_rule(p, a, cuda::own_kernel_check()));
+    bool same = gm.plan.stages.size() == model.plan.stages.size();
+    for (size_t i = 0; same && i < gm.plan.stages.size(); ++i)
+      same = gm.plan.stages[i].kind == model.plan.stages[i].kind && gm.plan.stages[i].layers == model.plan.stages[i].layers;
+    const std::string own = same ? "" : "On the GPU, with the wavefront kernels running GRUs with reset_after: false:\n" +
+                                            describe_plan(gm);
+    return head + own + describe_gpu_plan(gm, plan_gpu(gm, p, a, cuda::own_kernel_check()), p, a);
   }
 #endif
   return cpu::describe_cpu_plan(cfg.model, model.plan, cfg.plan.cpu, cfg.plan.precision == Precision::Bf16);

@@ -247,7 +247,9 @@ void make_candidates(Bench& b) {
         log_warn("{}: skipped; with --min-length the batch is padded, and padded batches run on standard", c.name());
       continue;
     }
-    b.cands.push_back({c, b.cfg.plan.cpu, c.name(), plan_summary(make_plan(b.cfg.model, c.fuse)), {}, 0, 0, 0});
+    const bool own = c.algo == RnnAlgo::Wavefront;  // may run GRUs with reset_after: false as stacks
+    b.cands.push_back({c, b.cfg.plan.cpu, c.name(),
+                       plan_summary(make_plan(b.cfg.model, c.fuse, own ? own_ineligible : cudnn_ineligible)), {}, 0, 0, 0});
   }
   if (b.cands.empty()) {  // the CPU, or a GPU model without a cuDNN stack
     PlanChoice c{b.cfg.plan.fuse, gpu && b.cfg.plan.precision != Precision::Auto ? b.cfg.plan.precision : Precision::Fp32,

@@ -29,12 +29,25 @@ void plan_own_kernels(const ModelSpec& spec, const std::vector<LayerShape>& shap
     }
   const bool bidir = l.kind == LayerKind::Bidirectional;
   const OwnStackShape shape{cell_of(l).kind, out.split_bidirectional ? 1 : st.rnn_layers,
-                            bidir && !out.split_bidirectional ? 2 : 1, shapes[st.layers[0]].in.back(), cell_of(l).units};
+                            bidir && !out.split_bidirectional ? 2 : 1, shapes[st.layers[0]].in.back(), cell_of(l).units,
+                            cell_of(l).reset_after};
   out.why_not_own = own(shape, precision);
   out.own_kernels = out.why_not_own.empty();
 }
 
 }  // namespace
+
+StackRule gpu_stack_rule(Precision precision, RnnAlgo algo, const OwnKernelCheck& own) {
+  if (algo != RnnAlgo::Wavefront || !own) return cudnn_ineligible;
+  return [precision, own](const LayerSpec& layer) -> std::string {
+    const std::string why = cudnn_ineligible(layer);
+    if (why.empty() || !own_ineligible(layer).empty()) return why;
+    // A GRU with reset_after: false and nothing else cuDNN lacks: as the own kernels have it.
+    const int64_t dirs = layer.kind == LayerKind::Bidirectional ? 2 : 1;
+    const std::string own_why = own({LayerKind::GRU, 1, dirs, 1, cell_of(layer).units, false}, precision);
+    return own_why.empty() ? "" : why + "; nor can the wavefront kernels: " + own_why;
+  };
+}
 
 GpuPlan plan_gpu(const ResolvedModel& model, Precision precision, RnnAlgo algo, const OwnKernelCheck& own) {
   const ModelSpec& spec = model.spec;

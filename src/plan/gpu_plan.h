@@ -18,9 +18,14 @@ namespace rnntrain {
 struct OwnStackShape {
   LayerKind cell = LayerKind::LSTM;
   int64_t layers = 1, dirs = 1, input = 0, hidden = 0;
+  bool reset_after = true;  // GRU
 };
 // Why the GPU's own kernels cannot run a stack of this shape in this precision; "" when they can.
 using OwnKernelCheck = std::function<std::string(const OwnStackShape&, Precision)>;
+
+// The CUDA engine's stack rule (plan.h): cuDNN's; with plan.algo wavefront, GRUs with reset_after:
+// false (which cuDNN has not) form stacks too where the own kernels run them in this precision.
+StackRule gpu_stack_rule(Precision precision, RnnAlgo algo, const OwnKernelCheck& own);
 
 struct GpuStagePlan {
   // A cuDNN stack of Bidirectional layers run layer by layer, each direction as its own

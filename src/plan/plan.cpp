@@ -19,12 +19,13 @@ const LayerSpec* cell_of(const LayerSpec& l) {
 bool bidirectional(const LayerSpec& l) { return l.kind == LayerKind::Bidirectional; }
 
 // Why layers a and b (consecutive recurrent layers, with `between` Dropout layers in between) cannot
-// share one cuDNN descriptor; "" if they can.
-std::string merge_blocker(const LayerSpec& a, const LayerSpec& b, const std::vector<const LayerSpec*>& between) {
+// share one cuDNN descriptor (or one launch of the own kernels); "" if they can.
+std::string merge_blocker(const LayerSpec& a, const LayerSpec& b, const std::vector<const LayerSpec*>& between,
+                          const StackRule& rule) {
   const LayerSpec& ca = *cell_of(a);
   const LayerSpec& cb = *cell_of(b);
-  if (std::string w = cudnn_ineligible(a); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", a.name, w);
-  if (std::string w = cudnn_ineligible(b); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", b.name, w);
+  if (std::string w = rule(a); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", a.name, w);
+  if (std::string w = rule(b); !w.empty()) return fmt::format("'{}' cannot run on cuDNN: {}", b.name, w);
   if (activity_regularizer_of(a).active())
     return fmt::format("'{}' has an activity_regularizer (its own output is needed for the penalty)", a.name);
   for (const LayerSpec* d : between)
@@ -32,6 +33,7 @@ std::string merge_blocker(const LayerSpec& a, const LayerSpec& b, const std::vec
   if (between.size() > 1) return "more than one Dropout layer between them (cuDNN has one inter-layer dropout)";
   if (ca.kind != cb.kind) return fmt::format("different cells ({} then {})", layer_kind_name(ca.kind), layer_kind_name(cb.kind));
   if (ca.units != cb.units) return fmt::format("different units ({} then {})", ca.units, cb.units);
+  if (ca.kind == LayerKind::GRU && ca.reset_after != cb.reset_after) return "one GRU has reset_after and the other not";
   if (bidirectional(a) != bidirectional(b)) return "one is Bidirectional and the other is not";
   if (ca.activation != cb.activation) return "different activations";
   if (!ca.return_sequences) return fmt::format("'{}' has return_sequences: false", a.name);
@@ -55,14 +57,24 @@ std::string cudnn_ineligible(const LayerSpec& layer) {
   return "";
 }
 
-ResolvedModel resolve_model(const ModelSpec& spec, FuseMode fuse) {
+std::string own_ineligible(const LayerSpec& layer) {
+  std::string why = cudnn_ineligible(layer);
+  const LayerSpec* c = cell_of(layer);
+  if (why.empty() || !c || c->kind != LayerKind::GRU || c->reset_after) return why;
+  LayerSpec with = layer;  // is reset_after the only reason?
+  if (with.inner) with.inner = std::make_shared<LayerSpec>(*with.inner);
+  (with.inner ? *with.inner : with).reset_after = true;
+  return cudnn_ineligible(with).empty() ? "" : why;
+}
+
+ResolvedModel resolve_model(const ModelSpec& spec, FuseMode fuse, const StackRule& rule) {
   ResolvedModel m{spec, infer_shapes(spec), {}, {0}};
-  m.plan = make_plan(spec, fuse);
+  m.plan = make_plan(spec, fuse, rule);
   for (const LayerShape& s : m.shapes) m.first_weight.push_back(m.first_weight.back() + s.weights);
   return m;
 }
 
-Plan make_plan(const ModelSpec& model, FuseMode fuse) {
+Plan make_plan(const ModelSpec& model, FuseMode fuse, const StackRule& rule) {
   Plan plan;
   const auto& L = model.layers;
   size_t i = 0;
@@ -75,7 +87,7 @@ Plan make_plan(const ModelSpec& model, FuseMode fuse) {
     Stage st;
     st.layers = {i};
     st.rnn_layers = 1;
-    st.why_generic = cudnn_ineligible(L[i]);
+    st.why_generic = rule(L[i]);
     st.kind = st.why_generic.empty() ? StageKind::CudnnStack : StageKind::GenericRnn;
     size_t last = i, j = i + 1;
     double stack_dropout = -1.0;  // cuDNN has one inter-layer dropout rate per stack
@@ -86,7 +98,7 @@ Plan make_plan(const ModelSpec& model, FuseMode fuse) {
       for (; k < L.size() && !cell_of(L[k]); ++k) between.push_back(&L[k]);
       if (k >= L.size()) break;
       Boundary bd{last, k, false, ""};
-      std::string why = merge_blocker(L[last], L[k], between);
+      std::string why = merge_blocker(L[last], L[k], between, rule);
       const double rate = between.empty() ? 0.0 : between[0]->rate;
       if (why.empty() && stack_dropout >= 0 && rate != stack_dropout)
         why = fmt::format("inter-layer dropout {} differs from the stack's {} (cuDNN has one rate per stack)", rate, stack_dropout);

@@ -3,6 +3,7 @@
 // recurrent layers that were not merged carries the reason. No device, no files: tested in
 // milliseconds and printed by `rnntrain plan`.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,14 @@ struct Plan {
 // Why cuDNN cannot compute this recurrent layer (LSTM, GRU, SimpleRNN or Bidirectional) at all;
 // "" if it can.
 std::string cudnn_ineligible(const LayerSpec& layer);
+// Why a layer cannot be part of a stack ("" if it can): cudnn_ineligible, unless the engine runs some
+// stacks itself (the CUDA engine's own kernels take GRUs with reset_after: false, which cuDNN has not).
+using StackRule = std::function<std::string(const LayerSpec& layer)>;
+// cudnn_ineligible but for a GRU whose only reason is reset_after: false: what the own kernels may
+// take before they are asked (plan/gpu_plan.h: gpu_stack_rule asks them).
+std::string own_ineligible(const LayerSpec& layer);
 
-Plan make_plan(const ModelSpec& model, FuseMode fuse);
+Plan make_plan(const ModelSpec& model, FuseMode fuse, const StackRule& rule = cudnn_ineligible);
 
 // A model resolved once: the spec, each layer's shapes (infer_shapes), the plan for one fusion mode
 // (make_plan) and where each layer's weights start among Params::all(). The engines are built from
@@ -51,7 +58,7 @@ struct ResolvedModel {
   std::vector<size_t> first_weight;  // [layers + 1]: layer i's weights are Params::all()[first_weight[i], first_weight[i + 1])
 };
 // Throws ConfigError as infer_shapes does.
-ResolvedModel resolve_model(const ModelSpec& spec, FuseMode fuse);
+ResolvedModel resolve_model(const ModelSpec& spec, FuseMode fuse, const StackRule& rule = cudnn_ineligible);
 
 // The plan as text: stages, their layers and parameter counts, and every unmerged boundary's reason.
 std::string describe_plan(const ResolvedModel& model);

@@ -69,8 +69,13 @@ bool is_half(Precision p) { return p == Precision::Fp16 || p == Precision::Bf16;
 }  // namespace
 
 std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter& filter) {
-  const Plan fused = make_plan(cfg.model, FuseMode::Auto), split = make_plan(cfg.model, FuseMode::Never);
+  // Stacks as the own kernels may have them (GRUs with reset_after: false too): the CUDA engine plans
+  // each candidate with its own rule (plan/gpu_plan.h), so a wavefront candidate may run stacks that
+  // cuDNN's candidates run as generic layers.
+  const Plan fused = make_plan(cfg.model, FuseMode::Auto, own_ineligible);
+  const Plan split = make_plan(cfg.model, FuseMode::Never, own_ineligible);
   if (!has_stack(fused)) return {};
+  const bool cudnn = has_stack(make_plan(cfg.model, FuseMode::Auto));  // else the persistent kernels add nothing
   std::vector<FuseMode> fuses;  // plan.fuse always / never pins one of them
   if (cfg.plan.fuse != FuseMode::Never) fuses.push_back(FuseMode::Auto);
   if (cfg.plan.fuse != FuseMode::Always && (fuses.empty() || !same_stages(fused, split))) fuses.push_back(FuseMode::Never);
@@ -89,7 +94,7 @@ std::vector<PlanChoice> plan_candidates(const Config& cfg, const CandidateFilter
       }
       for (RnnAlgo a : algos) {
         const bool persistent = a == RnnAlgo::PersistStatic || a == RnnAlgo::PersistDynamic;
-        if ((!persistent || persist_ok) && (a != RnnAlgo::Wavefront || is_half(p))) out.push_back({f, p, a});
+        if ((!persistent || (persist_ok && cudnn)) && (a != RnnAlgo::Wavefront || is_half(p))) out.push_back({f, p, a});
       }
     }
   return out;

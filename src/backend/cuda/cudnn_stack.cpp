@@ -154,7 +154,7 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
   dynamic_ = env.algo == RnnAlgo::PersistDynamic;
   direct_ = !half_ && !persist_;
   if (how.own_kernels) {  // the planner's decision (plan/gpu_plan.cpp)
-    const WavefrontShape ws{cell_.kind, L_, D_, I_, H_, env.precision == Precision::Bf16};
+    const WavefrontShape ws{cell_.kind, L_, D_, I_, H_, env.precision == Precision::Bf16, cell_.reset_after};
     own_ = std::make_unique<WavefrontRnn>(gpu_, ws);
     w_elems_ = own_->weight_elems(), w_bytes_ = static_cast<size_t>(w_elems_) * esize_;
     wh_.ensure(static_cast<int64_t>(w_bytes_));
@@ -163,6 +163,9 @@ CudnnStackStage::CudnnStackStage(const StageEnv& env, const std::vector<const La
               w_elems_);
     return;
   }
+  if (cell_.kind == LayerKind::GRU && !cell_.reset_after)
+    throw RuntimeError(fmt::format("internal: layers {} (GRU, reset_after: false) in a stack the own kernels do not run: {}",
+                                   name_, how.why_not_own));
   if (env.algo == RnnAlgo::Wavefront) log_info("layers {} run on cuDNN's standard algorithm: {}", name_, how.why_not_own);
 
   cudnnHandle_t h = gpu_.cudnn();

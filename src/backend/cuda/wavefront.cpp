@@ -91,7 +91,8 @@ wf::Cluster cluster2(const WavefrontShape& s) {
 
 // The second design's backward keeps the forward's clusters (C, U): a CTA holds its units' rows of
 // the recurrent kernel ([U x C*KS], KS = 4U gate slots, for GRU too) and a ring of S slots of one dG
-// slice each ([64 x KS]), as many as fit (at most C), then S + 1 mbarriers. C = 0 where none fits.
+// slice each ([64 x KS]), as many as fit (at most C), then S + 1 mbarriers (a GRU without reset_after:
+// up to 2S + 1, its recurrent rows' ring holding half slices). C = 0 where none fits.
 wf::Cluster cluster2_backward(const WavefrontShape& s) {
   wf::Cluster cl = cluster2(s);
   if (!cl.C) return {};
@@ -99,9 +100,16 @@ wf::Cluster cluster2_backward(const WavefrontShape& s) {
   const int64_t room = static_cast<int64_t>(wf::smem_optin()) - weights - 8 * (cl.C + 1);
   cl.S = static_cast<int>(std::min<int64_t>(cl.C, room / slot));
   if (cl.S < 1) return {};
-  cl.smem = static_cast<size_t>(weights + cl.S * slot + 8 * (cl.S + 1));
+  const int64_t bars = 1 + (s.reset_after ? cl.S : std::min(2 * cl.S, cl.C));
+  cl.smem = static_cast<size_t>(weights + cl.S * slot + 8 * bars);
   return cl;
 }
+
+[[maybe_unused]] wf::Cell2 cell2(const WavefrontShape& s) {
+  if (s.cell == LayerKind::LSTM) return wf::Cell2::Lstm;
+  return s.reset_after ? wf::Cell2::Gru : wf::Cell2::GruResetFirst;
+}
+bool reset_first(const WavefrontShape& s) { return s.cell == LayerKind::GRU && !s.reset_after; }
 
 // The forward and the backward run on the second design where the build and GPU have it (sm_90a) and
 // the stack fits its clusters; RNNTRAIN_WAVEFRONT_DESIGN=1 keeps the first (for comparison, and its tests).
@@ -122,8 +130,8 @@ int64_t wavefront2_backward_passes() { return backward_passes2.load(); }
 
 OwnKernelCheck own_kernel_check() {
   return [](const OwnStackShape& s, Precision precision) {
-    return WavefrontRnn::unsupported({s.cell, s.layers, s.dirs, s.input, s.hidden, precision == Precision::Bf16},
-                                     precision, 1);
+    return WavefrontRnn::unsupported(
+        {s.cell, s.layers, s.dirs, s.input, s.hidden, precision == Precision::Bf16, s.reset_after}, precision, 1);
   };
 }
 
@@ -134,6 +142,18 @@ std::string WavefrontRnn::unsupported(const WavefrontShape& s, Precision precisi
     return fmt::format("the wavefront kernels compute in fp16 or bf16, not {} (set plan.precision)",
                        precision_name(precision));
   if (s.dirs > 2 || s.layers < 1 || s.hidden < 1) return "internal: bad stack shape";
+  if (reset_first(s)) {  // the second design only (sm_90a)
+    if (!design2_allowed())
+      return "GRU reset_after: false runs on the second design of the wavefront kernels only, which needs an "
+             "sm_90 GPU (H100, H200) and a build for it";
+#if RNNTRAIN_WITH_SM90A
+    const wf::Cluster cl = cluster2(s), clb = cluster2_backward(s);
+    if (!cl.C || !clb.C || !wf::max_clusters2(cl, cell2(s), s.bf16) || !wf::max_clusters2_backward(clb, cell2(s), s.bf16))
+      return fmt::format("GRU reset_after: false runs on the second design only, whose clusters hold at most 512 "
+                         "units a layer (this layer has {})",
+                         s.hidden);
+#endif
+  }
   if (!plan_group(s, 0, std::max<int64_t>(batch, 1)).layers) {
     const wf::Split one = split(s, 1, 16, false);
     return fmt::format("a {}({}) layer's recurrent weights do not fit in the {} KiB of shared memory of the GPU's {} "
@@ -160,7 +180,7 @@ WavefrontRnn::WavefrontRnn(Gpu& gpu, const WavefrontShape& shape) : gpu_(gpu), s
       Offsets o;
       o.kernel = take(in * GH_);
       o.recurrent = take(H * GH_);
-      o.bias = take(cell_traits(s_.cell).two_biases ? 2 * GH_ : GH_);  // a GRU here has reset_after
+      o.bias = take(s_.cell == LayerKind::GRU && s_.reset_after ? 2 * GH_ : GH_);
       off_.push_back(o);
     }
   }
@@ -181,12 +201,16 @@ void WavefrontRnn::make_groups(int64_t B) {
   groups_for_ = B;
   groups2_.clear(), groups2b_.clear();
 #if RNNTRAIN_WITH_SM90A
-  if (!design2_allowed()) return;
-  const bool gru = s_.cell == LayerKind::GRU;
-  const wf::Cluster cl = cluster2(s_), clb = cluster2_backward(s_);
-  if (cl.C) groups2_ = groups2(cl, wf::max_clusters2(cl, gru, s_.bf16), B);
-  if (clb.C) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, gru, s_.bf16), B);
+  if (design2_allowed()) {
+    const wf::Cluster cl = cluster2(s_), clb = cluster2_backward(s_);
+    if (cl.C) groups2_ = groups2(cl, wf::max_clusters2(cl, cell2(s_), s_.bf16), B);
+    if (clb.C) groups2b_ = groups2(clb, wf::max_clusters2_backward(clb, cell2(s_), s_.bf16), B);
+  }
 #endif
+  if (reset_first(s_) && (groups2_.empty() || groups2b_.empty()))
+    throw RuntimeError(fmt::format("the wavefront kernels cannot run GRU({}) layers with reset_after: false on this GPU "
+                                   "({}); set plan.algo: standard",
+                                   s_.hidden, unsupported(s_, Precision::Bf16, B)));
 }
 
 // Layers as launches of the second design (layout/wavefront_launches.h).
@@ -233,6 +257,7 @@ wf::Args WavefrontRnn::args(int64_t first, int64_t layers, int64_t b0, int64_t B
   wf::Args a;
   const int64_t D = s_.dirs, H = s_.hidden, TB = T_ * B_;
   a.gru = s_.cell == LayerKind::GRU;
+  a.reset_after = !reset_first(s_);
   a.L = static_cast<int>(layers), a.D = static_cast<int>(D), a.B = static_cast<int>(B_), a.T = static_cast<int>(T_);
   a.H = static_cast<int>(H), a.Hp = static_cast<int>(Hp_), a.GH = static_cast<int>(GH_), a.GHp = static_cast<int>(GHp_);
   a.GP = static_cast<int>(GP_), a.ldgh = static_cast<int>(a.gru ? GHp_ : GP_);
@@ -256,6 +281,7 @@ wf::Args WavefrontRnn::args(int64_t first, int64_t layers, int64_t b0, int64_t B
         a.dgx[r] = gates(pr, true);
         a.state[r] = state_.get() + static_cast<size_t>(pr * TB * H) * es_;
         a.dgh[r] = !a.gru ? a.dgx[r] : dgh_.get() ? dgh_.get() + static_cast<size_t>(pr * TB * GHp_) * es_ : nullptr;
+        if (!a.reset_after) a.rh[r] = rh_.get() + static_cast<size_t>(pr * TB * H) * es_;
       }
     }
   }
@@ -279,6 +305,7 @@ void WavefrontRnn::forward(int64_t B, int64_t T, const int32_t* lens, const void
   if (training) {
     gates_.ensure(static_cast<int64_t>(L * D * (T + 1) * B * GP_ * es_));
     state_.ensure(static_cast<int64_t>(L * D * TB * H * es_));
+    if (reset_first(s_)) rh_.ensure(static_cast<int64_t>(L * D * TB * H * es_));
   }
   flags_.ensure(wf::kMaxRows * T);  // the backward's too
   if (!groups2_.empty()) return forward2();
@@ -302,10 +329,12 @@ void WavefrontRnn::forward2() {
   const int64_t D = s_.dirs, B = B_;
   cudaStream_t st = gpu_.stream();
   ++passes2;
-  // Per batch slice of a launch: its recurrent rows' T steps of h (hcore) and its input rows' ring.
+  // Per batch slice of a launch: its recurrent rows' T steps of h (hcore; and two of r * h for a GRU
+  // with reset_after: false) and its input rows' ring.
   const wf::Cluster& cl = groups2_[0].cl;
   const size_t step_elems = static_cast<size_t>(64 * cl.Kp);
-  auto core_slice = [&](const Group2& g) { return static_cast<size_t>(g.layers * D * T_) * step_elems; };
+  const int64_t steps = T_ + (reset_first(s_) ? 2 : 0);
+  auto core_slice = [&](const Group2& g) { return static_cast<size_t>(g.layers * D * steps) * step_elems; };
   auto xring_slice = [&](const Group2& g) {
     return static_cast<size_t>((g.layers - 1) * wf::kRing2 * cl.C * 64 * 4 * cl.U);
   };
@@ -326,7 +355,7 @@ void WavefrontRnn::forward2() {
       wf::Args a = args(g2.first, g2.layers, b0, std::min(rows_at_once, B - b0));
       a.cl = g2.cl;
       a.cl.slices = static_cast<int>((a.Bs + 63) / 64);
-      for (int64_t r = 0; r < g2.layers * D; ++r) a.hcore[r] = hcore + r * T_ * step_elems * es_;
+      for (int64_t r = 0; r < g2.layers * D; ++r) a.hcore[r] = hcore + r * steps * step_elems * es_;
       a.xring = g2.layers > 1 ? xring : nullptr;
       a.done = done;
       a.core_slice = core_slice(g2), a.xring_slice = xring_slice(g2);
@@ -434,7 +463,8 @@ void WavefrontRnn::gradients(int64_t first, int64_t layers, void* dx, float* g) 
       float* part = colsum_.ensure(wf::kColsumParts * GH_);
       wf::add_colsum(dgx, bf16, TB, GH_, GP_, part, g + o.bias, st);
       // The recurrent side's gradients, as column blocks: dgx itself (LSTM); dgh (a GRU on the first
-      // design); z and r from dgx and the candidate's from dgx's columns 3H.. (a GRU on the second).
+      // design); z and r from dgx and the candidate's from dgx's columns 3H.. (a GRU on the second),
+      // times r * h_{t-1} where reset_after is false.
       struct Side {
         const char* p = nullptr;
         int64_t ld = 0, col = 0, cols = 0;
@@ -443,13 +473,16 @@ void WavefrontRnn::gradients(int64_t first, int64_t layers, void* dx, float* g) 
       else if (gru) sides[0] = {dgx, GP_, 0, 2 * H}, sides[1] = {dgx + static_cast<size_t>(3 * H) * es_, GP_, 2 * H, H};
       for (const Side& sd : sides) {
         if (!sd.p) continue;
-        if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
+        if (reset_first(s_) && sd.col == 2 * H) {  // r * h_{t-1} of every step (0 at the first)
+          gemm_half(gpu_, bf16, true, false, H, sd.cols, TB, 1.0f, rh_.get() + static_cast<size_t>(pr * TB * H) * es_,
+                    H, sd.p, sd.ld, 1.0f, g + o.recurrent + sd.col, false, GH_);
+        } else if (T > 1) {  // h_{t-1} (forward direction) or h_{t+1} (backward) with the step's gradients
           const char* h = static_cast<const char*>(out(l)) + static_cast<size_t>(d * H) * es_;
           const size_t step_h = static_cast<size_t>(B * DH) * es_, step_g = static_cast<size_t>(B * sd.ld) * es_;
           gemm_half(gpu_, bf16, true, false, H, sd.cols, (T - 1) * B, 1.0f, d == 0 ? h : h + step_h, DH,
                     d == 0 ? sd.p + step_g : sd.p, sd.ld, 1.0f, g + o.recurrent + sd.col, false, GH_);
         }
-        if (gru) wf::add_colsum(sd.p, bf16, TB, sd.cols, sd.ld, part, g + o.bias + GH_ + sd.col, st);
+        if (gru && s_.reset_after) wf::add_colsum(sd.p, bf16, TB, sd.cols, sd.ld, part, g + o.bias + GH_ + sd.col, st);
       }
     }
   }

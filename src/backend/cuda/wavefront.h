@@ -18,9 +18,10 @@
 namespace rnntrain::cuda {
 
 struct WavefrontShape {
-  LayerKind cell = LayerKind::LSTM;  // LSTM or GRU (reset_after)
+  LayerKind cell = LayerKind::LSTM;  // LSTM or GRU
   int64_t layers = 1, dirs = 1, input = 0, hidden = 0;
   bool bf16 = true;  // else fp16
+  bool reset_after = true;  // GRU: false (Keras 2's GRU) runs on the second design only
 };
 
 // Forward passes run by WavefrontRnn in this process (a counter for tests and bench), and those of
@@ -115,7 +116,8 @@ class WavefrontRnn {
   DeviceBuffer<float> dy32_{"wavefront output gradient"}, colsum_{"wavefront bias sums"};
   DeviceBuffer<char> xproj_{"wavefront input projection"}, out_{"wavefront layer outputs"},
       hseq_{"wavefront padded outputs"}, gates_{"wavefront saved gates and gate gradients"},
-      state_{"wavefront saved states"}, dgh_{"wavefront recurrent gate gradients"};
+      state_{"wavefront saved states"}, dgh_{"wavefront recurrent gate gradients"},
+      rh_{"wavefront saved r * h (GRU, reset_after: false)"};
   DeviceBuffer<unsigned> flags_{"wavefront step counters"};
   DeviceBuffer<char> hcore_{"wavefront2 operand copies of h"};
   DeviceBuffer<float> xring_{"wavefront2 input sums"};

@@ -49,6 +49,7 @@ struct Cluster {
 // All arrays time-major. Row r = l * D + d, l relative to the launch's first layer. E is the half type.
 struct Args {
   bool gru = false;
+  bool reset_after = true;  // GRU: false only on the second design (Cell2::GruResetFirst)
   int L = 0, D = 1, B = 0, T = 0, H = 0;
   int Hp = 0;   // H padded to 16: the row width of hseq's per-direction blocks
   int GH = 0;   // gates * H (Keras' kernel width)
@@ -84,7 +85,9 @@ struct Args {
   const void* dhy = nullptr;     // E [D, B, H]: gradient of the last layer's final states, or null
   // second design (forward)
   Cluster cl;
-  void* hcore[kMaxRows] = {};    // per recurrent row, E [T][64 x Kp] in wgmma's operand layout
+  void* hcore[kMaxRows] = {};    // per recurrent row, E [T][64 x Kp] in wgmma's operand layout; a GRU
+                                 // with reset_after: false has 2 more, r * h_{t-1} by the step's parity
+  void* rh[kMaxRows] = {};       // GRU, reset_after: false, training: E [T, B, H] r * h_{t-1} (0 on padded steps)
   // Second design, cl.slices > 1: each batch slice's hcore, gcore (elements) and xring (floats) lie these
   // far after the previous slice's; its done flags kDone after.
   size_t core_slice = 0, xring_slice = 0;
@@ -104,13 +107,16 @@ void add_colsum(const void* a, bool bf16, int64_t rows, int64_t cols, int64_t ld
 // The second design: whether this build and GPU have it (sm_90a), how many clusters of `cl` can be
 // resident at once (0: none), and the launch (a.cl.rows clusters for each of a.cl.slices batch slices,
 // all resident).
+// The cells it runs: LSTM, and GRU with reset_after (Keras 3's default) or without it (Keras 2's: the
+// reset gate applied to h_{t-1} before its product with the candidate's recurrent kernel).
+enum class Cell2 { Lstm, Gru, GruResetFirst };
 bool has_forward2();
-int max_clusters2(const Cluster& cl, bool gru, bool bf16);
+int max_clusters2(const Cluster& cl, Cell2 cell, bool bf16);
 void launch_forward2(const Args& a, bool bf16, cudaStream_t s);
 // The second design's backward (sm90a/kernels_wavefront2_backward.cu): the forward's clusters, with
 // S and smem of its own (wavefront.cpp: cluster2_backward); xring holds the input rows' sums here
 // ([L - 1][kRing2][C][U / 8][128][4]).
-int max_clusters2_backward(const Cluster& cl, bool gru, bool bf16);
+int max_clusters2_backward(const Cluster& cl, Cell2 cell, bool bf16);
 void launch_backward2(const Args& a, bool bf16, cudaStream_t s);
 // The device's multiprocessors and the shared memory one block may opt in to.
 int sm_count();

@@ -19,6 +19,9 @@
 // LSTM gates i, f, g, o; GRU (reset_after) z, r, the candidate's recurrent side (h U_h + b_h) and its
 // input side (x W_h + b_xh). Padded steps (t >= lens[b]) output 0 and keep the state, as the first
 // design (kernels_wavefront.cu), whose backward reads what this forward saves.
+// A GRU with reset_after: false multiplies r * h_{t-1} by U_h, and r needs h_{t-1} first: its
+// recurrent row's step multiplies h_{t-1} by the z and r columns, shares r * h_{t-1} through the same
+// operand buffer and barrier as h (one more exchange a step), then multiplies it by the candidate's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -64,13 +67,14 @@ __global__ void print_phases_k(int rows, int C) {
 }
 #endif
 
-// d += A [64 x Kp] x W^T [Kp x N]: Kp / 16 wgmma, waited for.
+// d += A [64 x Kp] x W^T [Kp x N]: Kp / 16 wgmma, waited for. every = 2: the N columns are every other
+// 8 of W's (from W's first: gates 0, 1 of each unit; from its ninth: gates 2, 3).
 template <typename E, int N>
-__device__ __forceinline__ void products(float (&d)[N / 2], const E* A, const E* W, int Kp) {
+__device__ __forceinline__ void products(float (&d)[N / 2], const E* A, const E* W, int Kp, int every = 1) {
   fence_acc(d);
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   for (int ks = 0; ks < Kp / 16; ++ks)
-    mma<E, N>(d, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + ks * 16 * 8, 128, Kp / 8 * 128));
+    mma<E, N>(d, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + ks * 16 * 8, 128, every * (Kp / 8) * 128));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   fence_acc(d);
@@ -89,6 +93,9 @@ __device__ __forceinline__ int column(int unit, int gate) {
 // Accumulator element of (row half hh, gate g, unit p of the thread's U / 4), and its place when the
 // thread's values are kept in that order ("slots": [hh][g][p], vectors along p).
 __host__ __device__ constexpr int elem(int hh, int g, int p) { return 8 * p + 4 * (g / 2) + 2 * hh + g % 2; }
+// Element i of the accumulator of every other 8 columns (products' every = 2) from column 8 * half: the
+// full accumulator's element 8 (i / 4) + 4 half + i % 4 (the same row and unit, gate 2 half + i % 2).
+__host__ __device__ constexpr int half_elem(int i, int half) { return 8 * (i / 4) + 4 * half + i % 4; }
 template <int U>
 __host__ __device__ constexpr int slot(int i) {
   return ((i / 2) % 2 * 4 + 2 * ((i / 4) % 2) + i % 2) * (U / 4) + i / 8;
@@ -103,8 +110,9 @@ __device__ __forceinline__ int gate_col(int g, int H, bool input) {
 }
 
 
-template <typename E, bool GRU, int U>
+template <typename E, Cell2 K, int U>
 __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
+  constexpr bool GRU = K != Cell2::Lstm, FIRST = K == Cell2::GruResetFirst;  // FIRST: reset_after: false
   constexpr int N = 4 * U, R = N / 2, P = U / 4;  // weight columns of a CTA; accumulators, units of a thread
   extern __shared__ __align__(128) unsigned char smem[];
   const Cluster& cl = a.cl;
@@ -167,7 +175,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
       const int cx = gate_col<GRU>(g, H, true), ch = gate_col<GRU>(g, H, false);
       float v = 0.0f;
       if (j < H && cx >= 0) v += b[cx + j];
-      if (GRU && j < H && ch >= 0) v += b[a.GH + ch + j];
+      if (GRU && !FIRST && j < H && ch >= 0) v += b[a.GH + ch + j];  // reset_after: false has one bias row
       bias[n] = v;
     }
     for (int i = tid; i < 128 * (R + 4); i += 128) xs_all[i] = 0.0f;  // what no copy fills stays 0
@@ -229,6 +237,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
     if (T > 0) cluster_wait();
   } else {
     E* core = hcore(ci);
+    E* rcore = core + static_cast<size_t>(T) * step_elems;  // reset_after: false: r * h_{t-1}, two steps
     E* hseq = static_cast<E*>(a.hseq[l]);
     E* out = static_cast<E*>(a.out[l]);
     const int ldh = a.D * a.Hp, nu = H - jb;  // nu: how many of the thread's units exist
@@ -285,10 +294,38 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = x[slot<U>(i)] + bias[col_of(i)];
       WF2_MARK(1);
-      if (s > 0) {
+      float rh[2][P] = {};  // reset_after: false: r * h_{t-1} (0 at the first step)
+      if (s > 0 && !FIRST) {
         mbar_wait(bar, (s - 1) & 1);
         WF2_MARK(2);
         products<E, N>(acc, A, W, Kp);
+      } else if (s > 0) {
+        // The bar's phases alternate: h_{t-1} (parity 0), then r * h_{t-1} (parity 1).
+        float zr[R / 2], hc[R / 2];  // gates 0, 1 and gates 2, 3 of the accumulator
+#pragma unroll
+        for (int i = 0; i < R / 2; ++i) zr[i] = acc[half_elem(i, 0)], hc[i] = acc[half_elem(i, 1)];
+        mbar_wait(bar, 0);
+        WF2_MARK(2);
+        products<E, N / 2>(zr, A, W, Kp, 2);
+        E* rcore_t = rcore + (s & 1) * step_elems;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+          for (int p = 0; p < P; ++p) rh[hh][p] = sigm_fast(zr[4 * p + 2 * hh + 1]) * st[p][hh];
+          store_halves<E, P>(rcore_t + a_at(row_of(2 * hh), jb), rh[hh], P);
+        }
+        fence_async_global();
+        cluster_arrive();  // every CTA is done with h_{t-1} in A, and has stored its r * h_{t-1}
+        cluster_wait();
+        if (tid == 0) {
+          mbar_expect(bar, C * slice);
+          multicast(reinterpret_cast<char*>(A) + rank * slice, reinterpret_cast<const char*>(rcore_t) + rank * slice,
+                    slice, bar, mask);
+        }
+        mbar_wait(bar, 1);
+        products<E, N / 2>(hc, A, W + (Kp / 8) * 64, Kp, 2);
+#pragma unroll
+        for (int i = 0; i < R / 2; ++i) acc[half_elem(i, 0)] = zr[i], acc[half_elem(i, 1)] = hc[i];
       }
       WF2_MARK(3);
       cluster_arrive();  // done with A: the row may multicast h_t into it
@@ -307,7 +344,7 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
           prev[hh][p] = st[p][hh];
           if constexpr (GRU) {
             acc[at] = sigm_fast(acc[at]), acc[at + 1] = sigm_fast(acc[at + 1]);
-            acc[at + 5] = tanh_fast(acc[at + 5] + acc[at + 1] * acc[at + 4]);
+            acc[at + 5] = tanh_fast(acc[at + 5] + (FIRST ? acc[at + 4] : acc[at + 1] * acc[at + 4]));
             const float hv = acc[at] * st[p][hh] + (1.0f - acc[at]) * acc[at + 5];
             if (valid) h = st[p][hh] = hv;
           } else {
@@ -359,6 +396,11 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
           for (int p = 0; p < P; ++p) v[p] = !valid ? 0.0f : GRU ? prev[hh][p] : st[p][hh];
           store_halves<E, P>(static_cast<E*>(a.state[ci]) + bt * H + jb, v, nu);
         }
+        if (FIRST && a.rh[ci]) {  // the weight gradient's operand (wavefront.cpp: gradients)
+#pragma unroll
+          for (int p = 0; p < P; ++p) v[p] = valid ? rh[hh][p] : 0.0f;
+          store_halves<E, P>(static_cast<E*>(a.rh[ci]) + bt * H + jb, v, nu);
+        }
         if (valid && last && a.hy && t == (d == 0 ? len[hh] - 1 : 0))
           store_halves<E, P>(static_cast<E*>(a.hy) + (static_cast<size_t>(d) * B + b) * H + jb, hn[hh], nu);
         store_halves<E, P>(hseq + bt * ldh + d * a.Hp + jb, hn[hh], nu);
@@ -380,28 +422,18 @@ __global__ void __launch_bounds__(128, 1) forward2_k(const Args a) {
 #endif
 }
 
-template <typename E, bool GRU, int U>
+template <typename E, Cell2 K, int U>
 void launch_of(const Args& a, cudaStream_t s) {
-  launch_rows<forward2_k<E, GRU, U>, 128>(a, s);
+  launch_rows<forward2_k<E, K, U>, 128>(a, s);
 #ifdef RNNTRAIN_WF2_PHASES
   print_phases_k<<<1, 1, 0, s>>>(a.cl.rows, a.cl.C);
 #endif
 }
 
-template <typename E, bool GRU, int U>
-constexpr Kernels kernels_of() {
-  return {&resident_clusters<forward2_k<E, GRU, U>, 128>, &launch_of<E, GRU, U>};
-}
-const Kernels& pick(const Cluster& cl, bool gru, bool bf16) {
-  static const Kernels table[2][2][3] = {
-      {{kernels_of<__half, false, 8>(), kernels_of<__half, false, 16>(), kernels_of<__half, false, 32>()},
-       {kernels_of<__half, true, 8>(), kernels_of<__half, true, 16>(), kernels_of<__half, true, 32>()}},
-      {{kernels_of<__nv_bfloat16, false, 8>(), kernels_of<__nv_bfloat16, false, 16>(),
-        kernels_of<__nv_bfloat16, false, 32>()},
-       {kernels_of<__nv_bfloat16, true, 8>(), kernels_of<__nv_bfloat16, true, 16>(),
-        kernels_of<__nv_bfloat16, true, 32>()}}};
-  return table[bf16][gru][u_index(cl)];
-}
+template <typename E, Cell2 K, int U>
+struct Of {
+  static constexpr Kernels kernels = {&resident_clusters<forward2_k<E, K, U>, 128>, &launch_of<E, K, U>};
+};
 
 }  // namespace
 
@@ -416,11 +448,13 @@ bool has_forward2() {
   return ok;
 }
 
-int max_clusters2(const Cluster& cl, bool gru, bool bf16) {
+int max_clusters2(const Cluster& cl, Cell2 cell, bool bf16) {
   if (cl.C < 1 || cl.C > 16 || cl.smem > smem_optin()) return 0;
-  return pick(cl, gru, bf16).clusters(cl);
+  return pick<Of>(cl, cell, bf16).clusters(cl);
 }
 
-void launch_forward2(const Args& a, bool bf16, cudaStream_t s) { pick(a.cl, a.gru, bf16).launch(a, s); }
+void launch_forward2(const Args& a, bool bf16, cudaStream_t s) {
+  pick<Of>(a.cl, cell_of(a), bf16).launch(a, s);
+}
 
 }  // namespace rnntrain::cuda::wf

@@ -31,6 +31,10 @@
 // forward saved (kernels_wavefront.cu's backward reads the same): LSTM i, f, g, o and c_t; GRU z, r,
 // h~, h U_h + b_h and h_{t-1}. Padded steps (t >= lens[b]) have zero pre-activation gradients and
 // leave the carried gradient as it is.
+// A GRU with reset_after: false (slots z, r, then the candidate's gradient da twice): dh_{t-1} takes
+// r * d(r h_{t-1}), and d(r h_{t-1}) = da U_h^T needs the whole step's da. So its recurrent row's ring
+// carries half slices, two a step: slots 2, 3 of step t (da, multiplied by U_h into d(r h_{t-1}), which
+// gives the r slot), then slots 0, 1 (multiplied by the next step); the input rows read whole slices.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -143,16 +147,17 @@ __device__ __forceinline__ float half_at(const uint32_t (&v)[W], int p) {
 }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// The ring of slices a row consumes: S slots of [64 x KS] after the weights, then S full barriers and
-// the CTA's empty barrier.
-template <typename E, int U, int KS>
+// The ring of slices a row consumes: S slots of [64 x KW] after the weights, then S full barriers and
+// the CTA's empty barrier. KW: the slices' width, KS (whole) or KS / 2 (halves: a GRU's recurrent row
+// with reset_after: false).
+template <typename E, int U, int KS, int KW = KS>
 struct Ring {
   E* slots;
   uint64_t* full;
   uint64_t* empty;
   int S, C;
   int depth;  // wgmma groups (slices) left in flight when a slice's slot is released: < S
-  static constexpr uint32_t kBytes = 64 * KS * sizeof(E);
+  static constexpr uint32_t kBytes = 64 * KW * sizeof(E);
   // The consumer's place: the slot of the next slice q it multiplies (q % S), that slot's phase parity
   // ((q / S) & 1), and the CTA whose empty barrier the next slice q' it is done with releases
   // ((q' + S) % C: start at S % C). Kept as counters: multiply() runs for consecutive steps n, and a
@@ -161,8 +166,8 @@ struct Ring {
   uint32_t parity = 0;
 
   // acc += the C slices of the next step the row consumes (the first at the first call) times the
-  // CTA's weights W [U x C*KS].
-  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, long long* waited) {
+  // CTA's weights W [U x C*KS], from column k0 of each CTA's KS (a half slice: 0 or KS / 2).
+  __device__ __forceinline__ void multiply(float (&acc)[U / 2], const E* W, long long* waited, int k0 = 0) {
     const int tid = threadIdx.x;
     const uint32_t sbo = C * KS / 8 * 128;
     fence_acc(acc);
@@ -179,10 +184,10 @@ struct Ring {
 #endif
       if (++slot == S) slot = 0, parity ^= 1u;
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-      const E* A = slots + static_cast<size_t>(k) * 64 * KS;
+      const E* A = slots + static_cast<size_t>(k) * 64 * KW;
 #pragma unroll
-      for (int ks = 0; ks < KS / 16; ++ks)
-        mma<E, U>(acc, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + (c * KS + ks * 16) * 8, 128, sbo));
+      for (int ks = 0; ks < KW / 16; ++ks)
+        mma<E, U>(acc, desc(A + ks * 16 * 64, 8 * 128, 128), desc(W + (c * KS + k0 + ks * 16) * 8, 128, sbo));
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       // Slice q - depth is read: its slot may refill. Up to depth + 1 slices in flight; depth < S, or
       // the slice waited for next could need a slot this CTA has not released.
@@ -205,12 +210,13 @@ struct Ring {
     const int q = n * C + rank, first = rank >= S ? 0 : 1;  // the first of its slices to reuse a slot
     if (n >= first) mbar_wait<true>(empty, (n - first) & 1);
     const int k = q % S;
-    multicast(slots + static_cast<size_t>(k) * 64 * KS, src, kBytes, full + k, static_cast<uint16_t>((1u << C) - 1));
+    multicast(slots + static_cast<size_t>(k) * 64 * KW, src, kBytes, full + k, static_cast<uint16_t>((1u << C) - 1));
   }
 };
 
-template <typename E, bool GRU, int U>
+template <typename E, Cell2 K, int U>
 __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
+  constexpr bool GRU = K != Cell2::Lstm, FIRST = K == Cell2::GruResetFirst;  // FIRST: reset_after: false
   constexpr int G = GRU ? 3 : 4, KS = 4 * U, R = U / 2, P = U / 4;  // G: Keras' gates
   extern __shared__ __align__(128) unsigned char smem[];
   const int C = a.cl.C, T = a.T, B = a.B, H = a.H, Kt = C * KS;
@@ -229,11 +235,20 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
   waited = &phase_cycles[11];
 #endif
   E* W = reinterpret_cast<E*>(smem);  // [U x Kt]
+  // The row's ring: whole slices, or (FIRST's recurrent rows) halves, twice as many slots (at most C)
+  // in the same bytes.
   Ring<E, U, KS> ring;
-  ring.slots = W + U * Kt;
-  ring.S = a.cl.S, ring.C = C, ring.depth = min(a.cl.depth, a.cl.S - 1), ring.release = ring.S % C;
-  ring.full = reinterpret_cast<uint64_t*>(ring.slots + static_cast<size_t>(ring.S) * 64 * KS);
-  ring.empty = ring.full + ring.S;
+  Ring<E, U, KS, KS / 2> halves;
+  const bool by_halves = FIRST && !input_row;
+  auto place = [&](auto& r, int S) {
+    r.slots = W + U * Kt;
+    r.S = S, r.C = C, r.depth = min(a.cl.depth, S - 1), r.release = S % C;
+    r.full = reinterpret_cast<uint64_t*>(W + U * Kt + static_cast<size_t>(a.cl.S) * 64 * KS);
+    r.empty = r.full + S;
+  };
+  place(ring, a.cl.S);
+  place(halves, min(2 * a.cl.S, C));
+  const int S = by_halves ? halves.S : ring.S;
 
   // The weights: row n is unit j0 + unit_of(n) of the recurrent kernel (an input row: layer l + 1's
   // kernel, whose rows are layer l's units); 8 consecutive Keras columns a load, kBatch of them in
@@ -249,7 +264,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     for (int b = 0; b < kBatch; ++b) {
       const int it = it0 + kThreads2 * b;
       const int n = it / (C * 4 * (U / 8)), c = it / (4 * (U / 8)) % C, g = it / (U / 8) % 4, u0 = it % (U / 8) * 8;
-      const int j = j0 + unit_of<U>(n), left = H - c * U - u0, kg = slot_gate<GRU>(g, input_row);
+      const int j = j0 + unit_of<U>(n), left = H - c * U - u0, kg = slot_gate<GRU>(g, input_row);  // FIRST: GRU's
       at[b] = -1;
       if (it >= items || j >= H || left <= 0 || kg < 0) continue;  // left: columns of the 8 that exist
       at[b] = w_at(n, c * KS + g * U + u0, Kt);
@@ -267,8 +282,8 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       if (at[b] >= 0) *reinterpret_cast<uint4*>(W + at[b]) = raw[b];
   }
   if (tid == 0) {
-    for (int k = 0; k < ring.S; ++k) mbar_init(ring.full + k, 1);
-    mbar_init(ring.empty, C);
+    for (int k = 0; k < S; ++k) mbar_init(ring.full + k, 1);
+    mbar_init(ring.full + S, C);  // the empty barrier
     fence_mbar_init();
   }
   fence_async_shared();
@@ -288,15 +303,24 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
     unsigned seen = 0;  // the last read of the flag of the row above (input rows)
     for (int s = 0; s < T; ++s) {
       const E* from = src + (s % kRing2) * ring_step;
-      if (!input_row) bar_sync(1, kThreads2);  // the warpgroup stored the slice of step s
+      if (!input_row) bar_sync(1, kThreads2);  // the warpgroup stored the slice of step s (FIRST: slots 2, 3)
       WF2B_MARK(1);
       if (tid == kProducer) {
         if (input_row) {
           wait_flag(done_rec + (l + 1) * 16 + rank, s + 1, seen);
           fence_async_global();
           ring.produce(from, s, rank);
+        } else if (FIRST) {
+          halves.produce(from + slice / 2, 2 * s, rank);
         } else {
           if (s + 1 < T) ring.produce(from, s, rank);
+          store_release(done_rec + ci * 16 + rank, s + 1);
+        }
+      }
+      if (FIRST && !input_row) {
+        bar_sync(1, kThreads2);  // slots 0, 1
+        if (tid == kProducer) {
+          if (s + 1 < T) halves.produce(from, 2 * s + 1, rank);
           store_release(done_rec + ci * 16 + rank, s + 1);
         }
       }
@@ -388,7 +412,8 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
       WF2B_MARK(1);
-      if (s > 0) ring.multiply(acc, W, waited);  // the dG of step s - 1
+      if (s > 0 && FIRST) halves.multiply(acc, W, waited);  // slots 0, 1 of step s - 1
+      else if (s > 0) ring.multiply(acc, W, waited);  // the dG of step s - 1
       WF2B_MARK(2);
       // The global ring's slot of step s was multicast by the input row below (step s - kRing2).
       if (l > 0 && s >= kRing2) wait_flag(done_in + (l - 1) * 16 + rank, s + 1 - kRing2, seen_slot);
@@ -397,6 +422,7 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
       // The cell's backward: the pre-activation gradients of the thread's units (0 on padded steps).
       E* core_t = gcore + (s % kRing2) * ring_step;
       uint32_t dg[2][4][P / 2];  // the same for the GEMMs' copy, stored once the slice is on its way
+      float dhs[2][P];           // FIRST: dh_t, for the carry once d(r h_{t-1}) is in
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int m = row_of(2 * hh), b = b0 + m;
@@ -420,6 +446,10 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
             const float hu = half_at<E>(gs[hh][3], p), hp = half_at<E>(st[hh], p);
             const float dhc = dh * (1.0f - z) * (1.0f - hc * hc);
             v[0][p] = dh * (hp - hc) * z * (1.0f - z);
+            if constexpr (FIRST) {  // slot 1 and the carry once d(r h_{t-1}) is in
+              v[2][p] = v[3][p] = dhc, dhs[hh][p] = dh;
+              continue;
+            }
             v[1][p] = dhc * hu * r * (1.0f - r);
             v[2][p] = dhc, v[3][p] = dhc * r;
             carry[hh][p] = dh * z;
@@ -440,11 +470,36 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
           pack_halves<E, P>(dg[hh][g], v[g]);
-          store_packed<E, P>(core_t + a_at(m, g * U + P * q), dg[hh][g], P);
+          if (!FIRST || g >= 2) store_packed<E, P>(core_t + a_at(m, g * U + P * q), dg[hh][g], P);
         }
       }
       fence_async_global();  // the slice is read by bulk copies (the async proxy)
       bar_arrive(1, kThreads2);
+      if constexpr (FIRST) {
+        // d(r h_{t-1}) of the thread's units: the step's da (every CTA's slots 2, 3) times U_h^T.
+        float drh[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i) drh[i] = 0.0f;
+        halves.multiply(drh, W, waited, KS / 2);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int m = row_of(2 * hh);
+          float v1[P];
+#pragma unroll
+          for (int p = 0; p < P; ++p) {
+            v1[p] = 0.0f;
+            if (t >= len[hh]) continue;
+            const float z = half_at<E>(gs[hh][0], p), r = half_at<E>(gs[hh][1], p), d = drh[elem(hh, p)];
+            v1[p] = d * half_at<E>(st[hh], p) * r * (1.0f - r);
+            carry[hh][p] = dhs[hh][p] * z + d * r;
+          }
+          pack_halves<E, P>(dg[hh][1], v1);
+#pragma unroll
+          for (int g = 0; g < 2; ++g) store_packed<E, P>(core_t + a_at(m, g * U + P * q), dg[hh][g], P);
+        }
+        fence_async_global();
+        bar_arrive(1, kThreads2);
+      }
       // The GEMMs' copy: the input side's gates and, for a GRU, the candidate's recurrent side after
       // them (its z and r are the input side's). Only the GEMMs after the loop read it.
 #pragma unroll
@@ -470,36 +525,28 @@ __global__ void __launch_bounds__(kThreads2, 1) backward2_k(const Args a) {
 #endif
 }
 
-template <typename E, bool GRU, int U>
+template <typename E, Cell2 K, int U>
 void launch_of(const Args& a, cudaStream_t s) {
-  launch_rows<backward2_k<E, GRU, U>, kThreads2>(a, s);
+  launch_rows<backward2_k<E, K, U>, kThreads2>(a, s);
 #ifdef RNNTRAIN_WF2_PHASES
   print_phases_b_k<<<1, 1, 0, s>>>(a.cl.rows, a.L * a.D);
 #endif
 }
 
-template <typename E, bool GRU, int U>
-constexpr Kernels kernels_of() {
-  return {&resident_clusters<backward2_k<E, GRU, U>, kThreads2>, &launch_of<E, GRU, U>};
-}
-const Kernels& pick(const Cluster& cl, bool gru, bool bf16) {
-  static const Kernels table[2][2][3] = {
-      {{kernels_of<__half, false, 8>(), kernels_of<__half, false, 16>(), kernels_of<__half, false, 32>()},
-       {kernels_of<__half, true, 8>(), kernels_of<__half, true, 16>(), kernels_of<__half, true, 32>()}},
-      {{kernels_of<__nv_bfloat16, false, 8>(), kernels_of<__nv_bfloat16, false, 16>(),
-        kernels_of<__nv_bfloat16, false, 32>()},
-       {kernels_of<__nv_bfloat16, true, 8>(), kernels_of<__nv_bfloat16, true, 16>(),
-        kernels_of<__nv_bfloat16, true, 32>()}}};
-  return table[bf16][gru][u_index(cl)];
-}
+template <typename E, Cell2 K, int U>
+struct Of {
+  static constexpr Kernels kernels = {&resident_clusters<backward2_k<E, K, U>, kThreads2>, &launch_of<E, K, U>};
+};
 
 }  // namespace
 
-int max_clusters2_backward(const Cluster& cl, bool gru, bool bf16) {
+int max_clusters2_backward(const Cluster& cl, Cell2 cell, bool bf16) {
   if (cl.C < 1 || cl.C > 16 || cl.S < 1 || cl.S > cl.C || cl.smem > smem_optin()) return 0;
-  return pick(cl, gru, bf16).clusters(cl);
+  return pick<Of>(cl, cell, bf16).clusters(cl);
 }
 
-void launch_backward2(const Args& a, bool bf16, cudaStream_t s) { pick(a.cl, a.gru, bf16).launch(a, s); }
+void launch_backward2(const Args& a, bool bf16, cudaStream_t s) {
+  pick<Of>(a.cl, cell_of(a), bf16).launch(a, s);
+}
 
 }  // namespace rnntrain::cuda::wf

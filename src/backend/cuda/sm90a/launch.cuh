@@ -1,6 +1,8 @@
 // Launching the second design's kernels (host code, included by both kernel files): clusters of cl.C
 // CTAs of Threads threads each, the shared memory cl.smem, all clusters resident at once.
 #pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/api_errors.h"
@@ -53,11 +55,26 @@ void launch_rows(const Args& a, cudaStream_t s) {
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, a));
 }
 
-// A kernel's instantiations, by [bf16][gru][U = 8, 16, 32].
+// A kernel's instantiations: Of<E, cell, U>::kernels for both half types, every cell and U = 8, 16, 32,
+// and the one for a launch.
 struct Kernels {
   int (*clusters)(const Cluster&);
   void (*launch)(const Args&, cudaStream_t);
 };
-inline int u_index(const Cluster& cl) { return cl.U == 8 ? 0 : cl.U == 16 ? 1 : 2; }
+template <template <typename, Cell2, int> class Of, typename E, Cell2 K>
+constexpr Kernels by_u(int U) {
+  return U == 8 ? Of<E, K, 8>::kernels : U == 16 ? Of<E, K, 16>::kernels : Of<E, K, 32>::kernels;
+}
+template <template <typename, Cell2, int> class Of, typename E>
+constexpr Kernels by_cell(Cell2 cell, int U) {
+  return cell == Cell2::Lstm  ? by_u<Of, E, Cell2::Lstm>(U)
+         : cell == Cell2::Gru ? by_u<Of, E, Cell2::Gru>(U)
+                              : by_u<Of, E, Cell2::GruResetFirst>(U);
+}
+inline Cell2 cell_of(const Args& a) { return !a.gru ? Cell2::Lstm : a.reset_after ? Cell2::Gru : Cell2::GruResetFirst; }
+template <template <typename, Cell2, int> class Of>
+Kernels pick(const Cluster& cl, Cell2 cell, bool bf16) {
+  return bf16 ? by_cell<Of, __nv_bfloat16>(cell, cl.U) : by_cell<Of, __half>(cell, cl.U);
+}
 
 }  // namespace rnntrain::cuda::wf::sm90
