@@ -136,11 +136,10 @@ std::string describe_execution(const Config& cfg, const ResolvedModel& model) {
     // The CUDA engine plans with its own stack rule: with the wavefront kernels, GRUs with reset_after:
     // false may form stacks that cuDNN's rule leaves as generic layers.
     const ResolvedModel gm = resolve_model(cfg.model, cfg.plan.fuse, gpu_stack_rule(p, a, cuda::own_kernel_check()));
-    bool same = gm.plan.stages.size() == model.plan.stages.size();
-    for (size_t i = 0; same && i < gm.plan.stages.size(); ++i)
-      same = gm.plan.stages[i].kind == model.plan.stages[i].kind && gm.plan.stages[i].layers == model.plan.stages[i].layers;
-    const std::string own = same ? "" : "On the GPU, with the wavefront kernels running GRUs with reset_after: false:\n" +
-                                            describe_plan(gm);
+    const std::string own = same_stages(gm.plan, model.plan)
+                                ? ""
+                                : "On the GPU, with the wavefront kernels running GRUs with reset_after: false:\n" +
+                                      describe_plan(gm);
     return head + own + describe_gpu_plan(gm, plan_gpu(gm, p, a, cuda::own_kernel_check()), p, a);
   }
 #endif

@@ -122,6 +122,13 @@ Plan make_plan(const ModelSpec& model, FuseMode fuse, const StackRule& rule) {
   return plan;
 }
 
+bool same_stages(const Plan& a, const Plan& b) {
+  if (a.stages.size() != b.stages.size()) return false;
+  for (size_t i = 0; i < a.stages.size(); ++i)
+    if (a.stages[i].kind != b.stages[i].kind || a.stages[i].layers != b.stages[i].layers) return false;
+  return true;
+}
+
 std::string describe_plan(const ResolvedModel& m) {
   const ModelSpec& model = m.spec;
   const Plan& plan = m.plan;

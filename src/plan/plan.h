@@ -46,6 +46,8 @@ using StackRule = std::function<std::string(const LayerSpec& layer)>;
 std::string own_ineligible(const LayerSpec& layer);
 
 Plan make_plan(const ModelSpec& model, FuseMode fuse, const StackRule& rule = cudnn_ineligible);
+// Whether two plans have the same stages (kinds and layers).
+bool same_stages(const Plan& a, const Plan& b);
 
 // A model resolved once: the spec, each layer's shapes (infer_shapes), the plan for one fusion mode
 // (make_plan) and where each layer's weights start among Params::all(). The engines are built from

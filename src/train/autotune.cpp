@@ -48,13 +48,6 @@ bool has_stack(const Plan& p) {
   return false;
 }
 
-bool same_stages(const Plan& a, const Plan& b) {
-  if (a.stages.size() != b.stages.size()) return false;
-  for (size_t i = 0; i < a.stages.size(); ++i)
-    if (a.stages[i].kind != b.stages[i].kind || a.stages[i].layers != b.stages[i].layers) return false;
-  return true;
-}
-
 // Whether any step mask can reach the stacks: Masking, Embedding(mask_zero) or a lengths dataset.
 bool may_mask(const Config& cfg) {
   for (const LayerSpec& l : cfg.model.layers)

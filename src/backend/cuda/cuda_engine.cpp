@@ -33,8 +33,11 @@ class CudaOptimizerView final : public Optimizer {
 class CudaEngine final : public Engine {
  public:
   CudaEngine(const Config& cfg, Params params, Rng& rng, Comm* ranks)
-      : cfg_(cfg), params_(std::move(params)), rng_(rng), model_(resolve_model(cfg_.model, cfg_.plan.fuse,
-                                                          gpu_stack_rule(cfg_.plan.precision, cfg_.plan.algo, own_kernel_check()))),
+      : cfg_(cfg),
+        params_(std::move(params)),
+        rng_(rng),
+        model_(resolve_model(cfg_.model, cfg_.plan.fuse,
+                             gpu_stack_rule(cfg_.plan.precision, cfg_.plan.algo, own_kernel_check()))),
         session_(cfg_, model_, params_, ranks), opt_(session_) {}
 
   std::string device_name() const override { return session_.device_name(); }
