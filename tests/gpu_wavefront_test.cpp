@@ -117,12 +117,8 @@ TEST(Wavefront, TrainingEndsWhereTheFp32CpuRunEnds) {
     cfg.train.optimizer.kind = OptimizerKind::SGD;  // steps proportional to the gradients: errors show
     cfg.train.optimizer.momentum = 0.9;
     cfg.plan.graphs = false;  // every step enqueued from the host, so gpu_wavefront_passes() counts it
-    Config cpu_cfg = cfg;
-    cpu_cfg.device = Device::Cpu;
     const Params init = random_params(cfg.model, 11, 0.2);
-    Rng r1(2), r2(2);
-    auto gpu = make_engine(cfg, init, r1);
-    auto cpu = make_engine(cpu_cfg, init, r2);
+    auto [cpu, gpu] = engines_on_both(cfg, init, 2);
     const int64_t passes = gpu_wavefront_passes();
     double lg = 0, lc = 0, first = 0;
     for (int s = 0; s < 30; ++s) {
@@ -152,12 +148,8 @@ TEST(Wavefront, AMaskedBidirectionalStackRunsWholeAndTrainsAsTheCpu) {
                           "masked_bilstm", Precision::Bf16, RnnAlgo::Wavefront);
   cfg.train.optimizer.kind = OptimizerKind::SGD;
   cfg.train.optimizer.momentum = 0.9;
-  Config cpu_cfg = cfg;
-  cpu_cfg.device = Device::Cpu;
   const Params init = random_params(cfg.model, 5, 0.2);
-  Rng r1(2), r2(2);
-  auto gpu = make_engine(cfg, init, r1);
-  auto cpu = make_engine(cpu_cfg, init, r2);
+  auto [cpu, gpu] = engines_on_both(cfg, init, 2);
   const int64_t passes = gpu_wavefront_passes(), graphs = gpu_graph_steps();
   double lg = 0, lc = 0, first = 0;
   for (int s = 0; s < 20; ++s) {
@@ -176,12 +168,8 @@ TEST(Wavefront, AMaskedBidirectionalStackRunsWholeAndTrainsAsTheCpu) {
 TEST(Wavefront, InferenceGivesTheCpuOutputs) {
   SKIP_WITHOUT_GPU();
   Config cfg = gpu_config("[10, 8]", kGru3, "infer", Precision::Fp16, RnnAlgo::Wavefront);
-  Config cpu_cfg = cfg;
-  cpu_cfg.device = Device::Cpu;
   const Params init = random_params(cfg.model, 3, 0.3);
-  Rng r1(1), r2(1);
-  auto gpu = make_engine(cfg, init, r1);
-  auto cpu = make_engine(cpu_cfg, init, r2);
+  auto [cpu, gpu] = engines_on_both(cfg, init, 1);
   const Batch b = random_batch(cfg, 7, 10, 5, {10, 4, 1, 10, 8, 10, 2});
   const int64_t passes = gpu_wavefront_passes();
   const Tensor pg = gpu->predict(b), pc = cpu->predict(b);
@@ -196,12 +184,8 @@ TEST(Wavefront, InferenceGivesTheCpuOutputs) {
 // ran the stacks (2 or 1), or 0 for none (generic layers).
 void expect_cpu_results(const char* layers, Precision p, int64_t batch, double tol, int design) {
   Config cfg = gpu_config("[12, 8]", layers, "design2", p, RnnAlgo::Wavefront);
-  Config cpu_cfg = cfg;
-  cpu_cfg.device = Device::Cpu;
   const Params init = random_params(cfg.model, 3, 0.3);
-  Rng r1(1), r2(1);
-  auto gpu = make_engine(cfg, init, r1);
-  auto cpu = make_engine(cpu_cfg, init, r2);
+  auto [cpu, gpu] = engines_on_both(cfg, init, 1);
   std::vector<int32_t> lens(static_cast<size_t>(batch));
   for (size_t i = 0; i < lens.size(); ++i) lens[i] = static_cast<int32_t>(1 + (i * 5) % 12);
   const Batch b = random_batch(cfg, batch, 12, 5, lens);
